@@ -1,0 +1,2 @@
+//! CUDA runtime for nvfuser-rs: device discovery, NVRTC, caches, launch.
+#![deny(missing_docs)]

@@ -1,0 +1,1 @@
+//! The `fusion!` procedural macro (see the macro issue). Thin until then.
