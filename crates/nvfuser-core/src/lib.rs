@@ -4,4 +4,21 @@
 //! string runs on a machine with no GPU and no CUDA toolkit.
 #![deny(missing_docs)]
 
+pub mod builder;
+pub mod dtype;
+pub mod error;
+pub mod ir;
 pub mod philox;
+
+pub use builder::{FusionDefinition, Size};
+pub use dtype::{DataType, ScalarValue};
+pub use error::{Error, Result};
+pub use ir::{Fusion, ValId};
+
+/// The names most programs need.
+pub mod prelude {
+    pub use crate::builder::{Contiguity, FusionDefinition, Size, TensorSpec};
+    pub use crate::dtype::{DataType, ScalarValue};
+    pub use crate::error::{Error, Result};
+    pub use crate::ir::{Fusion, ValId};
+}

@@ -1,0 +1,208 @@
+//! Symbolic extents (dimension sizes).
+//!
+//! An extent is a small expression over constants, the runtime sizes of fusion input
+//! tensors and integer scalar values. It is held by value (tensors have few dims) and
+//! folded eagerly when its operands are constant, so static shapes stay constants.
+//! Lowering prints extents as index math; the evaluator computes them from bindings.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::ValId;
+
+/// The size of one dimension, symbolically.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Extent {
+    /// A known size.
+    Const(i64),
+    /// The runtime size of fusion input `tensor` along its logical dim `axis`.
+    Dim {
+        /// A fusion input tensor.
+        tensor: ValId,
+        /// A logical dim of that tensor.
+        axis: u32,
+    },
+    /// The runtime value of an integer scalar.
+    Scalar(ValId),
+    /// A binary integer operation.
+    Op(ExtentOp, Box<Extent>, Box<Extent>),
+}
+
+/// Integer operations in extents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ExtentOp {
+    /// a + b.
+    Add,
+    /// a - b.
+    Sub,
+    /// a * b.
+    Mul,
+    /// a / b rounded down (operands are non-negative).
+    Div,
+    /// a / b rounded up (operands are non-negative).
+    CeilDiv,
+    /// max(a, b).
+    Max,
+    /// min(a, b).
+    Min,
+}
+
+impl ExtentOp {
+    fn apply(self, a: i64, b: i64) -> Option<i64> {
+        match self {
+            ExtentOp::Add => a.checked_add(b),
+            ExtentOp::Sub => a.checked_sub(b),
+            ExtentOp::Mul => a.checked_mul(b),
+            ExtentOp::Div => (b != 0).then(|| a.div_euclid(b)),
+            ExtentOp::CeilDiv => (b != 0).then(|| -((-a).div_euclid(b))),
+            ExtentOp::Max => Some(a.max(b)),
+            ExtentOp::Min => Some(a.min(b)),
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            ExtentOp::Add => "+",
+            ExtentOp::Sub => "-",
+            ExtentOp::Mul => "*",
+            ExtentOp::Div => "/",
+            ExtentOp::CeilDiv => "ceildiv",
+            ExtentOp::Max => "max",
+            ExtentOp::Min => "min",
+        }
+    }
+}
+
+impl Extent {
+    /// Builds `a op b`, folding constants and trivial identities.
+    pub fn binary(op: ExtentOp, a: Extent, b: Extent) -> Extent {
+        if let (Extent::Const(x), Extent::Const(y)) = (&a, &b) {
+            if let Some(v) = op.apply(*x, *y) {
+                return Extent::Const(v);
+            }
+        }
+        match (op, &a, &b) {
+            (ExtentOp::Add | ExtentOp::Sub, _, Extent::Const(0)) => a,
+            (ExtentOp::Add, Extent::Const(0), _) => b,
+            (ExtentOp::Mul | ExtentOp::Div | ExtentOp::CeilDiv, _, Extent::Const(1)) => a,
+            (ExtentOp::Mul, Extent::Const(1), _) => b,
+            _ => Extent::Op(op, Box::new(a), Box::new(b)),
+        }
+    }
+
+    /// `self + other`.
+    pub fn add(self, other: Extent) -> Extent {
+        Extent::binary(ExtentOp::Add, self, other)
+    }
+    /// `self - other`.
+    pub fn sub(self, other: Extent) -> Extent {
+        Extent::binary(ExtentOp::Sub, self, other)
+    }
+    /// `self * other`.
+    pub fn mul(self, other: Extent) -> Extent {
+        Extent::binary(ExtentOp::Mul, self, other)
+    }
+    /// `self / other`, rounded down.
+    pub fn div(self, other: Extent) -> Extent {
+        Extent::binary(ExtentOp::Div, self, other)
+    }
+    /// `self / other`, rounded up.
+    pub fn ceil_div(self, other: Extent) -> Extent {
+        Extent::binary(ExtentOp::CeilDiv, self, other)
+    }
+    /// `max(self, other)`.
+    pub fn max(self, other: Extent) -> Extent {
+        Extent::binary(ExtentOp::Max, self, other)
+    }
+    /// `min(self, other)`.
+    pub fn min(self, other: Extent) -> Extent {
+        Extent::binary(ExtentOp::Min, self, other)
+    }
+
+    /// The constant value, if known.
+    pub fn as_const(&self) -> Option<i64> {
+        match self {
+            Extent::Const(c) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// Evaluates the extent. `dim` gives the size of an input tensor's dim and `scalar`
+    /// the value of an integer scalar; either may return `None` when unbound.
+    pub fn eval(
+        &self,
+        dim: &dyn Fn(ValId, usize) -> Option<i64>,
+        scalar: &dyn Fn(ValId) -> Option<i64>,
+    ) -> Option<i64> {
+        match self {
+            Extent::Const(c) => Some(*c),
+            Extent::Dim { tensor, axis } => dim(*tensor, *axis as usize),
+            Extent::Scalar(v) => scalar(*v),
+            Extent::Op(op, a, b) => op.apply(a.eval(dim, scalar)?, b.eval(dim, scalar)?),
+        }
+    }
+
+    /// Calls `f` on every value id the extent mentions.
+    pub fn for_each_val(&self, f: &mut dyn FnMut(ValId)) {
+        match self {
+            Extent::Const(_) => {}
+            Extent::Dim { tensor, .. } => f(*tensor),
+            Extent::Scalar(v) => f(*v),
+            Extent::Op(_, a, b) => {
+                a.for_each_val(f);
+                b.for_each_val(f);
+            }
+        }
+    }
+
+    /// Returns a copy with every value id replaced through `map`.
+    pub fn remap(&self, map: &dyn Fn(ValId) -> ValId) -> Extent {
+        match self {
+            Extent::Const(c) => Extent::Const(*c),
+            Extent::Dim { tensor, axis } => Extent::Dim {
+                tensor: map(*tensor),
+                axis: *axis,
+            },
+            Extent::Scalar(v) => Extent::Scalar(map(*v)),
+            Extent::Op(op, a, b) => Extent::Op(*op, Box::new(a.remap(map)), Box::new(b.remap(map))),
+        }
+    }
+}
+
+impl fmt::Display for Extent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Extent::Const(c) => write!(f, "{c}"),
+            Extent::Dim { tensor, axis } => write!(f, "{tensor}.size({axis})"),
+            Extent::Scalar(v) => write!(f, "{v}"),
+            Extent::Op(op, a, b) => match op {
+                ExtentOp::CeilDiv | ExtentOp::Max | ExtentOp::Min => {
+                    write!(f, "{}({a}, {b})", op.symbol())
+                }
+                _ => write!(f, "({a} {} {b})", op.symbol()),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_constants_and_identities() {
+        assert_eq!(Extent::Const(7).ceil_div(Extent::Const(2)), Extent::Const(4));
+        assert_eq!(Extent::Const(7).div(Extent::Const(2)), Extent::Const(3));
+        let d = Extent::Dim {
+            tensor: ValId(0),
+            axis: 1,
+        };
+        assert_eq!(d.clone().add(Extent::Const(0)), d);
+        assert_eq!(d.clone().mul(Extent::Const(1)), d);
+        let e = d.clone().sub(Extent::Const(2)).ceil_div(Extent::Const(3));
+        assert_eq!(e.to_string(), "ceildiv((v0.size(1) - 2), 3)");
+        let v = e.eval(&|_, axis| Some(10 + axis as i64), &|_| None);
+        assert_eq!(v, Some(3)); // ceil((11 - 2) / 3)
+    }
+}

@@ -1,0 +1,360 @@
+//! The Fusion IR: values and expressions in arenas, addressed by typed `u32` ids.
+//!
+//! A [`Fusion`] owns two vectors, one of [`Val`]s (tensors and scalars) and one of
+//! [`Expr`]s. Each expression reads input values and defines output values; a value
+//! has at most one defining expression. Expressions are appended after their inputs
+//! exist, so the arena order is a topological order. Ids are cheap to copy, hash and
+//! compare, and no lifetimes leak into the API.
+//!
+//! Architecture invariant: a `Fusion` is plain data. It holds no CUDA state, no caches
+//! and no interior mutability; structural identity is computed from it on demand
+//! (see [`structural`]).
+
+mod extent;
+mod ops;
+pub mod structural;
+mod verify;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+
+pub use extent::{Extent, ExtentOp};
+pub use ops::{
+    BinaryOp, BinaryRule, Distribution, Op, ReductionOp, SizeArg, SliceRange, TernaryOp, UnaryOp,
+    UnaryRule,
+};
+
+use crate::dtype::{DataType, ScalarValue};
+
+/// Id of a value (tensor or scalar) in its fusion's arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ValId(pub u32);
+
+/// Id of an expression in its fusion's arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ExprId(pub u32);
+
+impl ValId {
+    /// Position in the arena.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl ExprId {
+    /// Position in the arena.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for ValId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+/// What kind of iteration a dimension is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum IterKind {
+    /// An ordinary dimension.
+    Iteration,
+    /// A size-1 dimension that broadcasts against any size.
+    Broadcast,
+    /// A broadcast dimension with a real extent (stride 0 in memory).
+    Expanded,
+    /// A dimension that a reduction consumed; not part of the tensor's shape.
+    Reduction,
+}
+
+/// One dimension of a tensor's logical domain.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct IterDomain {
+    /// Its size.
+    pub extent: Extent,
+    /// Its kind.
+    pub kind: IterKind,
+}
+
+impl IterDomain {
+    /// An ordinary dim.
+    pub fn iteration(extent: Extent) -> Self {
+        IterDomain {
+            extent,
+            kind: IterKind::Iteration,
+        }
+    }
+
+    /// A size-1 broadcast dim.
+    pub fn broadcast() -> Self {
+        IterDomain {
+            extent: Extent::Const(1),
+            kind: IterKind::Broadcast,
+        }
+    }
+
+    /// True for broadcast and expanded dims (they can stand against any size).
+    pub fn is_broadcast_like(&self) -> bool {
+        matches!(self.kind, IterKind::Broadcast | IterKind::Expanded)
+    }
+
+    /// True for reduction dims.
+    pub fn is_reduction(&self) -> bool {
+        self.kind == IterKind::Reduction
+    }
+}
+
+/// Type of a tensor value: its logical domain and, for inputs, its memory layout.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TensorType {
+    /// All logical dims, reduction dims included.
+    pub domain: Vec<IterDomain>,
+    /// Per shape dim (reduction dims excluded): `Some(true)` when the dim's stride is
+    /// the size × stride of the next inner non-broadcast dim (1 for the innermost),
+    /// `None` for broadcast and expanded dims.
+    pub contiguity: Vec<Option<bool>>,
+    /// Per shape dim: its rank in allocation order, 0 innermost (row-major 3-D is
+    /// `[2, 1, 0]`).
+    pub stride_order: Vec<usize>,
+}
+
+impl TensorType {
+    /// A contiguous row-major tensor over `domain`.
+    pub fn contiguous(domain: Vec<IterDomain>) -> Self {
+        let shape: Vec<&IterDomain> = domain.iter().filter(|d| !d.is_reduction()).collect();
+        let rank = shape.len();
+        let contiguity = shape
+            .iter()
+            .map(|d| (!d.is_broadcast_like()).then_some(true))
+            .collect();
+        TensorType {
+            domain,
+            contiguity,
+            stride_order: (0..rank).rev().collect(),
+        }
+    }
+
+    /// The dims that make up the tensor's shape (reduction dims excluded).
+    pub fn shape(&self) -> impl Iterator<Item = &IterDomain> + '_ {
+        self.domain.iter().filter(|d| !d.is_reduction())
+    }
+
+    /// The dims that make up the shape, collected.
+    pub fn shape_dims(&self) -> Vec<IterDomain> {
+        self.shape().cloned().collect()
+    }
+
+    /// Number of shape dims.
+    pub fn rank(&self) -> usize {
+        self.shape().count()
+    }
+
+    /// True when the stride order is row-major.
+    pub fn is_row_major(&self) -> bool {
+        let r = self.stride_order.len();
+        self.stride_order.iter().enumerate().all(|(i, &o)| o == r - 1 - i)
+    }
+}
+
+/// What a value is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ValKind {
+    /// A tensor.
+    Tensor(TensorType),
+    /// A scalar: a fusion input, a constant, or computed by an expression.
+    Scalar(Option<ScalarValue>),
+}
+
+/// A value node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Val {
+    /// Element type.
+    pub dtype: DataType,
+    /// Tensor or scalar.
+    pub kind: ValKind,
+    /// The expression that defines it; `None` for inputs and constants.
+    pub definition: Option<ExprId>,
+}
+
+impl Val {
+    /// The tensor type, if this is a tensor.
+    pub fn tensor(&self) -> Option<&TensorType> {
+        match &self.kind {
+            ValKind::Tensor(t) => Some(t),
+            ValKind::Scalar(_) => None,
+        }
+    }
+
+    /// True for tensors.
+    pub fn is_tensor(&self) -> bool {
+        matches!(self.kind, ValKind::Tensor(_))
+    }
+
+    /// The constant value, if this is a constant scalar.
+    pub fn constant(&self) -> Option<ScalarValue> {
+        match &self.kind {
+            ValKind::Scalar(c) => *c,
+            ValKind::Tensor(_) => None,
+        }
+    }
+}
+
+/// An expression node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Expr {
+    /// What it computes.
+    pub op: Op,
+    /// Values read, in the op's order.
+    pub inputs: SmallVec<[ValId; 3]>,
+    /// Values defined.
+    pub outputs: SmallVec<[ValId; 1]>,
+}
+
+/// A fusion output: a value, optionally written in place into an input's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Output {
+    /// The value.
+    pub val: ValId,
+    /// When set, the output is stored into this input tensor (an in-place update).
+    pub alias_of: Option<ValId>,
+}
+
+/// A whole fusion: arenas plus ordered inputs and outputs.
+///
+/// Equality and hashing are structural (see [`structural`]): two fusions built the
+/// same way are equal even if their inputs were declared at different points.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Fusion {
+    pub(crate) vals: Vec<Val>,
+    pub(crate) exprs: Vec<Expr>,
+    pub(crate) inputs: Vec<ValId>,
+    pub(crate) outputs: Vec<Output>,
+}
+
+impl Fusion {
+    /// An empty fusion.
+    pub fn new() -> Self {
+        Fusion::default()
+    }
+
+    /// The value behind an id. Ids come from this fusion; a foreign id is a logic error
+    /// that the verifier reports, and this accessor panics on it.
+    pub fn val(&self, id: ValId) -> &Val {
+        &self.vals[id.index()]
+    }
+
+    /// The value behind an id, or `None` if the id is out of range.
+    pub fn get_val(&self, id: ValId) -> Option<&Val> {
+        self.vals.get(id.index())
+    }
+
+    /// The expression behind an id.
+    pub fn expr(&self, id: ExprId) -> &Expr {
+        &self.exprs[id.index()]
+    }
+
+    /// All values, in arena order.
+    pub fn vals(&self) -> impl ExactSizeIterator<Item = (ValId, &Val)> + '_ {
+        self.vals
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (ValId(i as u32), v))
+    }
+
+    /// All expressions, in arena (topological) order.
+    pub fn exprs(&self) -> impl ExactSizeIterator<Item = (ExprId, &Expr)> + '_ {
+        self.exprs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (ExprId(i as u32), e))
+    }
+
+    /// Number of values.
+    pub fn num_vals(&self) -> usize {
+        self.vals.len()
+    }
+
+    /// Number of expressions.
+    pub fn num_exprs(&self) -> usize {
+        self.exprs.len()
+    }
+
+    /// Inputs, in order.
+    pub fn inputs(&self) -> &[ValId] {
+        &self.inputs
+    }
+
+    /// Outputs, in order.
+    pub fn outputs(&self) -> &[Output] {
+        &self.outputs
+    }
+
+    /// The tensor type of `id`, if it is a tensor.
+    pub fn tensor_type(&self, id: ValId) -> Option<&TensorType> {
+        self.get_val(id).and_then(Val::tensor)
+    }
+
+    /// The position of `id` among the inputs.
+    pub fn input_position(&self, id: ValId) -> Option<usize> {
+        self.inputs.iter().position(|&i| i == id)
+    }
+
+    /// For each value, the expressions that read it (in arena order).
+    pub fn uses(&self) -> Vec<Vec<ExprId>> {
+        let mut uses = vec![Vec::new(); self.vals.len()];
+        for (id, e) in self.exprs() {
+            for &i in &e.inputs {
+                if let Some(u) = uses.get_mut(i.index()) {
+                    if u.last() != Some(&id) {
+                        u.push(id);
+                    }
+                }
+            }
+        }
+        uses
+    }
+
+    /// Which expressions contribute to some output, as a mask over the expr arena.
+    pub fn live_exprs(&self) -> Vec<bool> {
+        let mut live_val = vec![false; self.vals.len()];
+        for o in &self.outputs {
+            if let Some(l) = live_val.get_mut(o.val.index()) {
+                *l = true;
+            }
+        }
+        let mut live = vec![false; self.exprs.len()];
+        for (i, e) in self.exprs.iter().enumerate().rev() {
+            if e.outputs.iter().any(|o| live_val[o.index()]) {
+                live[i] = true;
+                for &inp in &e.inputs {
+                    live_val[inp.index()] = true;
+                    if let ValKind::Tensor(t) = &self.vals[inp.index()].kind {
+                        for d in &t.domain {
+                            d.extent.for_each_val(&mut |v| live_val[v.index()] = true);
+                        }
+                    }
+                }
+            }
+        }
+        live
+    }
+
+    pub(crate) fn push_val(&mut self, val: Val) -> ValId {
+        let id = ValId(self.vals.len() as u32);
+        self.vals.push(val);
+        id
+    }
+
+    pub(crate) fn push_expr(&mut self, expr: Expr) -> ExprId {
+        let id = ExprId(self.exprs.len() as u32);
+        for &o in &expr.outputs {
+            self.vals[o.index()].definition = Some(id);
+        }
+        self.exprs.push(expr);
+        id
+    }
+}
+
+pub use verify::verify;
