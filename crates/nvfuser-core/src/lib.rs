@@ -5,10 +5,13 @@
 #![deny(missing_docs)]
 
 pub mod builder;
+pub mod dsl;
 pub mod dtype;
 pub mod error;
+pub mod eval;
 pub mod ir;
 pub mod philox;
+pub mod print;
 
 pub use builder::{FusionDefinition, Size};
 pub use dtype::{DataType, ScalarValue};

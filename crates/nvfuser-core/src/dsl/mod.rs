@@ -1,0 +1,1 @@
+//! The fusion! DSL grammar (in progress).
