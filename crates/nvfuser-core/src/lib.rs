@@ -20,7 +20,7 @@ pub use ir::{Fusion, ValId};
 
 /// The names most programs need.
 pub mod prelude {
-    pub use crate::builder::{Contiguity, FusionDefinition, Size, TensorSpec};
+    pub use crate::builder::{Contiguity, FusionDefinition, Size, Slice, TensorSpec};
     pub use crate::dtype::{DataType, ScalarValue};
     pub use crate::error::{Error, Result};
     pub use crate::ir::{Fusion, ValId};

@@ -21,7 +21,8 @@ mod shape;
 
 use smallvec::SmallVec;
 
-pub use descriptor::{Contiguity, TensorSpec};
+pub use descriptor::{tensor_spec_from_strides, Contiguity, TensorSpec};
+pub use shape::Slice;
 
 use crate::dtype::{DataType, ScalarValue};
 use crate::error::{Error, Result};
