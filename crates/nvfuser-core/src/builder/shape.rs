@@ -159,11 +159,11 @@ impl FusionDefinition {
         if let Some((i, n)) = extents.iter().enumerate().find_map(|(i, e)| e.as_const().filter(|n| *n < -1).map(|n| (i, n))) {
             return Err(Error::invalid(op, format!("size {n} at dim {i}: expected -1 or a size >= 0")));
         }
-        let numel = shape.iter().fold(Extent::Const(1), |acc, d| acc.mul(d.extent.clone()));
+        let numel = shape.iter().fold(Extent::Const(1), |acc, d| acc * d.extent.clone());
         let known = extents
             .iter()
             .filter(|e| e.as_const() != Some(-1))
-            .fold(Extent::Const(1), |acc, e| acc.mul(e.clone()));
+            .fold(Extent::Const(1), |acc, e| acc * e.clone());
         let mut extents = extents;
         if let Some(&i) = infer.first() {
             if let (Some(n), Some(k)) = (numel.as_const(), known.as_const()) {
@@ -171,7 +171,7 @@ impl FusionDefinition {
                     return Err(Error::shape(op, format!("a shape of {n} elements"), format!("{sizes:?}")));
                 }
             }
-            extents[i] = numel.clone().div(known);
+            extents[i] = numel.clone() / known;
         } else if let (Some(n), Some(k)) = (numel.as_const(), known.as_const()) {
             if n != k {
                 return Err(Error::shape(op, format!("sizes with {n} elements (input {})", describe_shape(&shape)), format!("{sizes:?} ({k} elements)")));
@@ -246,13 +246,13 @@ impl FusionDefinition {
             let size = d.extent.clone();
             let norm = |a: SizeArg, e: &Extent| -> Extent {
                 match a {
-                    SizeArg::Const(c) if c < 0 => size.clone().add(Extent::Const(c)).max(Extent::Const(0)),
+                    SizeArg::Const(c) if c < 0 => (size.clone() + Extent::Const(c)).max(Extent::Const(0)),
                     _ => e.clone().min(size.clone()),
                 }
             };
             let start = norm(args[0], &ext[0]);
             let stop = norm(args[1], &ext[1]);
-            let len = stop.sub(start).max(Extent::Const(0)).ceil_div(Extent::Const(r.step));
+            let len = (stop - start).max(Extent::Const(0)).ceil_div(Extent::Const(r.step));
             out_ranges.push(SliceRange { start: args[0], stop: args[1], step: r.step });
             domain.push(if d.is_broadcast_like() && len.as_const() == Some(1) {
                 d.clone()
@@ -282,7 +282,7 @@ impl FusionDefinition {
                 if lo == 0 && hi == 0 {
                     d
                 } else {
-                    IterDomain::iteration(d.extent.add(Extent::Const(lo + hi)))
+                    IterDomain::iteration(d.extent + Extent::Const(lo + hi))
                 }
             })
             .collect();
@@ -324,7 +324,7 @@ impl FusionDefinition {
                     domain[i] = d.clone();
                 }
             }
-            along = along.add(s[axis].extent.clone());
+            along = along + s[axis].extent.clone();
         }
         if tensors.len() == 1 {
             return Ok(first);

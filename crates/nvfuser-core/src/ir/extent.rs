@@ -91,22 +91,6 @@ impl Extent {
         }
     }
 
-    /// `self + other`.
-    pub fn add(self, other: Extent) -> Extent {
-        Extent::binary(ExtentOp::Add, self, other)
-    }
-    /// `self - other`.
-    pub fn sub(self, other: Extent) -> Extent {
-        Extent::binary(ExtentOp::Sub, self, other)
-    }
-    /// `self * other`.
-    pub fn mul(self, other: Extent) -> Extent {
-        Extent::binary(ExtentOp::Mul, self, other)
-    }
-    /// `self / other`, rounded down.
-    pub fn div(self, other: Extent) -> Extent {
-        Extent::binary(ExtentOp::Div, self, other)
-    }
     /// `self / other`, rounded up.
     pub fn ceil_div(self, other: Extent) -> Extent {
         Extent::binary(ExtentOp::CeilDiv, self, other)
@@ -170,6 +154,22 @@ impl Extent {
     }
 }
 
+macro_rules! extent_ops {
+    ($($trait:ident $method:ident => $op:ident),*) => {
+        $(
+            impl std::ops::$trait for Extent {
+                type Output = Extent;
+                fn $method(self, other: Extent) -> Extent {
+                    Extent::binary(ExtentOp::$op, self, other)
+                }
+            }
+        )*
+    };
+}
+
+// `/` rounds down; extents are non-negative.
+extent_ops!(Add add => Add, Sub sub => Sub, Mul mul => Mul, Div div => Div);
+
 impl fmt::Display for Extent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -193,14 +193,14 @@ mod tests {
     #[test]
     fn folds_constants_and_identities() {
         assert_eq!(Extent::Const(7).ceil_div(Extent::Const(2)), Extent::Const(4));
-        assert_eq!(Extent::Const(7).div(Extent::Const(2)), Extent::Const(3));
+        assert_eq!(Extent::Const(7) / Extent::Const(2), Extent::Const(3));
         let d = Extent::Dim {
             tensor: ValId(0),
             axis: 1,
         };
-        assert_eq!(d.clone().add(Extent::Const(0)), d);
-        assert_eq!(d.clone().mul(Extent::Const(1)), d);
-        let e = d.clone().sub(Extent::Const(2)).ceil_div(Extent::Const(3));
+        assert_eq!(d.clone() + Extent::Const(0), d);
+        assert_eq!(d.clone() * Extent::Const(1), d);
+        let e = (d.clone() - Extent::Const(2)).ceil_div(Extent::Const(3));
         assert_eq!(e.to_string(), "ceildiv((v0.size(1) - 2), 3)");
         let v = e.eval(&|_, axis| Some(10 + axis as i64), &|_| None);
         assert_eq!(v, Some(3)); // ceil((11 - 2) / 3)
