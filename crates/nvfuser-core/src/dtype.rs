@@ -261,7 +261,11 @@ impl ScalarValue {
                     ScalarValue::Int(i) => i,
                     ScalarValue::Float(f) => f as i64,
                 };
-                ScalarValue::Int(if dtype == DataType::I32 { v as i32 as i64 } else { v })
+                ScalarValue::Int(if dtype == DataType::I32 {
+                    v as i32 as i64
+                } else {
+                    v
+                })
             }
             Category::Floating => ScalarValue::Float(round_to(self.as_f64(), dtype)),
         }

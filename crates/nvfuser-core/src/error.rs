@@ -33,7 +33,9 @@ pub enum Error {
         found: usize,
     },
     /// A dim index outside `-rank..rank`.
-    #[error("{op}: axis {axis} is out of range for a tensor of rank {rank} (expected -{rank}..{rank})")]
+    #[error(
+        "{op}: axis {axis} is out of range for a tensor of rank {rank} (expected -{rank}..{rank})"
+    )]
     AxisOutOfRange {
         /// The op.
         op: String,

@@ -53,7 +53,13 @@ fn rank_extension_inserts_an_explicit_broadcast() {
     let x = fd.define_tensor(DataType::F32, &[-1, 4096]).unwrap();
     let w = fd.define_tensor(DataType::F32, &[4096]).unwrap();
     let y = fd.add(x, w).unwrap();
-    assert_eq!(dims(&fd, y), vec![(None, IterKind::Iteration), (Some(4096), IterKind::Iteration)]);
+    assert_eq!(
+        dims(&fd, y),
+        vec![
+            (None, IterKind::Iteration),
+            (Some(4096), IterKind::Iteration)
+        ]
+    );
     let ops: Vec<&str> = fd.fusion().exprs().map(|(_, e)| e.op.name()).collect();
     assert_eq!(ops, ["broadcast", "add"]);
     // The first dim's extent is the runtime size of x's dim 0.
@@ -82,7 +88,10 @@ fn reductions_keepdim_and_half_accumulation() {
     assert_eq!(dtype(&fd, si), DataType::I64);
     assert_eq!(fd.fusion().tensor_type(si).unwrap().rank(), 0);
     let (var, mean) = fd.var_mean(x, &[1], 1, false).unwrap();
-    assert_eq!((dtype(&fd, var), dtype(&fd, mean)), (DataType::BF16, DataType::BF16));
+    assert_eq!(
+        (dtype(&fd, var), dtype(&fd, mean)),
+        (DataType::BF16, DataType::BF16)
+    );
     let (m, v, n) = fd.welford(x, &[0, 1]).unwrap();
     assert_eq!(
         (dtype(&fd, m), dtype(&fd, v), dtype(&fd, n)),
@@ -99,9 +108,19 @@ fn shape_ops_compute_extents() {
     let r = fd.reshape(x, &[Size::Const(4), Size::Const(-1)]).unwrap();
     let t = fd.fusion().tensor_type(r).unwrap();
     assert_eq!(t.domain[0].extent, Extent::Const(4));
-    assert_eq!(t.domain[1].extent.to_string(), format!("(((8 * {x}.size(1)) * 6) / 4)"));
+    assert_eq!(
+        t.domain[1].extent.to_string(),
+        format!("(((8 * {x}.size(1)) * 6) / 4)")
+    );
     let s = fd
-        .slice(x, &[Slice::range(1, 7), Slice::all(), Slice::step(-5, i64::MAX, 2)])
+        .slice(
+            x,
+            &[
+                Slice::range(1, 7),
+                Slice::all(),
+                Slice::step(-5, i64::MAX, 2),
+            ],
+        )
         .unwrap();
     let sd = dims(&fd, s);
     assert_eq!(sd[0].0, Some(6));
@@ -115,11 +134,24 @@ fn shape_ops_compute_extents() {
     assert_eq!(dims(&fd, u)[3], (Some(1), IterKind::Broadcast));
     let q = fd.squeeze(u, &[3]).unwrap();
     assert_eq!(fd.fusion().tensor_type(q).unwrap().rank(), 3);
-    let e = fd.expand(u, &[Size::Const(-1), Size::Const(-1), Size::Const(-1), Size::Const(5)]).unwrap();
+    let e = fd
+        .expand(
+            u,
+            &[
+                Size::Const(-1),
+                Size::Const(-1),
+                Size::Const(-1),
+                Size::Const(5),
+            ],
+        )
+        .unwrap();
     assert_eq!(dims(&fd, e)[3], (Some(5), IterKind::Expanded));
     let n = fd.size(x, 1).unwrap();
     let r2 = fd.reshape(x, &[Size::Val(n), Size::Const(48)]).unwrap();
-    assert_eq!(fd.fusion().tensor_type(r2).unwrap().domain[0].extent, Extent::Scalar(n));
+    assert_eq!(
+        fd.fusion().tensor_type(r2).unwrap().domain[0].extent,
+        Extent::Scalar(n)
+    );
     let (_, last) = fd.fusion().exprs().last().unwrap();
     assert!(matches!(last.op, Op::Reshape { .. }));
     assert_eq!(last.inputs.as_slice(), &[x, n]);
@@ -140,21 +172,51 @@ fn builder_errors_name_expected_and_found() {
         msg(fd.add(x, y)),
         "add: shape mismatch: expected shapes that broadcast, e.g. [4, v0.size(1)], found [5, v1.size(1)] (dim 0 differs)"
     );
-    assert_eq!(msg(fd.sum(x, &[2], false)), "sum: axis 2 is out of range for a tensor of rank 2 (expected -2..2)");
-    assert_eq!(msg(fd.bitwise_and(x, i)), "bitwise_and: expected integer or bool operands, found f32 and i32");
-    assert_eq!(msg(fd.frac(i)), "frac: expected a floating point type, found i32");
-    assert_eq!(msg(fd.sum(s, &[0], false)), "sum: expected a tensor, found a scalar of type f32");
-    assert_eq!(msg(fd.mean(i, &[0], false)), "mean: expected a floating point tensor (cast integers first), found i32");
-    assert_eq!(msg(fd.permute(x, &[0, 0])), "permute: invalid argument: [0, 0] is not a permutation: dim 0 appears twice");
+    assert_eq!(
+        msg(fd.sum(x, &[2], false)),
+        "sum: axis 2 is out of range for a tensor of rank 2 (expected -2..2)"
+    );
+    assert_eq!(
+        msg(fd.bitwise_and(x, i)),
+        "bitwise_and: expected integer or bool operands, found f32 and i32"
+    );
+    assert_eq!(
+        msg(fd.frac(i)),
+        "frac: expected a floating point type, found i32"
+    );
+    assert_eq!(
+        msg(fd.sum(s, &[0], false)),
+        "sum: expected a tensor, found a scalar of type f32"
+    );
+    assert_eq!(
+        msg(fd.mean(i, &[0], false)),
+        "mean: expected a floating point tensor (cast integers first), found i32"
+    );
+    assert_eq!(
+        msg(fd.permute(x, &[0, 0])),
+        "permute: invalid argument: [0, 0] is not a permutation: dim 0 appears twice"
+    );
     assert_eq!(
         msg(fd.reshape(x, &[Size::Const(-1), Size::Const(-1)])),
         "reshape: invalid argument: sizes [Const(-1), Const(-1)]: at most one -1 may be inferred, found 2"
     );
     assert_eq!(msg(fd.squeeze(x, &[0])), "squeeze: shape mismatch: expected a size-1 (broadcast) dim at axis 0, found a dim of size 4");
-    assert_eq!(msg(fd.where_(x, x, x)), "where_: expected a bool condition, found f32");
-    assert_eq!(msg(fd.cat(&[x, i], 0)), "cat: expected f32 like the first tensor (cast first), found i32");
-    assert_eq!(msg(fd.broadcast(x, &[true, false])), "broadcast: expected rank 1 (the false entries of the mask), found rank 2");
-    assert_eq!(msg(fd.index_select(x, 0, f)), "index_select: expected an integer index tensor, found f32");
+    assert_eq!(
+        msg(fd.where_(x, x, x)),
+        "where_: expected a bool condition, found f32"
+    );
+    assert_eq!(
+        msg(fd.cat(&[x, i], 0)),
+        "cat: expected f32 like the first tensor (cast first), found i32"
+    );
+    assert_eq!(
+        msg(fd.broadcast(x, &[true, false])),
+        "broadcast: expected rank 1 (the false entries of the mask), found rank 2"
+    );
+    assert_eq!(
+        msg(fd.index_select(x, 0, f)),
+        "index_select: expected an integer index tensor, found f32"
+    );
     assert_eq!(msg(fd.define_tensor(DataType::F32, &[-2])), "define_tensor: invalid argument: size -2 of dim 0: expected -1 (symbolic), 1 (broadcast) or a static size >= 0");
     assert_eq!(
         msg(fd.ternary(nvfuser_core::ir::TernaryOp::Clamp, &[x, s])),

@@ -1,2 +1,49 @@
 //! CUDA runtime for nvfuser-rs: device discovery, NVRTC, caches, launch.
+//!
+//! Everything CUDA is reached through [cudarc], which opens `libnvrtc` and `libcuda` at run
+//! time (never at link time). cudarc panics when such a library is missing, so this crate
+//! probes for each library first and turns a missing one into a typed [`CudaError`]:
+//!
+//! - [`nvrtc::probe`] finds `libnvrtc` (also in `NVFUSER_NVRTC_LIB_DIR`), and
+//!   [`nvrtc::compile`] turns CUDA C++ into a CUBIN for one real GPU architecture. This part
+//!   needs no GPU and no CUDA toolkit, only the NVRTC library (`scripts/nvrtc-env.sh`
+//!   installs it from PyPI).
+//! - [`driver::probe`] finds `libcuda` and a GPU, or says why there is none.
+//! - [`testing`] holds the skip-or-require helpers that every NVRTC or GPU test uses.
+//!
+//! ```
+//! use nvfuser_cuda::{nvrtc, GpuArch};
+//!
+//! let source = r#"extern "C" __global__ void scale(float* x, float a, int n) {
+//!     int i = blockIdx.x * blockDim.x + threadIdx.x;
+//!     if (i < n) x[i] *= a;
+//! }"#;
+//! match nvrtc::compile(source, "scale", GpuArch::SM90) {
+//!     Ok(kernel) => assert!(!kernel.cubin.is_empty()),
+//!     // No libnvrtc on this machine: a typed error, not a panic.
+//!     Err(err) => eprintln!("{err}"),
+//! }
+//! ```
 #![deny(missing_docs)]
+
+mod dylib;
+mod error;
+
+pub mod driver;
+pub mod nvrtc;
+pub mod testing;
+
+pub use driver::{DriverInfo, DriverVersion};
+pub use error::{CompileFailure, CudaError};
+pub use nvrtc::{
+    compile, compile_with_options, nvrtc_version, CompiledKernel, GpuArch, NvrtcOptions,
+    NvrtcVersion,
+};
+
+/// The CUDA version of cudarc's bindings, `(major, minor)`.
+///
+/// It mirrors the one CUDA version feature in this crate's `Cargo.toml` (`cuda-13000`); a
+/// unit test checks that the two agree. The driver must be at least this new
+/// ([`driver::probe`] checks it), because the bindings may resolve symbols that an older
+/// driver lacks.
+pub const CUDA_BINDINGS_VERSION: (u32, u32) = (13, 0);

@@ -17,7 +17,13 @@ impl FusionDefinition {
 
     /// The 1-D tensor `start + i * step` for `i in 0..length`, of `dtype` (integer or
     /// floating; `start` and `step` are scalars).
-    pub fn iota(&mut self, length: Size, start: ValId, step: ValId, dtype: DataType) -> Result<ValId> {
+    pub fn iota(
+        &mut self,
+        length: Size,
+        start: ValId,
+        step: ValId,
+        dtype: DataType,
+    ) -> Result<ValId> {
         let op = "iota";
         if dtype == DataType::Bool {
             return Err(Error::dtype(op, "an integer or floating point type", dtype));
@@ -25,7 +31,11 @@ impl FusionDefinition {
         for v in [start, step] {
             let d = self.scalar(op, v)?;
             if d.is_float() && !dtype.is_float() {
-                return Err(Error::dtype(op, format!("integer start and step for an {dtype} iota"), d));
+                return Err(Error::dtype(
+                    op,
+                    format!("integer start and step for an {dtype} iota"),
+                    d,
+                ));
             }
         }
         let mut inputs = vec![start, step];
@@ -44,7 +54,12 @@ impl FusionDefinition {
         offset: ValId,
         dtype: DataType,
     ) -> Result<ValId> {
-        self.rand(Distribution::Uniform, sizes, [low, high, seed, offset], dtype)
+        self.rand(
+            Distribution::Uniform,
+            sizes,
+            [low, high, seed, offset],
+            dtype,
+        )
     }
 
     /// Normal random numbers with `mean` and `std` (see [`crate::philox`]).
@@ -57,10 +72,21 @@ impl FusionDefinition {
         offset: ValId,
         dtype: DataType,
     ) -> Result<ValId> {
-        self.rand(Distribution::Normal, sizes, [mean, std, seed, offset], dtype)
+        self.rand(
+            Distribution::Normal,
+            sizes,
+            [mean, std, seed, offset],
+            dtype,
+        )
     }
 
-    fn rand(&mut self, dist: Distribution, sizes: &[Size], args: [ValId; 4], dtype: DataType) -> Result<ValId> {
+    fn rand(
+        &mut self,
+        dist: Distribution,
+        sizes: &[Size],
+        args: [ValId; 4],
+        dtype: DataType,
+    ) -> Result<ValId> {
         let op = dist.name();
         if !dtype.is_float() {
             return Err(Error::dtype(op, "a floating point output type", dtype));
@@ -78,13 +104,21 @@ impl FusionDefinition {
     }
 
     /// Checks factory sizes (each >= 0 or a scalar) and builds the output domain.
-    fn factory_domain(&self, op: &str, sizes: &[Size], inputs: &mut Vec<ValId>) -> Result<(Vec<SizeArg>, Vec<IterDomain>)> {
+    fn factory_domain(
+        &self,
+        op: &str,
+        sizes: &[Size],
+        inputs: &mut Vec<ValId>,
+    ) -> Result<(Vec<SizeArg>, Vec<IterDomain>)> {
         let (args, extents) = self.size_args(op, sizes, inputs)?;
         let mut domain = Vec::with_capacity(extents.len());
         for (i, e) in extents.into_iter().enumerate() {
             match e.as_const() {
                 Some(n) if n < 0 => {
-                    return Err(Error::invalid(op, format!("size {n} at dim {i}: expected >= 0")))
+                    return Err(Error::invalid(
+                        op,
+                        format!("size {n} at dim {i}: expected >= 0"),
+                    ))
                 }
                 Some(1) => domain.push(IterDomain::broadcast()),
                 _ => domain.push(IterDomain::iteration(e)),

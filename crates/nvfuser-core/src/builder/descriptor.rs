@@ -62,6 +62,19 @@ impl TensorSpec {
         self.stride_order = Some(order.to_vec());
         self
     }
+
+    /// Marks dims as expanded (stride 0 with a real size), one flag per dim; a size of
+    /// `-1` then gives a symbolic expanded dim, `n` a static one.
+    pub fn expanded(mut self, expanded: &[bool]) -> Self {
+        self.expanded = expanded.to_vec();
+        self
+    }
+
+    /// Makes size-1 entries static size-1 dims instead of broadcast dims.
+    pub fn static_sizes(mut self, static_sizes: bool) -> Self {
+        self.static_sizes = static_sizes;
+        self
+    }
 }
 
 impl FusionDefinition {
@@ -69,6 +82,14 @@ impl FusionDefinition {
     pub fn define_tensor_spec(&mut self, spec: TensorSpec) -> Result<ValId> {
         let op = "define_tensor";
         let rank = spec.sizes.len();
+        if spec.expanded.len() != rank {
+            return Err(Error::arity(
+                op,
+                "expanded flags (one per dim)",
+                rank,
+                spec.expanded.len(),
+            ));
+        }
         let id = ValId(self.fusion().num_vals() as u32);
         let mut domain = Vec::with_capacity(rank);
         for (axis, &s) in spec.sizes.iter().enumerate() {
@@ -103,7 +124,12 @@ impl FusionDefinition {
                 .collect(),
             Contiguity::PerDim(c) => {
                 if c.len() != rank {
-                    return Err(Error::arity(op, "contiguity entries (one per dim)", rank, c.len()));
+                    return Err(Error::arity(
+                        op,
+                        "contiguity entries (one per dim)",
+                        rank,
+                        c.len(),
+                    ));
                 }
                 for (axis, (d, c)) in domain.iter().zip(&c).enumerate() {
                     match (d.is_broadcast_like(), c) {
@@ -130,7 +156,9 @@ impl FusionDefinition {
             Some(order) => {
                 let mut seen = vec![false; rank];
                 if order.len() != rank
-                    || !order.iter().all(|&o| o < rank && !std::mem::replace(&mut seen[o], true))
+                    || !order
+                        .iter()
+                        .all(|&o| o < rank && !std::mem::replace(&mut seen[o], true))
                 {
                     return Err(Error::invalid(
                         op,
@@ -181,13 +209,24 @@ pub fn tensor_spec_from_strides(
     let op = "define_tensor_from_strides";
     let rank = sizes.len();
     if strides.len() != rank {
-        return Err(Error::arity(op, "strides (one per size)", rank, strides.len()));
+        return Err(Error::arity(
+            op,
+            "strides (one per size)",
+            rank,
+            strides.len(),
+        ));
     }
     if let Some((i, s)) = sizes.iter().enumerate().find(|(_, s)| **s < 0) {
-        return Err(Error::invalid(op, format!("size {s} of dim {i}: expected >= 0")));
+        return Err(Error::invalid(
+            op,
+            format!("size {s} of dim {i}: expected >= 0"),
+        ));
     }
     if let Some((i, s)) = strides.iter().enumerate().find(|(_, s)| **s < 0) {
-        return Err(Error::invalid(op, format!("stride {s} of dim {i}: negative strides are not supported")));
+        return Err(Error::invalid(
+            op,
+            format!("stride {s} of dim {i}: negative strides are not supported"),
+        ));
     }
     // Which dims hold no data of their own: size-1 (broadcast) or stride-0 (expanded).
     let broadcast: Vec<bool> = (0..rank).map(|i| sizes[i] == 1 && !static_sizes).collect();
@@ -235,7 +274,9 @@ mod tests {
 
     fn derive(sizes: &[i64], strides: &[i64]) -> (Vec<i64>, Vec<Option<bool>>, Vec<usize>) {
         let s = tensor_spec_from_strides(DataType::F32, sizes, strides, false).unwrap();
-        let Contiguity::PerDim(c) = s.contiguity else { unreachable!() };
+        let Contiguity::PerDim(c) = s.contiguity else {
+            unreachable!()
+        };
         (s.sizes, c, s.stride_order.unwrap())
     }
 
@@ -277,6 +318,9 @@ mod tests {
         // Static sizes keep size-1 dims as real dims.
         let spec = tensor_spec_from_strides(DataType::F32, &[4, 1], &[1, 1], true).unwrap();
         assert_eq!(spec.sizes, vec![4, 1]);
-        assert_eq!(spec.contiguity, Contiguity::PerDim(vec![Some(true), Some(true)]));
+        assert_eq!(
+            spec.contiguity,
+            Contiguity::PerDim(vec![Some(true), Some(true)])
+        );
     }
 }

@@ -12,7 +12,11 @@ impl FusionDefinition {
         let axis = normalize_axis(op, axis, shape.len())?;
         let idx = self.index_shape(op, index)?;
         if idx.len() != 1 {
-            return Err(Error::Rank { op: op.into(), expected: "1 for the index".into(), found: idx.len() });
+            return Err(Error::Rank {
+                op: op.into(),
+                expected: "1 for the index".into(),
+                found: idx.len(),
+            });
         }
         shape[axis] = as_iteration(&idx[0]);
         let d = self.dtype(op, x)?;
@@ -28,12 +32,23 @@ impl FusionDefinition {
         let (args, _) = self.size_args(op, &[index], &mut inputs)?;
         if let (Some(i), Some(n)) = (index_const(index), shape[axis].extent.as_const()) {
             if i >= n || i < -n {
-                return Err(Error::invalid(op, format!("index {i} is out of range for dim {axis} of size {n}")));
+                return Err(Error::invalid(
+                    op,
+                    format!("index {i} is out of range for dim {axis} of size {n}"),
+                ));
             }
         }
         shape.remove(axis);
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::Select { axis, index: args[0] }, &inputs, d, shape))
+        Ok(self.emit_tensor(
+            Op::Select {
+                axis,
+                index: args[0],
+            },
+            &inputs,
+            d,
+            shape,
+        ))
     }
 
     /// `torch.gather`: `out[i][j] = x[index[i][j]][j]` for `axis = 0`. The index has the
@@ -45,12 +60,20 @@ impl FusionDefinition {
         let axis = normalize_axis(op, axis, shape.len())?;
         let idx = self.index_shape(op, index)?;
         if idx.len() != shape.len() {
-            return Err(Error::Rank { op: op.into(), expected: format!("{} (the input's rank) for the index", shape.len()), found: idx.len() });
+            return Err(Error::Rank {
+                op: op.into(),
+                expected: format!("{} (the input's rank) for the index", shape.len()),
+                found: idx.len(),
+            });
         }
         for (i, (a, b)) in shape.iter().zip(&idx).enumerate() {
             if let (Some(n), Some(m)) = (a.extent.as_const(), b.extent.as_const()) {
                 if i != axis && m > n {
-                    return Err(Error::shape(op, format!("index size <= {n} at dim {i}"), format!("{m}")));
+                    return Err(Error::shape(
+                        op,
+                        format!("index size <= {n} at dim {i}"),
+                        format!("{m}"),
+                    ));
                 }
             }
         }
@@ -67,7 +90,11 @@ impl FusionDefinition {
         let axis = normalize_axis(op, axis, shape.len())?;
         let idx = self.index_shape(op, index)?;
         if idx.len() != shape.len() {
-            return Err(Error::Rank { op: op.into(), expected: format!("{} (the input's rank) for the index", shape.len()), found: idx.len() });
+            return Err(Error::Rank {
+                op: op.into(),
+                expected: format!("{} (the input's rank) for the index", shape.len()),
+                found: idx.len(),
+            });
         }
         let mut domain = Vec::with_capacity(shape.len());
         for (i, (a, b)) in shape.iter().zip(&idx).enumerate() {
@@ -81,7 +108,11 @@ impl FusionDefinition {
                 (false, false) => {
                     if let (Some(n), Some(m)) = (a.extent.as_const(), b.extent.as_const()) {
                         if n != m {
-                            return Err(Error::shape(op, format!("index size {n} at dim {i} (or 1)"), format!("{} for the index", describe_shape(&idx))));
+                            return Err(Error::shape(
+                                op,
+                                format!("index size {n} at dim {i} (or 1)"),
+                                format!("{} for the index", describe_shape(&idx)),
+                            ));
                         }
                     }
                     a.clone()

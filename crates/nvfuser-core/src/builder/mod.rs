@@ -150,8 +150,16 @@ impl FusionDefinition {
                 found: t,
             });
         }
-        if self.fusion.outputs.iter().any(|o| o.alias_of == Some(input)) {
-            return Err(Error::invalid(op, format!("{input} is already updated in place by another output")));
+        if self
+            .fusion
+            .outputs
+            .iter()
+            .any(|o| o.alias_of == Some(input))
+        {
+            return Err(Error::invalid(
+                op,
+                format!("{input} is already updated in place by another output"),
+            ));
         }
         self.fusion.outputs.push(Output {
             val,

@@ -7,7 +7,9 @@
 use super::{describe_shape, FusionDefinition};
 use crate::dtype::{promote, DataType, Operand};
 use crate::error::{Error, Result};
-use crate::ir::{BinaryOp, BinaryRule, IterDomain, IterKind, Op, TernaryOp, UnaryOp, UnaryRule, ValId};
+use crate::ir::{
+    BinaryOp, BinaryRule, IterDomain, IterKind, Op, TernaryOp, UnaryOp, UnaryRule, ValId,
+};
 
 impl FusionDefinition {
     /// Applies a unary op elementwise (scalars give scalars).
@@ -16,7 +18,11 @@ impl FusionDefinition {
         let d = self.dtype(name, x)?;
         let out = match op.rule() {
             UnaryRule::Preserve if op == UnaryOp::Neg && d == DataType::Bool => {
-                return Err(Error::dtype(name, "a number (neg of bool is not defined; use logical_not)", d))
+                return Err(Error::dtype(
+                    name,
+                    "a number (neg of bool is not defined; use logical_not)",
+                    d,
+                ))
             }
             UnaryRule::Preserve => d,
             UnaryRule::FloatMath => {
@@ -44,7 +50,11 @@ impl FusionDefinition {
         let out = match op.rule() {
             BinaryRule::Arithmetic { bool_ok } => {
                 if promoted == DataType::Bool && !bool_ok {
-                    return Err(Error::dtype(name, "numbers (this op is not defined for two bools; cast first)", "bool and bool"));
+                    return Err(Error::dtype(
+                        name,
+                        "numbers (this op is not defined for two bools; cast first)",
+                        "bool and bool",
+                    ));
                 }
                 promoted
             }
@@ -59,7 +69,11 @@ impl FusionDefinition {
             BinaryRule::Bitwise { bool_ok } => {
                 let (da, db) = (self.dtype(name, a)?, self.dtype(name, b)?);
                 if da.is_float() || db.is_float() {
-                    return Err(Error::dtype(name, "integer or bool operands", format!("{da} and {db}")));
+                    return Err(Error::dtype(
+                        name,
+                        "integer or bool operands",
+                        format!("{da} and {db}"),
+                    ));
                 }
                 if promoted == DataType::Bool && !bool_ok {
                     return Err(Error::dtype(name, "integer operands", "bool and bool"));
@@ -221,7 +235,9 @@ fn combine(op: &str, axis: usize, a: &IterDomain, b: &IterDomain) -> Result<Iter
         (Iteration | Expanded, Broadcast) => Ok(a.clone()),
         (Broadcast, Iteration | Expanded) => Ok(b.clone()),
         (Broadcast, Broadcast) => Ok(a.clone()),
-        (Reduction, _) | (_, Reduction) => Err(Error::invalid(op, "reduction dims cannot broadcast")),
+        (Reduction, _) | (_, Reduction) => {
+            Err(Error::invalid(op, "reduction dims cannot broadcast"))
+        }
     }
 }
 

@@ -26,14 +26,26 @@ impl FusionDefinition {
                 (self.cast(x, DataType::I64)?, DataType::I64)
             }
             ReductionOp::Mean if !d.is_float() => {
-                return Err(Error::dtype(name, "a floating point tensor (cast integers first)", d))
+                return Err(Error::dtype(
+                    name,
+                    "a floating point tensor (cast integers first)",
+                    d,
+                ))
             }
             ReductionOp::Max | ReductionOp::Min => (x, d),
             _ => (self.cast(x, d.compute_type())?, d),
         };
         let (axes, domain) = self.reduced_domain(name, x_in, axes)?;
         let compute = self.dtype(name, x_in)?;
-        let r = self.emit_tensor(Op::Reduction { op, axes: axes.clone() }, &[x_in], compute, domain);
+        let r = self.emit_tensor(
+            Op::Reduction {
+                op,
+                axes: axes.clone(),
+            },
+            &[x_in],
+            compute,
+            domain,
+        );
         let r = self.cast(r, out_dtype)?;
         self.keepdim(r, &axes, keepdim)
     }
@@ -68,7 +80,15 @@ impl FusionDefinition {
         let (x_in, d) = self.float_reduction_input("var", x, correction)?;
         let (axes, domain) = self.reduced_domain("var", x_in, axes)?;
         let compute = self.dtype("var", x_in)?;
-        let v = self.emit_tensor(Op::Var { axes: axes.clone(), correction }, &[x_in], compute, domain);
+        let v = self.emit_tensor(
+            Op::Var {
+                axes: axes.clone(),
+                correction,
+            },
+            &[x_in],
+            compute,
+            domain,
+        );
         let v = self.cast(v, d)?;
         self.keepdim(v, &axes, keepdim)
     }
@@ -86,10 +106,20 @@ impl FusionDefinition {
         let compute = self.dtype("var_mean", x_in)?;
         let var = self.new_tensor(compute, domain.clone());
         let mean = self.new_tensor(compute, domain);
-        self.emit(Op::VarMean { axes: axes.clone(), correction }, &[x_in], &[var, mean]);
+        self.emit(
+            Op::VarMean {
+                axes: axes.clone(),
+                correction,
+            },
+            &[x_in],
+            &[var, mean],
+        );
         let var = self.cast(var, d)?;
         let mean = self.cast(mean, d)?;
-        Ok((self.keepdim(var, &axes, keepdim)?, self.keepdim(mean, &axes, keepdim)?))
+        Ok((
+            self.keepdim(var, &axes, keepdim)?,
+            self.keepdim(mean, &axes, keepdim)?,
+        ))
     }
 
     /// Welford's algorithm over `axes`; returns `(mean, var_sum, count)` where `var_sum`
@@ -106,22 +136,42 @@ impl FusionDefinition {
         Ok((mean, var_sum, count))
     }
 
-    fn float_reduction_input(&mut self, op: &str, x: ValId, correction: i64) -> Result<(ValId, DataType)> {
+    fn float_reduction_input(
+        &mut self,
+        op: &str,
+        x: ValId,
+        correction: i64,
+    ) -> Result<(ValId, DataType)> {
         let d = self.dtype(op, x)?;
         if !d.is_float() {
-            return Err(Error::dtype(op, "a floating point tensor (cast integers first)", d));
+            return Err(Error::dtype(
+                op,
+                "a floating point tensor (cast integers first)",
+                d,
+            ));
         }
         if correction < 0 {
-            return Err(Error::invalid(op, format!("correction {correction}: expected >= 0")));
+            return Err(Error::invalid(
+                op,
+                format!("correction {correction}: expected >= 0"),
+            ));
         }
         Ok((self.cast(x, d.compute_type())?, d))
     }
 
     /// Checks `axes` and returns them normalized with the output domain.
-    fn reduced_domain(&self, op: &str, x: ValId, axes: &[i64]) -> Result<(Vec<usize>, Vec<IterDomain>)> {
+    fn reduced_domain(
+        &self,
+        op: &str,
+        x: ValId,
+        axes: &[i64],
+    ) -> Result<(Vec<usize>, Vec<IterDomain>)> {
         let shape = self.shape(op, x)?;
         if axes.is_empty() {
-            return Err(Error::invalid(op, "expected at least one axis to reduce, found none"));
+            return Err(Error::invalid(
+                op,
+                "expected at least one axis to reduce, found none",
+            ));
         }
         let axes = normalize_axes(op, axes, shape.len())?;
         let domain = shape

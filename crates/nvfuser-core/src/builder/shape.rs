@@ -65,11 +65,24 @@ impl FusionDefinition {
         let mut dims = shape.into_iter();
         let domain = mask
             .iter()
-            .map(|&b| if b { Some(IterDomain::broadcast()) } else { dims.next() })
+            .map(|&b| {
+                if b {
+                    Some(IterDomain::broadcast())
+                } else {
+                    dims.next()
+                }
+            })
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| Error::invalid(op, "mask does not match the input's rank"))?;
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::Broadcast { mask: mask.to_vec() }, &[x], d, domain))
+        Ok(self.emit_tensor(
+            Op::Broadcast {
+                mask: mask.to_vec(),
+            },
+            &[x],
+            d,
+            domain,
+        ))
     }
 
     /// Inserts one broadcast dim at `axis` (`-1` appends).
@@ -83,19 +96,36 @@ impl FusionDefinition {
     /// JAX/nvFuser `broadcast_in_dim`: input dim `i` becomes output dim
     /// `broadcast_dims[i]`, the other output dims are broadcast, then everything is
     /// expanded to `sizes`.
-    pub fn broadcast_in_dim(&mut self, x: ValId, sizes: &[Size], broadcast_dims: &[usize]) -> Result<ValId> {
+    pub fn broadcast_in_dim(
+        &mut self,
+        x: ValId,
+        sizes: &[Size],
+        broadcast_dims: &[usize],
+    ) -> Result<ValId> {
         let op = "broadcast_in_dim";
         let rank = self.tensor_type(op, x)?.rank();
         if broadcast_dims.len() != rank {
-            return Err(Error::arity(op, "broadcast dims (one per input dim)", rank, broadcast_dims.len()));
-        }
-        if broadcast_dims.windows(2).any(|w| w[0] >= w[1]) || broadcast_dims.iter().any(|&d| d >= sizes.len()) {
-            return Err(Error::invalid(
+            return Err(Error::arity(
                 op,
-                format!("broadcast dims {broadcast_dims:?}: expected strictly increasing dims below {}", sizes.len()),
+                "broadcast dims (one per input dim)",
+                rank,
+                broadcast_dims.len(),
             ));
         }
-        let mask: Vec<bool> = (0..sizes.len()).map(|i| !broadcast_dims.contains(&i)).collect();
+        if broadcast_dims.windows(2).any(|w| w[0] >= w[1])
+            || broadcast_dims.iter().any(|&d| d >= sizes.len())
+        {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "broadcast dims {broadcast_dims:?}: expected strictly increasing dims below {}",
+                    sizes.len()
+                ),
+            ));
+        }
+        let mask: Vec<bool> = (0..sizes.len())
+            .map(|i| !broadcast_dims.contains(&i))
+            .collect();
         let b = self.broadcast(x, &mask)?;
         self.expand(b, sizes)
     }
@@ -106,7 +136,12 @@ impl FusionDefinition {
         let op = "expand";
         let shape = self.shape(op, x)?;
         if sizes.len() != shape.len() {
-            return Err(Error::arity(op, "sizes (one per dim)", shape.len(), sizes.len()));
+            return Err(Error::arity(
+                op,
+                "sizes (one per dim)",
+                shape.len(),
+                sizes.len(),
+            ));
         }
         let mut inputs = vec![x];
         let (args, extents) = self.size_args(op, sizes, &mut inputs)?;
@@ -116,7 +151,10 @@ impl FusionDefinition {
             match e.as_const() {
                 Some(-1) => domain.push(d),
                 Some(n) if n < 0 => {
-                    return Err(Error::invalid(op, format!("size {n} at dim {i}: expected -1 or a size >= 0")))
+                    return Err(Error::invalid(
+                        op,
+                        format!("size {n} at dim {i}: expected -1 or a size >= 0"),
+                    ))
                 }
                 _ if d.is_broadcast_like() => {
                     if e.as_const() == Some(1) && d.kind == IterKind::Broadcast {
@@ -131,7 +169,11 @@ impl FusionDefinition {
                 }
                 Some(n) => match d.extent.as_const() {
                     Some(m) if m != n => {
-                        return Err(Error::shape(op, format!("size {m} at dim {i} (only broadcast dims expand)"), format!("{n}")))
+                        return Err(Error::shape(
+                            op,
+                            format!("size {m} at dim {i} (only broadcast dims expand)"),
+                            format!("{n}"),
+                        ))
                     }
                     _ => domain.push(d),
                 },
@@ -152,14 +194,34 @@ impl FusionDefinition {
         let shape = self.shape(op, x)?;
         let mut inputs = vec![x];
         let (args, extents) = self.size_args(op, sizes, &mut inputs)?;
-        let infer: Vec<usize> = extents.iter().enumerate().filter(|(_, e)| e.as_const() == Some(-1)).map(|(i, _)| i).collect();
+        let infer: Vec<usize> = extents
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.as_const() == Some(-1))
+            .map(|(i, _)| i)
+            .collect();
         if infer.len() > 1 {
-            return Err(Error::invalid(op, format!("sizes {sizes:?}: at most one -1 may be inferred, found {}", infer.len())));
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "sizes {sizes:?}: at most one -1 may be inferred, found {}",
+                    infer.len()
+                ),
+            ));
         }
-        if let Some((i, n)) = extents.iter().enumerate().find_map(|(i, e)| e.as_const().filter(|n| *n < -1).map(|n| (i, n))) {
-            return Err(Error::invalid(op, format!("size {n} at dim {i}: expected -1 or a size >= 0")));
+        if let Some((i, n)) = extents
+            .iter()
+            .enumerate()
+            .find_map(|(i, e)| e.as_const().filter(|n| *n < -1).map(|n| (i, n)))
+        {
+            return Err(Error::invalid(
+                op,
+                format!("size {n} at dim {i}: expected -1 or a size >= 0"),
+            ));
         }
-        let numel = shape.iter().fold(Extent::Const(1), |acc, d| acc * d.extent.clone());
+        let numel = shape
+            .iter()
+            .fold(Extent::Const(1), |acc, d| acc * d.extent.clone());
         let known = extents
             .iter()
             .filter(|e| e.as_const() != Some(-1))
@@ -168,18 +230,32 @@ impl FusionDefinition {
         if let Some(&i) = infer.first() {
             if let (Some(n), Some(k)) = (numel.as_const(), known.as_const()) {
                 if k == 0 || n % k != 0 {
-                    return Err(Error::shape(op, format!("a shape of {n} elements"), format!("{sizes:?}")));
+                    return Err(Error::shape(
+                        op,
+                        format!("a shape of {n} elements"),
+                        format!("{sizes:?}"),
+                    ));
                 }
             }
             extents[i] = numel.clone() / known;
         } else if let (Some(n), Some(k)) = (numel.as_const(), known.as_const()) {
             if n != k {
-                return Err(Error::shape(op, format!("sizes with {n} elements (input {})", describe_shape(&shape)), format!("{sizes:?} ({k} elements)")));
+                return Err(Error::shape(
+                    op,
+                    format!("sizes with {n} elements (input {})", describe_shape(&shape)),
+                    format!("{sizes:?} ({k} elements)"),
+                ));
             }
         }
         let domain = extents
             .into_iter()
-            .map(|e| if e.as_const() == Some(1) { IterDomain::broadcast() } else { IterDomain::iteration(e) })
+            .map(|e| {
+                if e.as_const() == Some(1) {
+                    IterDomain::broadcast()
+                } else {
+                    IterDomain::iteration(e)
+                }
+            })
             .collect();
         let d = self.dtype(op, x)?;
         Ok(self.emit_tensor(Op::Reshape { sizes: args }, &inputs, d, domain))
@@ -190,13 +266,24 @@ impl FusionDefinition {
         let op = "permute";
         let shape = self.shape(op, x)?;
         if perm.len() != shape.len() {
-            return Err(Error::arity(op, "entries in the permutation (one per dim)", shape.len(), perm.len()));
+            return Err(Error::arity(
+                op,
+                "entries in the permutation (one per dim)",
+                shape.len(),
+                perm.len(),
+            ));
         }
-        let perm = perm.iter().map(|&p| normalize_axis(op, p, shape.len())).collect::<Result<Vec<_>>>()?;
+        let perm = perm
+            .iter()
+            .map(|&p| normalize_axis(op, p, shape.len()))
+            .collect::<Result<Vec<_>>>()?;
         let mut seen = vec![false; perm.len()];
         for &p in &perm {
             if std::mem::replace(&mut seen[p], true) {
-                return Err(Error::invalid(op, format!("{perm:?} is not a permutation: dim {p} appears twice")));
+                return Err(Error::invalid(
+                    op,
+                    format!("{perm:?} is not a permutation: dim {p} appears twice"),
+                ));
             }
         }
         if perm.iter().enumerate().all(|(i, &p)| i == p) {
@@ -216,13 +303,22 @@ impl FusionDefinition {
             let d = &shape[a];
             let size_one = d.kind == IterKind::Broadcast || d.extent.as_const() == Some(1);
             if !size_one {
-                return Err(Error::shape(op, format!("a size-1 (broadcast) dim at axis {a}"), format!("a dim of size {}", d.extent)));
+                return Err(Error::shape(
+                    op,
+                    format!("a size-1 (broadcast) dim at axis {a}"),
+                    format!("a dim of size {}", d.extent),
+                ));
             }
         }
         if axes.is_empty() {
             return Ok(x);
         }
-        let domain = shape.into_iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| d).collect();
+        let domain = shape
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !axes.contains(i))
+            .map(|(_, d)| d)
+            .collect();
         let d = self.dtype(op, x)?;
         Ok(self.emit_tensor(Op::Squeeze { axes }, &[x], d, domain))
     }
@@ -233,27 +329,43 @@ impl FusionDefinition {
         let op = "slice";
         let shape = self.shape(op, x)?;
         if ranges.len() != shape.len() {
-            return Err(Error::arity(op, "ranges (one per dim)", shape.len(), ranges.len()));
+            return Err(Error::arity(
+                op,
+                "ranges (one per dim)",
+                shape.len(),
+                ranges.len(),
+            ));
         }
         let mut inputs = vec![x];
         let mut out_ranges = Vec::with_capacity(ranges.len());
         let mut domain = Vec::with_capacity(ranges.len());
         for (i, (r, d)) in ranges.iter().zip(&shape).enumerate() {
             if r.step < 1 {
-                return Err(Error::invalid(op, format!("step {} at dim {i}: expected >= 1", r.step)));
+                return Err(Error::invalid(
+                    op,
+                    format!("step {} at dim {i}: expected >= 1", r.step),
+                ));
             }
             let (args, ext) = self.size_args(op, &[r.start, r.stop], &mut inputs)?;
             let size = d.extent.clone();
             let norm = |a: SizeArg, e: &Extent| -> Extent {
                 match a {
-                    SizeArg::Const(c) if c < 0 => (size.clone() + Extent::Const(c)).max(Extent::Const(0)),
+                    SizeArg::Const(c) if c < 0 => {
+                        (size.clone() + Extent::Const(c)).max(Extent::Const(0))
+                    }
                     _ => e.clone().min(size.clone()),
                 }
             };
             let start = norm(args[0], &ext[0]);
             let stop = norm(args[1], &ext[1]);
-            let len = (stop - start).max(Extent::Const(0)).ceil_div(Extent::Const(r.step));
-            out_ranges.push(SliceRange { start: args[0], stop: args[1], step: r.step });
+            let len = (stop - start)
+                .max(Extent::Const(0))
+                .ceil_div(Extent::Const(r.step));
+            out_ranges.push(SliceRange {
+                start: args[0],
+                stop: args[1],
+                step: r.step,
+            });
             domain.push(if d.is_broadcast_like() && len.as_const() == Some(1) {
                 d.clone()
             } else {
@@ -269,10 +381,20 @@ impl FusionDefinition {
         let op = "pad";
         let shape = self.shape(op, x)?;
         if widths.len() != shape.len() {
-            return Err(Error::arity(op, "(before, after) pairs (one per dim)", shape.len(), widths.len()));
+            return Err(Error::arity(
+                op,
+                "(before, after) pairs (one per dim)",
+                shape.len(),
+                widths.len(),
+            ));
         }
         if let Some((i, w)) = widths.iter().enumerate().find(|(_, w)| w.0 < 0 || w.1 < 0) {
-            return Err(Error::invalid(op, format!("widths {w:?} at dim {i}: expected non-negative widths (use slice to crop)")));
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "widths {w:?} at dim {i}: expected non-negative widths (use slice to crop)"
+                ),
+            ));
         }
         self.scalar(op, value)?;
         let domain = shape
@@ -287,7 +409,14 @@ impl FusionDefinition {
             })
             .collect();
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::Pad { widths: widths.to_vec() }, &[x, value], d, domain))
+        Ok(self.emit_tensor(
+            Op::Pad {
+                widths: widths.to_vec(),
+            },
+            &[x, value],
+            d,
+            domain,
+        ))
     }
 
     /// Concatenates tensors of one dtype and rank along `axis`.
@@ -305,18 +434,32 @@ impl FusionDefinition {
             let s = self.shape(op, t)?;
             let d = self.dtype(op, t)?;
             if d != dtype {
-                return Err(Error::dtype(op, format!("{dtype} like the first tensor (cast first)"), d));
+                return Err(Error::dtype(
+                    op,
+                    format!("{dtype} like the first tensor (cast first)"),
+                    d,
+                ));
             }
             if s.len() != base.len() {
-                return Err(Error::Rank { op: op.into(), expected: format!("{} like the first tensor", base.len()), found: s.len() });
+                return Err(Error::Rank {
+                    op: op.into(),
+                    expected: format!("{} like the first tensor", base.len()),
+                    found: s.len(),
+                });
             }
             for (i, d) in s.iter().enumerate() {
                 if i == axis {
                     continue;
                 }
                 match (domain[i].extent.as_const(), d.extent.as_const()) {
-                    (Some(a), Some(b)) if a != b && !d.is_broadcast_like() && !domain[i].is_broadcast_like() => {
-                        return Err(Error::shape(op, format!("size {a} at dim {i}"), format!("{} in another tensor", describe_shape(&s))))
+                    (Some(a), Some(b))
+                        if a != b && !d.is_broadcast_like() && !domain[i].is_broadcast_like() =>
+                    {
+                        return Err(Error::shape(
+                            op,
+                            format!("size {a} at dim {i}"),
+                            format!("{} in another tensor", describe_shape(&s)),
+                        ))
                     }
                     _ => {}
                 }

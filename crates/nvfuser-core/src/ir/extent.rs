@@ -192,7 +192,10 @@ mod tests {
 
     #[test]
     fn folds_constants_and_identities() {
-        assert_eq!(Extent::Const(7).ceil_div(Extent::Const(2)), Extent::Const(4));
+        assert_eq!(
+            Extent::Const(7).ceil_div(Extent::Const(2)),
+            Extent::Const(4)
+        );
         assert_eq!(Extent::Const(7) / Extent::Const(2), Extent::Const(3));
         let d = Extent::Dim {
             tensor: ValId(0),

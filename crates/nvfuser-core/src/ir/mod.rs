@@ -154,7 +154,10 @@ impl TensorType {
     /// True when the stride order is row-major.
     pub fn is_row_major(&self) -> bool {
         let r = self.stride_order.len();
-        self.stride_order.iter().enumerate().all(|(i, &o)| o == r - 1 - i)
+        self.stride_order
+            .iter()
+            .enumerate()
+            .all(|(i, &o)| o == r - 1 - i)
     }
 }
 

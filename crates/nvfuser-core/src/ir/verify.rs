@@ -39,17 +39,24 @@ pub fn verify(fusion: &Fusion) -> Result<()> {
         if let ValKind::Tensor(t) = &v.kind {
             let rank = t.rank();
             if t.contiguity.len() != rank || t.stride_order.len() != rank {
-                return bad(format!("v{i}: contiguity/stride order do not have one entry per dim ({rank})"));
+                return bad(format!(
+                    "v{i}: contiguity/stride order do not have one entry per dim ({rank})"
+                ));
             }
             let mut seen = vec![false; rank];
             for &o in &t.stride_order {
                 if o >= rank || std::mem::replace(&mut seen[o], true) {
-                    return bad(format!("v{i}: stride order {:?} is not a permutation", t.stride_order));
+                    return bad(format!(
+                        "v{i}: stride order {:?} is not a permutation",
+                        t.stride_order
+                    ));
                 }
             }
             for (d, c) in t.shape().zip(&t.contiguity) {
                 if d.is_broadcast_like() != c.is_none() {
-                    return bad(format!("v{i}: contiguity must be None exactly for broadcast dims"));
+                    return bad(format!(
+                        "v{i}: contiguity must be None exactly for broadcast dims"
+                    ));
                 }
                 if d.kind == IterKind::Broadcast && d.extent.as_const() != Some(1) {
                     return bad(format!("v{i}: a broadcast dim must have extent 1"));
@@ -80,10 +87,16 @@ pub fn verify(fusion: &Fusion) -> Result<()> {
     for (ei, e) in fusion.exprs.iter().enumerate() {
         for &i in &e.inputs {
             if !in_range(i) {
-                return bad(format!("expression {ei} ({}) reads unknown value {i}", e.op.name()));
+                return bad(format!(
+                    "expression {ei} ({}) reads unknown value {i}",
+                    e.op.name()
+                ));
             }
             if !defined[i.index()] {
-                return bad(format!("expression {ei} ({}) reads {i} before it is defined", e.op.name()));
+                return bad(format!(
+                    "expression {ei} ({}) reads {i} before it is defined",
+                    e.op.name()
+                ));
             }
         }
         for &o in &e.outputs {
@@ -105,16 +118,27 @@ pub fn verify(fusion: &Fusion) -> Result<()> {
             _ => 1,
         };
         if outs != want_outs {
-            return bad(format!("expression {ei} ({}) has {outs} outputs, expected {want_outs}", e.op.name()));
+            return bad(format!(
+                "expression {ei} ({}) has {outs} outputs, expected {want_outs}",
+                e.op.name()
+            ));
         }
         let min_ins = match &e.op {
-            Op::Binary(_) | Op::Pad { .. } | Op::IndexSelect { .. } | Op::Gather { .. } | Op::TakeAlongAxis { .. } | Op::Iota { .. } => 2,
+            Op::Binary(_)
+            | Op::Pad { .. }
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::TakeAlongAxis { .. }
+            | Op::Iota { .. } => 2,
             Op::Ternary(t) => t.arity(),
             Op::Rand { .. } => 4,
             _ => 1,
         };
         if ins < min_ins {
-            return bad(format!("expression {ei} ({}) has {ins} inputs, expected at least {min_ins}", e.op.name()));
+            return bad(format!(
+                "expression {ei} ({}) has {ins} inputs, expected at least {min_ins}",
+                e.op.name()
+            ));
         }
     }
     for o in &fusion.outputs {
@@ -123,7 +147,10 @@ pub fn verify(fusion: &Fusion) -> Result<()> {
         }
         if let Some(a) = o.alias_of {
             if !in_range(a) || !is_input[a.index()] {
-                return bad(format!("output {} aliases {a}, which is not an input", o.val));
+                return bad(format!(
+                    "output {} aliases {a}, which is not an input",
+                    o.val
+                ));
             }
         }
     }

@@ -1,0 +1,165 @@
+//! The CUDA driver probe: is there a driver, is it new enough, and how many GPUs it sees.
+//!
+//! Like the NVRTC probe, it first opens `libcuda` itself by cudarc's names (see `dylib.rs`)
+//! and checks the functions it calls, so a machine without a driver gets
+//! [`CudaError::NoDriver`] instead of cudarc's panic. Only then does it call into the
+//! driver through cudarc: `cuDriverGetVersion`, `cuInit` and `cuDeviceGetCount`.
+
+use std::ffi::c_int;
+use std::fmt;
+use std::sync::OnceLock;
+
+use cudarc::driver::sys;
+
+use crate::dylib;
+use crate::error::CudaError;
+use crate::CUDA_BINDINGS_VERSION;
+
+/// The CUDA version a driver supports, from `cuDriverGetVersion` (e.g. 13.0 for 13000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DriverVersion {
+    /// The CUDA major version.
+    pub major: u32,
+    /// The CUDA minor version.
+    pub minor: u32,
+}
+
+impl DriverVersion {
+    /// Decodes the driver's integer encoding, `1000 * major + 10 * minor`.
+    pub fn from_encoded(version: u32) -> Self {
+        DriverVersion {
+            major: version / 1000,
+            minor: (version % 1000) / 10,
+        }
+    }
+}
+
+impl fmt::Display for DriverVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// What the driver probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DriverInfo {
+    /// The name `libcuda` was opened by.
+    pub loaded_as: String,
+    /// The CUDA version the driver supports.
+    pub version: DriverVersion,
+    /// The number of GPUs the driver sees (at least one).
+    pub device_count: u32,
+}
+
+/// Every driver function this module calls through cudarc.
+const REQUIRED_SYMBOLS: &[&str] = &[
+    "cuDriverGetVersion",
+    "cuInit",
+    "cuDeviceGetCount",
+    "cuGetErrorName",
+    "cuGetErrorString",
+];
+
+static DRIVER: OnceLock<DriverInfo> = OnceLock::new();
+
+/// Finds the CUDA driver and at least one GPU, or says why not; never panics.
+///
+/// ```
+/// match nvfuser_cuda::driver::probe() {
+///     Ok(info) => println!("CUDA {} driver, {} GPU(s)", info.version, info.device_count),
+///     Err(err) => println!("{err}"), // e.g. "no CUDA driver: libcuda could not be opened ..."
+/// }
+/// ```
+pub fn probe() -> Result<&'static DriverInfo, CudaError> {
+    if let Some(info) = DRIVER.get() {
+        return Ok(info);
+    }
+    let info = load()?;
+    Ok(DRIVER.get_or_init(|| info))
+}
+
+fn load() -> Result<DriverInfo, CudaError> {
+    let names: Vec<String> = ["cuda", "nvcuda"]
+        .iter()
+        .flat_map(|lib| dylib::candidate_names(lib))
+        .collect();
+    let Some(opened) = dylib::open_first(&names) else {
+        return Err(CudaError::NoDriver { searched: names });
+    };
+    if let Some(symbol) = dylib::first_missing_symbol(&opened.library, REQUIRED_SYMBOLS) {
+        return Err(CudaError::DriverSymbolMissing {
+            loaded_as: opened.name,
+            symbol,
+        });
+    }
+    // Keep libcuda loaded for the life of the process (cudarc opens it by the same name
+    // next and never closes it), rather than unloading it between the probe and cudarc.
+    std::mem::forget(opened.library);
+    let loaded_as = opened.name;
+
+    let mut encoded: c_int = 0;
+    // SAFETY: libcuda is loaded and exports the function (checked above); the out-pointer
+    // is valid. cuDriverGetVersion may be called before cuInit.
+    check("cuDriverGetVersion", unsafe {
+        sys::cuDriverGetVersion(&mut encoded)
+    })?;
+    let version = DriverVersion::from_encoded(u32::try_from(encoded).unwrap_or(0));
+    let required = CUDA_BINDINGS_VERSION;
+    if (version.major, version.minor) < required {
+        return Err(CudaError::DriverTooOld {
+            found: version,
+            required,
+        });
+    }
+
+    // SAFETY: as above; flags must be 0.
+    let init = unsafe { sys::cuInit(0) };
+    if init == sys::CUresult::CUDA_ERROR_NO_DEVICE {
+        return Err(CudaError::NoDevice { driver: version });
+    }
+    check("cuInit", init)?;
+
+    let mut count: c_int = 0;
+    // SAFETY: as above, after a successful cuInit.
+    check("cuDeviceGetCount", unsafe {
+        sys::cuDeviceGetCount(&mut count)
+    })?;
+    let device_count = u32::try_from(count).unwrap_or(0);
+    if device_count == 0 {
+        return Err(CudaError::NoDevice { driver: version });
+    }
+    Ok(DriverInfo {
+        loaded_as,
+        version,
+        device_count,
+    })
+}
+
+fn check(call: &'static str, status: sys::CUresult) -> Result<(), CudaError> {
+    if status == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(CudaError::Driver {
+            call,
+            code: format!("{status:?}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_versions_decode() {
+        assert_eq!(
+            DriverVersion::from_encoded(13000),
+            DriverVersion {
+                major: 13,
+                minor: 0
+            }
+        );
+        assert_eq!(DriverVersion::from_encoded(12090).to_string(), "12.9");
+    }
+}

@@ -1,0 +1,296 @@
+//! The one error type of nvfuser-cuda.
+//!
+//! Every variant says what was expected and what was found. A missing library is an
+//! error value here, never a panic, and a failed compilation carries the NVRTC log and the
+//! whole source so that the caller can show or save both.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::driver::DriverVersion;
+use crate::nvrtc::{GpuArch, NvrtcVersion};
+
+/// Errors of NVRTC compilation and of the CUDA driver.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CudaError {
+    /// No `libnvrtc` could be opened, so nothing can be compiled.
+    #[error(
+        "NVRTC is not available: no libnvrtc could be opened (tried {} on the library search path{}). \
+         Install NVRTC {}.x (for example `source scripts/nvrtc-env.sh`, or `pip install nvidia-cuda-nvrtc`) \
+         and put its lib directory in LD_LIBRARY_PATH or in {}",
+        dedup_join(.searched),
+        .lib_dir.as_ref().map(|(dir, why)| format!("; {}={}: {why}", crate::nvrtc::LIB_DIR_VAR, dir.display())).unwrap_or_default(),
+        crate::CUDA_BINDINGS_VERSION.0,
+        crate::nvrtc::LIB_DIR_VAR,
+    )]
+    NvrtcNotFound {
+        /// The library names tried, in order (cudarc's names).
+        searched: Vec<String>,
+        /// `NVFUSER_NVRTC_LIB_DIR` when it was set, and why it did not help.
+        lib_dir: Option<(PathBuf, String)>,
+    },
+
+    /// A `libnvrtc` was opened but lacks a function this crate calls.
+    #[error(
+        "the libnvrtc opened as `{loaded_as}` lacks the function `{symbol}`; \
+         nvfuser needs NVRTC {}.x",
+        crate::CUDA_BINDINGS_VERSION.0
+    )]
+    NvrtcTooOld {
+        /// The name or path the library was opened by.
+        loaded_as: String,
+        /// The missing function.
+        symbol: &'static str,
+    },
+
+    /// An NVRTC call other than the compilation itself failed.
+    #[error("NVRTC call {call} failed with {code}")]
+    NvrtcCall {
+        /// The NVRTC function.
+        call: &'static str,
+        /// The `nvrtcResult` it returned.
+        code: String,
+    },
+
+    /// The requested architecture is not one this NVRTC can compile for.
+    #[error(
+        "NVRTC {version} cannot compile for {arch}; it supports {}",
+        .supported.iter().map(|sm| format!("sm_{sm}")).collect::<Vec<_>>().join(", ")
+    )]
+    UnsupportedArch {
+        /// The requested architecture.
+        arch: GpuArch,
+        /// The NVRTC version that was asked.
+        version: NvrtcVersion,
+        /// The architectures it supports, as `10 * major + minor`.
+        supported: Vec<u32>,
+    },
+
+    /// NVRTC rejected the source (or the options); the log says why.
+    #[error("{0}")]
+    Compile(Box<CompileFailure>),
+
+    /// An input that cannot be passed to NVRTC at all (for example a NUL byte).
+    #[error("cannot compile kernel `{kernel}`: {what}")]
+    InvalidInput {
+        /// The kernel name given to the compiler.
+        kernel: String,
+        /// What is wrong with the input.
+        what: String,
+    },
+
+    /// No `libcuda` could be opened: there is no NVIDIA driver on this machine.
+    #[error(
+        "no CUDA driver: libcuda could not be opened (tried {}); this machine has no NVIDIA \
+         driver, so kernels can be compiled but not run here",
+        dedup_join(.searched)
+    )]
+    NoDriver {
+        /// The library names tried, in order (cudarc's names).
+        searched: Vec<String>,
+    },
+
+    /// A `libcuda` was opened but lacks a function this crate calls.
+    #[error(
+        "the libcuda opened as `{loaded_as}` lacks the function `{symbol}`; the driver is too old"
+    )]
+    DriverSymbolMissing {
+        /// The name the library was opened by.
+        loaded_as: String,
+        /// The missing function.
+        symbol: &'static str,
+    },
+
+    /// The driver is older than the CUDA version the bindings are built for.
+    #[error(
+        "the CUDA driver supports CUDA {found}, but nvfuser is built for CUDA {}.{} or newer; \
+         update the NVIDIA driver",
+        .required.0, .required.1
+    )]
+    DriverTooOld {
+        /// The CUDA version the driver supports.
+        found: DriverVersion,
+        /// The CUDA version the bindings need, `(major, minor)`.
+        required: (u32, u32),
+    },
+
+    /// The driver loaded but sees no GPU.
+    #[error("the CUDA driver (CUDA {driver}) is loaded but finds no GPU")]
+    NoDevice {
+        /// The CUDA version the driver supports.
+        driver: DriverVersion,
+    },
+
+    /// A CUDA driver call failed.
+    #[error("CUDA driver call {call} failed with {code}")]
+    Driver {
+        /// The driver function.
+        call: &'static str,
+        /// The `CUresult` it returned.
+        code: String,
+    },
+}
+
+/// A failed NVRTC compilation: the log, and everything needed to reproduce it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompileFailure {
+    /// The kernel name; NVRTC's log names the program `<kernel>.cu`.
+    pub kernel: String,
+    /// The architecture compiled for.
+    pub arch: GpuArch,
+    /// The NVRTC that failed.
+    pub nvrtc_version: NvrtcVersion,
+    /// The `nvrtcResult` of `nvrtcCompileProgram`, e.g. `NVRTC_ERROR_COMPILATION`.
+    pub status: String,
+    /// The full option list passed to NVRTC.
+    pub options: Vec<String>,
+    /// NVRTC's program log, as NVRTC wrote it.
+    pub log: String,
+    /// The complete CUDA C++ source that was compiled.
+    pub source_code: String,
+}
+
+impl CompileFailure {
+    /// The program name NVRTC uses for this kernel in its log (`<kernel>.cu`).
+    pub fn program_name(&self) -> String {
+        program_name(&self.kernel)
+    }
+
+    /// The 1-based source lines that NVRTC's log points at, in log order, without repeats.
+    pub fn referenced_lines(&self) -> Vec<usize> {
+        let prefix = format!("{}(", self.program_name());
+        let mut lines = Vec::new();
+        for log_line in self.log.lines() {
+            let Some(rest) = log_line.trim_start().strip_prefix(&prefix) else {
+                continue;
+            };
+            let digits: &str = rest.split(')').next().unwrap_or("");
+            if let Ok(n) = digits.parse::<usize>() {
+                if !lines.contains(&n) {
+                    lines.push(n);
+                }
+            }
+        }
+        lines
+    }
+}
+
+/// How many source lines an error message quotes at most.
+const MAX_QUOTED_LINES: usize = 8;
+
+impl fmt::Display for CompileFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "NVRTC {} failed to compile kernel `{}` for {} ({})",
+            self.nvrtc_version, self.kernel, self.arch, self.status
+        )?;
+        writeln!(f, "options: {}", self.options.join(" "))?;
+        writeln!(f, "NVRTC log:")?;
+        for line in self.log.trim_end().lines() {
+            writeln!(f, "  {line}")?;
+        }
+        let source_lines: Vec<&str> = self.source_code.lines().collect();
+        let quoted: Vec<usize> = self
+            .referenced_lines()
+            .into_iter()
+            .filter(|n| (1..=source_lines.len()).contains(n))
+            .take(MAX_QUOTED_LINES)
+            .collect();
+        if !quoted.is_empty() {
+            // Each named line with the line before it, since NVRTC often points at the line
+            // after the mistake (a missing `;` is reported at the next token).
+            writeln!(
+                f,
+                "source lines named in the log (marked >), with the line before:"
+            )?;
+            let mut shown: Vec<usize> = Vec::new();
+            for &n in &quoted {
+                for m in [n - 1, n] {
+                    if m >= 1 && !shown.contains(&m) {
+                        shown.push(m);
+                    }
+                }
+            }
+            shown.sort_unstable();
+            for m in shown {
+                let mark = if quoted.contains(&m) { '>' } else { ' ' };
+                writeln!(f, "{mark} {m:>5} | {}", source_lines[m - 1])?;
+            }
+        }
+        write!(
+            f,
+            "(the full source, {} lines, is in CompileFailure::source_code)",
+            source_lines.len()
+        )
+    }
+}
+
+/// Joins library names with ", ", leaving out repeats (cudarc's list has some).
+fn dedup_join(names: &[String]) -> String {
+    let mut seen: Vec<&str> = Vec::with_capacity(names.len());
+    for name in names {
+        if !seen.contains(&name.as_str()) {
+            seen.push(name);
+        }
+    }
+    seen.join(", ")
+}
+
+/// The program name given to NVRTC for a kernel; it appears in NVRTC's log.
+pub(crate) fn program_name(kernel: &str) -> String {
+    format!("{kernel}.cu")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(log: &str, source: &str) -> CompileFailure {
+        CompileFailure {
+            kernel: "k".into(),
+            arch: GpuArch::SM80,
+            nvrtc_version: NvrtcVersion {
+                major: 13,
+                minor: 0,
+            },
+            status: "NVRTC_ERROR_COMPILATION".into(),
+            options: vec!["--std=c++17".into()],
+            log: log.into(),
+            source_code: source.into(),
+        }
+    }
+
+    #[test]
+    fn the_message_quotes_the_lines_the_log_names() {
+        let f = failure(
+            "k.cu(2): error: expected a \";\"\nk.cu(2): error: again\nk.cu(9): error: past the end\n\n1 error detected",
+            "line one\nline two\nline three",
+        );
+        assert_eq!(f.referenced_lines(), vec![2, 9]);
+        let text = f.to_string();
+        assert!(text.contains("kernel `k` for sm_80"), "{text}");
+        assert!(text.contains("k.cu(2): error: expected a \";\""), "{text}");
+        assert!(text.contains(">     2 | line two"), "{text}");
+        assert!(text.contains("      1 | line one"), "{text}");
+        assert!(!text.contains("| line three"), "{text}");
+        assert!(text.contains("3 lines"), "{text}");
+    }
+
+    #[test]
+    fn not_found_names_the_fix() {
+        let err = CudaError::NvrtcNotFound {
+            searched: vec!["libnvrtc.so".into(), "libnvrtc.so.13".into()],
+            lib_dir: Some(("/x".into(), "not a directory".into())),
+        };
+        let text = err.to_string();
+        assert!(text.contains("libnvrtc.so, libnvrtc.so.13"), "{text}");
+        assert!(
+            text.contains("NVFUSER_NVRTC_LIB_DIR=/x: not a directory"),
+            "{text}"
+        );
+        assert!(text.contains("scripts/nvrtc-env.sh"), "{text}");
+    }
+}

@@ -1,0 +1,184 @@
+//! NVRTC: CUDA C++ source to CUBIN, on any machine that has `libnvrtc` (no GPU needed).
+//!
+//! [`probe`] finds the library without panicking (see `probe.rs` for how), [`NvrtcOptions`]
+//! builds the one option list, and [`compile`] returns the CUBIN for one real architecture
+//! together with the NVRTC version that made it, or a [`CudaError`] that carries NVRTC's log
+//! and the source. The CUBIN is fetched with `nvrtcGetCUBIN` through cudarc's raw bindings
+//! (cudarc's safe layer returns PTX only); cudarc's `Ptx::from_binary` accepts it for
+//! `CudaContext::load_module`, and since it is machine code for the exact architecture the
+//! driver does not JIT it.
+//!
+//! NVRTC compiles separate programs on several threads at once, so [`compile`] may be
+//! called concurrently.
+
+mod options;
+mod probe;
+mod program;
+
+use std::ffi::CString;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use cudarc::nvrtc::sys;
+
+use crate::error::{program_name, CompileFailure, CudaError};
+pub use options::{GpuArch, NvrtcOptions};
+pub use probe::{probe, NvrtcLibrary, LIB_DIR_VAR};
+use program::Program;
+
+/// An NVRTC version, as `nvrtcVersion` reports it (major and minor only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NvrtcVersion {
+    /// The CUDA major version, e.g. 13.
+    pub major: u32,
+    /// The CUDA minor version, e.g. 0.
+    pub minor: u32,
+}
+
+impl fmt::Display for NvrtcVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The version of the NVRTC this process uses; an error if there is none.
+pub fn nvrtc_version() -> Result<NvrtcVersion, CudaError> {
+    probe().map(NvrtcLibrary::version)
+}
+
+/// A kernel compiled by NVRTC to machine code for one architecture.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompiledKernel {
+    /// The kernel name the source was compiled under.
+    pub name: String,
+    /// The architecture the CUBIN is for.
+    pub arch: GpuArch,
+    /// The CUBIN (an ELF image of machine code), ready for `cuModuleLoadData`.
+    pub cubin: Vec<u8>,
+    /// The NVRTC that compiled it (part of any cache key).
+    pub nvrtc_version: NvrtcVersion,
+    /// The full option list passed to NVRTC (part of any cache key).
+    pub options: Vec<String>,
+    /// NVRTC's log: empty, or warnings.
+    pub log: String,
+    /// Wall time of program creation and compilation.
+    pub compile_time: Duration,
+}
+
+impl fmt::Debug for CompiledKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledKernel")
+            .field("name", &self.name)
+            .field("arch", &self.arch)
+            .field("cubin_bytes", &self.cubin.len())
+            .field("nvrtc_version", &self.nvrtc_version)
+            .field("options", &self.options)
+            .field("log", &self.log)
+            .field("compile_time", &self.compile_time)
+            .finish()
+    }
+}
+
+/// Compiles `source` to a CUBIN for `arch` with the default [`NvrtcOptions`].
+///
+/// `name` is the kernel's name for logs and errors; NVRTC's log calls the program
+/// `<name>.cu`. The source must be self-contained (NVRTC gets no include path).
+pub fn compile(source: &str, name: &str, arch: GpuArch) -> Result<CompiledKernel, CudaError> {
+    compile_with_options(source, name, &NvrtcOptions::new(arch))
+}
+
+/// Compiles `source` to a CUBIN with the given options.
+///
+/// Errors: [`CudaError::NvrtcNotFound`] without NVRTC, [`CudaError::UnsupportedArch`] for an
+/// architecture this NVRTC does not know, [`CudaError::InvalidInput`] for NUL bytes or an
+/// empty name, and [`CudaError::Compile`] with NVRTC's log when NVRTC rejects the source.
+pub fn compile_with_options(
+    source: &str,
+    name: &str,
+    options: &NvrtcOptions,
+) -> Result<CompiledKernel, CudaError> {
+    let library = probe()?;
+    let arch = options.arch();
+    let nvrtc_version = library.version();
+    if !library.supports(arch) {
+        return Err(CudaError::UnsupportedArch {
+            arch,
+            version: nvrtc_version,
+            supported: library.supported_archs().to_vec(),
+        });
+    }
+    let invalid = |what: String| CudaError::InvalidInput {
+        kernel: name.to_owned(),
+        what,
+    };
+    if name.is_empty() {
+        return Err(invalid("the kernel name is empty".to_owned()));
+    }
+    let c_name = CString::new(program_name(name)).map_err(|e| {
+        invalid(format!(
+            "the kernel name has a NUL byte at byte {}",
+            e.nul_position()
+        ))
+    })?;
+    let c_source = CString::new(source).map_err(|e| {
+        invalid(format!(
+            "the source has a NUL byte at byte {}",
+            e.nul_position()
+        ))
+    })?;
+    let args = options.to_args();
+    let c_args = args
+        .iter()
+        .map(|arg| {
+            CString::new(arg.as_str())
+                .map_err(|_| invalid(format!("the NVRTC option {arg:?} has a NUL byte")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let start = Instant::now();
+    let program = Program::create(c_source, c_name)?;
+    let status = program.compile(&c_args);
+    let log = program.log()?;
+    if status != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(CudaError::Compile(Box::new(CompileFailure {
+            kernel: name.to_owned(),
+            arch,
+            nvrtc_version,
+            status: format!("{status:?}"),
+            options: args,
+            log,
+            source_code: source.to_owned(),
+        })));
+    }
+    let cubin = program.cubin()?;
+    drop(program);
+    let compile_time = start.elapsed();
+    if cubin.is_empty() {
+        return Err(CudaError::NvrtcCall {
+            call: "nvrtcGetCUBIN",
+            code: format!("an empty CUBIN for {arch}"),
+        });
+    }
+    Ok(CompiledKernel {
+        name: name.to_owned(),
+        arch,
+        cubin,
+        nvrtc_version,
+        options: args,
+        log,
+        compile_time,
+    })
+}
+
+/// Turns an NVRTC status into `Ok` or [`CudaError::NvrtcCall`] naming the call.
+pub(crate) fn check(call: &'static str, status: sys::nvrtcResult) -> Result<(), CudaError> {
+    if status == sys::nvrtcResult::NVRTC_SUCCESS {
+        Ok(())
+    } else {
+        Err(CudaError::NvrtcCall {
+            call,
+            code: format!("{status:?}"),
+        })
+    }
+}

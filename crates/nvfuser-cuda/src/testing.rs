@@ -1,0 +1,142 @@
+//! Skip-or-require helpers for tests that need NVRTC or a GPU. Every such test uses them.
+//!
+//! A test that needs NVRTC starts with
+//!
+//! ```
+//! # fn a_test() {
+//! let Some(nvrtc) = nvfuser_cuda::testing::require_nvrtc() else { return };
+//! // ... compile with nvfuser_cuda::compile(...)
+//! # let _ = nvrtc;
+//! # }
+//! ```
+//!
+//! and a test that runs kernels starts with `let Some(gpu) = require_gpu() else { return };`.
+//! When the library or the GPU is missing, the helper prints why (`skipped <test>: ...`) and
+//! returns `None`, so the test returns early and counts as passed: cargo's test harness has
+//! no "skipped" state. The message goes straight to the process's stderr, past the
+//! harness's output capture, so it shows in a plain `cargo test` run.
+//!
+//! Skipping is for machines that are not set up for the test. Where the library or the GPU
+//! must be there, set [`REQUIRE_NVRTC_VAR`] or [`REQUIRE_GPU_VAR`] to `1`: then the helper
+//! panics with the reason and the test fails loudly instead of passing silently. CI sets
+//! `NVFUSER_REQUIRE_NVRTC=1` (`.ci/run`); a GPU machine sets both.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use crate::driver::DriverInfo;
+use crate::error::CudaError;
+use crate::nvrtc::NvrtcLibrary;
+
+/// Set to `1` to make [`require_nvrtc`] (and [`require_gpu`]) fail instead of skip.
+pub const REQUIRE_NVRTC_VAR: &str = "NVFUSER_REQUIRE_NVRTC";
+
+/// Set to `1` to make [`require_gpu`] fail instead of skip.
+pub const REQUIRE_GPU_VAR: &str = "NVFUSER_REQUIRE_GPU";
+
+/// The NVRTC library, or `None` after printing why the calling test is skipped.
+///
+/// # Panics
+///
+/// When NVRTC is missing and `NVFUSER_REQUIRE_NVRTC=1`, or when that variable holds a
+/// value that is neither on (`1`, `true`, `yes`, `on`) nor off (`0`, `false`, `no`, `off`,
+/// empty).
+pub fn require_nvrtc() -> Option<&'static NvrtcLibrary> {
+    match crate::nvrtc::probe() {
+        Ok(library) => Some(library),
+        Err(err) => skip_or_fail(&[REQUIRE_NVRTC_VAR], "libnvrtc not found", &err),
+    }
+}
+
+/// Everything a test that runs kernels needs: a driver with a GPU, and NVRTC.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuTestEnv {
+    /// The driver and the number of GPUs it sees.
+    pub driver: &'static DriverInfo,
+    /// The NVRTC library.
+    pub nvrtc: &'static NvrtcLibrary,
+}
+
+/// A driver with at least one GPU and NVRTC, or `None` after printing why the calling test
+/// is skipped.
+///
+/// # Panics
+///
+/// When either is missing and `NVFUSER_REQUIRE_GPU=1` (or, for a missing NVRTC,
+/// `NVFUSER_REQUIRE_NVRTC=1`), or when a variable has an unrecognised value.
+pub fn require_gpu() -> Option<GpuTestEnv> {
+    let driver = match crate::driver::probe() {
+        Ok(driver) => driver,
+        Err(err) => return skip_or_fail(&[REQUIRE_GPU_VAR], "no usable GPU", &err),
+    };
+    let nvrtc = match crate::nvrtc::probe() {
+        Ok(nvrtc) => nvrtc,
+        Err(err) => {
+            return skip_or_fail(
+                &[REQUIRE_GPU_VAR, REQUIRE_NVRTC_VAR],
+                "libnvrtc not found",
+                &err,
+            )
+        }
+    };
+    Some(GpuTestEnv { driver, nvrtc })
+}
+
+/// Writes `message` to the process's stderr, bypassing the test harness's capture, so
+/// that it shows in a plain `cargo test` run (for example compile times or sizes).
+pub fn note(message: &str) {
+    let mut stderr = std::io::stderr().lock();
+    // A failed write to stderr is not worth failing a test for.
+    let _ = writeln!(stderr, "{message}");
+}
+
+/// Whether the boolean environment variable `var` is on.
+///
+/// # Panics
+///
+/// When it holds something other than `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off`/empty
+/// (any case): a misspelt requirement must not turn into a silent skip.
+pub fn env_flag(var: &str) -> bool {
+    let Some(value) = std::env::var_os(var) else {
+        return false;
+    };
+    let value = value.to_string_lossy().trim().to_ascii_lowercase();
+    match value.as_str() {
+        "1" | "true" | "yes" | "on" => true,
+        "" | "0" | "false" | "no" | "off" => false,
+        other => panic!("{var}={other:?} is not a boolean; use 1 or 0"),
+    }
+}
+
+/// Whether this process already printed the full reason for a skip, per kind of skip.
+static EXPLAINED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+fn skip_or_fail<T>(require_vars: &[&str], what: &'static str, err: &CudaError) -> Option<T> {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("<unnamed test>")
+        .to_owned();
+    if let Some(var) = require_vars.iter().find(|var| env_flag(var)) {
+        panic!("{test}: {what}, but {var}=1 requires it: {err}");
+    }
+    // The full reason is long (it lists every library name tried): print it once per
+    // process and kind, and a one-line skip for every test.
+    let first = {
+        let mut explained = EXPLAINED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let first = !explained.contains(&what);
+        if first {
+            explained.push(what);
+        }
+        first
+    };
+    if first {
+        note(&format!(
+            "{what}: {err}\n(tests that need it are skipped; set {}=1 to make that a failure)",
+            require_vars[0]
+        ));
+    }
+    note(&format!("skipped {test}: {what}"));
+    None
+}

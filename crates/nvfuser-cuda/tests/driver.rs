@@ -1,0 +1,38 @@
+//! The driver probe: a typed answer on every machine, with or without a GPU.
+
+use nvfuser_cuda::testing::{note, require_gpu};
+use nvfuser_cuda::{driver, CudaError, CUDA_BINDINGS_VERSION};
+
+#[test]
+fn the_driver_probe_answers_without_panicking() {
+    match driver::probe() {
+        Ok(info) => {
+            assert!(info.device_count > 0);
+            assert!((info.version.major, info.version.minor) >= CUDA_BINDINGS_VERSION);
+            note(&format!(
+                "CUDA driver {} ({}), {} GPU(s)",
+                info.version, info.loaded_as, info.device_count
+            ));
+        }
+        Err(err) => {
+            assert!(
+                matches!(
+                    err,
+                    CudaError::NoDriver { .. }
+                        | CudaError::NoDevice { .. }
+                        | CudaError::DriverTooOld { .. }
+                ),
+                "{err}"
+            );
+            note(&format!("driver probe: {err}"));
+        }
+    }
+}
+
+#[test]
+fn require_gpu_skips_or_finds_a_gpu() {
+    let Some(gpu) = require_gpu() else {
+        return;
+    };
+    assert!(gpu.driver.device_count > 0);
+}
