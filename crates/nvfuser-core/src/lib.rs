@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod builder;
+pub mod codegen;
 pub mod dsl;
 pub mod dtype;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod eval;
 pub mod ir;
 pub mod philox;
 pub mod print;
+pub mod sched;
 
 pub use builder::{FusionDefinition, Size};
 pub use dtype::{DataType, ScalarValue};

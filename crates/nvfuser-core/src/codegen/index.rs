@@ -1,0 +1,159 @@
+//! Index expressions of the kernel IR, folded as they are built so that the generated
+//! code reads like hand-written code (`i1 * 128 + threadIdx.x`, not `(i1 * 128) + (0 * 1)`).
+
+use std::fmt;
+
+use crate::ir::{Extent, ExtentOp};
+
+/// An integer index expression.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Idx {
+    /// A constant.
+    Const(i64),
+    /// A loop variable, a thread builtin or a kernel parameter expression.
+    Var(String),
+    /// `a + b`.
+    Add(Box<Idx>, Box<Idx>),
+    /// `a * b`.
+    Mul(Box<Idx>, Box<Idx>),
+    /// `a / b` (non-negative operands).
+    Div(Box<Idx>, Box<Idx>),
+    /// `a % b` (non-negative operands).
+    Mod(Box<Idx>, Box<Idx>),
+    /// `ceil(a / b)`.
+    CeilDiv(Box<Idx>, Box<Idx>),
+    /// `a - b`.
+    Sub(Box<Idx>, Box<Idx>),
+    /// `max(a, b)`.
+    Max(Box<Idx>, Box<Idx>),
+    /// `min(a, b)`.
+    Min(Box<Idx>, Box<Idx>),
+}
+
+impl Idx {
+    /// A variable.
+    pub fn var(s: impl Into<String>) -> Idx {
+        Idx::Var(s.into())
+    }
+
+    fn add_folded(self, o: Idx) -> Idx {
+        match (self, o) {
+            (Idx::Const(a), Idx::Const(b)) => Idx::Const(a + b),
+            (Idx::Const(0), x) | (x, Idx::Const(0)) => x,
+            (a, b) => Idx::Add(Box::new(a), Box::new(b)),
+        }
+    }
+
+    fn mul_folded(self, o: Idx) -> Idx {
+        match (self, o) {
+            (Idx::Const(a), Idx::Const(b)) => Idx::Const(a * b),
+            (Idx::Const(0), _) | (_, Idx::Const(0)) => Idx::Const(0),
+            (Idx::Const(1), x) | (x, Idx::Const(1)) => x,
+            (a, b) => Idx::Mul(Box::new(a), Box::new(b)),
+        }
+    }
+
+    fn div_folded(self, o: Idx) -> Idx {
+        match (self, o) {
+            (Idx::Const(a), Idx::Const(b)) if b != 0 => Idx::Const(a / b),
+            (Idx::Const(0), _) => Idx::Const(0),
+            (x, Idx::Const(1)) => x,
+            (a, b) => Idx::Div(Box::new(a), Box::new(b)),
+        }
+    }
+
+    fn rem_folded(self, o: Idx) -> Idx {
+        match (self, o) {
+            (Idx::Const(a), Idx::Const(b)) if b != 0 => Idx::Const(a % b),
+            (Idx::Const(0), _) | (_, Idx::Const(1)) => Idx::Const(0),
+            (a, b) => Idx::Mod(Box::new(a), Box::new(b)),
+        }
+    }
+
+    /// The constant, if known.
+    pub fn as_const(&self) -> Option<i64> {
+        match self {
+            Idx::Const(c) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// An extent as an index expression; `dim` names the runtime size of an input dim.
+    pub fn from_extent(
+        e: &Extent,
+        dim: &dyn Fn(u32, u32) -> String,
+        scalar: &dyn Fn(u32) -> String,
+    ) -> Idx {
+        match e {
+            Extent::Const(c) => Idx::Const(*c),
+            Extent::Dim { tensor, axis } => Idx::Var(dim(tensor.0, *axis)),
+            Extent::Scalar(v) => Idx::Var(scalar(v.0)),
+            Extent::Op(op, a, b) => {
+                let (a, b) = (
+                    Idx::from_extent(a, dim, scalar),
+                    Idx::from_extent(b, dim, scalar),
+                );
+                match op {
+                    ExtentOp::Add => a + b,
+                    ExtentOp::Mul => a * b,
+                    ExtentOp::Div => a / b,
+                    ExtentOp::Sub => Idx::Sub(Box::new(a), Box::new(b)),
+                    ExtentOp::CeilDiv => Idx::CeilDiv(Box::new(a), Box::new(b)),
+                    ExtentOp::Max => Idx::Max(Box::new(a), Box::new(b)),
+                    ExtentOp::Min => Idx::Min(Box::new(a), Box::new(b)),
+                }
+            }
+        }
+    }
+
+    fn prec(&self) -> u8 {
+        match self {
+            Idx::Add(..) | Idx::Sub(..) => 1,
+            Idx::Mul(..) | Idx::Div(..) | Idx::Mod(..) => 2,
+            _ => 3,
+        }
+    }
+}
+
+macro_rules! folded_op {
+    ($($trait:ident $method:ident $folded:ident),*) => {$(
+        /// Builds the operation, folding constants and identities.
+        impl std::ops::$trait for Idx {
+            type Output = Idx;
+            fn $method(self, o: Idx) -> Idx {
+                self.$folded(o)
+            }
+        }
+    )*};
+}
+
+folded_op!(Add add add_folded, Mul mul mul_folded, Div div div_folded, Rem rem rem_folded);
+
+impl fmt::Display for Idx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let paren = |f: &mut fmt::Formatter<'_>, x: &Idx, min: u8| -> fmt::Result {
+            if x.prec() < min {
+                write!(f, "({x})")
+            } else {
+                write!(f, "{x}")
+            }
+        };
+        let bin = |f: &mut fmt::Formatter<'_>, a: &Idx, op: &str, b: &Idx, p: u8| -> fmt::Result {
+            paren(f, a, p)?;
+            write!(f, " {op} ")?;
+            paren(f, b, p + 1)
+        };
+        match self {
+            Idx::Const(c) => write!(f, "{c}"),
+            Idx::Var(v) => f.write_str(v),
+            Idx::Add(a, b) => bin(f, a, "+", b, 1),
+            Idx::Sub(a, b) => bin(f, a, "-", b, 1),
+            Idx::Mul(a, b) => bin(f, a, "*", b, 2),
+            Idx::Div(a, b) => bin(f, a, "/", b, 2),
+            Idx::Mod(a, b) => bin(f, a, "%", b, 2),
+            Idx::CeilDiv(a, b) => write!(f, "nvf_ceil_div({a}, {b})"),
+            Idx::Max(a, b) => write!(f, "nvf_max_idx({a}, {b})"),
+            Idx::Min(a, b) => write!(f, "nvf_min_idx({a}, {b})"),
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Lowering of a scheduled fusion to a kernel IR, and CUDA C++ code generation.
+//!
+//! Pipeline: [`crate::sched::validate`] → [`lower`] (loop nests from loop domains and
+//! compute-at positions, index math from the recorded transforms, predicates,
+//! allocations, reductions) → [`cuda`] (prints self-contained CUDA C++ with the
+//! [`preamble`] runtime support). The kernel's parameters come from one
+//! [`abi::KernelAbi`], which prints the signature and packs launch arguments.
+//!
+//! Architecture invariant: nothing here links or loads CUDA; the result is a string.
+//! NVRTC compilation happens in `nvfuser-cuda`.
+
+pub mod abi;
+pub mod corpus;
+mod cuda;
+pub mod index;
+pub mod kir;
+mod lower;
+pub mod preamble;
+
+use serde::{Deserialize, Serialize};
+
+pub use abi::{IndexType, KernelAbi, KernelArg, Param, ParamKind};
+pub use kir::{Requirement, Stmt};
+
+use crate::ir::Extent;
+use crate::sched::{SchedResult, ScheduledFusion};
+
+/// Options of code generation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelOptions {
+    /// Name of the `extern "C"` entry point.
+    pub name: String,
+    /// Index type; raised to 64-bit when a static shape needs it.
+    pub index_type: IndexType,
+}
+
+impl Default for KernelOptions {
+    fn default() -> Self {
+        KernelOptions {
+            name: "nvfuser_kernel".into(),
+            index_type: IndexType::I32,
+        }
+    }
+}
+
+/// Grid and block extents, as extents over the fusion's inputs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchDims {
+    /// `gridDim.x/y/z`.
+    pub grid: [Extent; 3],
+    /// `blockDim.x/y/z`.
+    pub block: [Extent; 3],
+}
+
+/// A generated kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// Parameters (the signature and the argument packing both come from here).
+    pub abi: KernelAbi,
+    /// Launch dims.
+    pub launch: LaunchDims,
+    /// Conditions the launcher checks on the actual arguments.
+    pub requirements: Vec<Requirement>,
+    /// Static shared memory buffers: (name, dtype, elements).
+    pub shared: Vec<(String, crate::dtype::DataType, i64)>,
+    /// The kernel body.
+    pub body: Vec<Stmt>,
+}
+
+impl Kernel {
+    /// The complete CUDA C++ source.
+    pub fn cuda_source(&self) -> String {
+        cuda::print(self)
+    }
+}
+
+/// Validates, lowers and returns the kernel for a scheduled fusion.
+pub fn generate(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<Kernel> {
+    sf.validate()?;
+    lower::lower(sf, opts)
+}

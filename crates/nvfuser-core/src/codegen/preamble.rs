@@ -1,0 +1,244 @@
+//! The runtime support every generated kernel carries: index helpers, f16/bf16 types
+//! with round-to-nearest-even conversions, a math helper per op, reductions with warp
+//! shuffles and shared memory, vector copies, and Philox matching [`crate::philox`].
+//!
+//! Architecture invariant: generated code includes no header at all; NVRTC alone
+//! compiles it. Only compiler builtins (`__shfl_xor_sync`, `__umulhi`, `__fmul_rn`,
+//! `expf`, ...) are used.
+
+/// The support code, emitted once at the top of every kernel (after the index typedef).
+pub const PREAMBLE: &str = r#"// ---- nvfuser-rs runtime support (self-contained: no includes) ----
+template <int N> struct nvf_shape {
+  nvfuser_index_t size[N > 0 ? N : 1];
+  nvfuser_index_t stride[N > 0 ? N : 1];
+};
+__device__ inline nvfuser_index_t nvf_ceil_div(nvfuser_index_t a, nvfuser_index_t b) { return (a + b - 1) / b; }
+__device__ inline nvfuser_index_t nvf_max_idx(nvfuser_index_t a, nvfuser_index_t b) { return a > b ? a : b; }
+__device__ inline nvfuser_index_t nvf_min_idx(nvfuser_index_t a, nvfuser_index_t b) { return a < b ? a : b; }
+
+// f16 and bf16: storage types with round-to-nearest-even conversions.
+__device__ inline unsigned short nvf_f2h_bits(float f) {
+  unsigned int x = __float_as_uint(f);
+  unsigned int sign = (x >> 16) & 0x8000u;
+  unsigned int ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return (unsigned short)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+  if (ax < 0x38800000u) {
+    unsigned int m = __float2uint_rn(__uint_as_float(ax) * 16777216.0f);
+    return (unsigned short)(sign | m);
+  }
+  unsigned int h = (((ax >> 23) - 112u) << 10) | ((ax >> 13) & 0x3ffu);
+  unsigned int rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h += 1u;
+  return (unsigned short)(sign | h);
+}
+__device__ inline float nvf_h2f(unsigned short h) {
+  unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+  unsigned int e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0u) { float f = (float)m * 5.9604644775390625e-8f; return sign ? -f : f; }
+  if (e == 31u) return __uint_as_float(sign | 0x7f800000u | (m << 13));
+  return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+__device__ inline unsigned short nvf_f2bf_bits(float f) {
+  unsigned int x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (unsigned short)(x >> 16);
+}
+// Double to float rounding to odd, so that a second rounding to 16 bits is correct.
+__device__ inline float nvf_d2f_odd(double d) {
+  float f = __double2float_rz(d);
+  if ((double)f != d && f == f) f = __uint_as_float(__float_as_uint(f) | 1u);
+  return f;
+}
+struct nvf_half {
+  unsigned short bits;
+  nvf_half() = default;
+  __device__ explicit nvf_half(float f) : bits(nvf_f2h_bits(f)) {}
+  __device__ explicit nvf_half(double d) : bits(nvf_f2h_bits(nvf_d2f_odd(d))) {}
+  __device__ explicit nvf_half(int i) : bits(nvf_f2h_bits((float)i)) {}
+  __device__ explicit nvf_half(long long i) : bits(nvf_f2h_bits(nvf_d2f_odd((double)i))) {}
+  __device__ explicit nvf_half(bool b) : bits(b ? 0x3c00u : 0u) {}
+  __device__ operator float() const { return nvf_h2f(bits); }
+};
+struct nvf_bfloat {
+  unsigned short bits;
+  nvf_bfloat() = default;
+  __device__ explicit nvf_bfloat(float f) : bits(nvf_f2bf_bits(f)) {}
+  __device__ explicit nvf_bfloat(double d) : bits(nvf_f2bf_bits(nvf_d2f_odd(d))) {}
+  __device__ explicit nvf_bfloat(int i) : bits(nvf_f2bf_bits((float)i)) {}
+  __device__ explicit nvf_bfloat(long long i) : bits(nvf_f2bf_bits(nvf_d2f_odd((double)i))) {}
+  __device__ explicit nvf_bfloat(bool b) : bits(b ? 0x3f80u : 0u) {}
+  __device__ operator float() const { return __uint_as_float(((unsigned int)bits) << 16); }
+};
+
+// Math helpers, one per op; float and double overloads, templates for integers.
+#define NVF_UNARY(name, fexpr, dexpr) \
+  __device__ inline float nvf_##name(float x) { return fexpr; } \
+  __device__ inline double nvf_##name(double x) { return dexpr; }
+NVF_UNARY(exp, expf(x), exp(x))
+NVF_UNARY(exp2, exp2f(x), exp2(x))
+NVF_UNARY(expm1, expm1f(x), expm1(x))
+NVF_UNARY(log, logf(x), log(x))
+NVF_UNARY(log2, log2f(x), log2(x))
+NVF_UNARY(log10, log10f(x), log10(x))
+NVF_UNARY(log1p, log1pf(x), log1p(x))
+NVF_UNARY(sqrt, sqrtf(x), sqrt(x))
+NVF_UNARY(rsqrt, rsqrtf(x), rsqrt(x))
+NVF_UNARY(reciprocal, 1.0f / x, 1.0 / x)
+NVF_UNARY(sin, sinf(x), sin(x))
+NVF_UNARY(cos, cosf(x), cos(x))
+NVF_UNARY(tan, tanf(x), tan(x))
+NVF_UNARY(asin, asinf(x), asin(x))
+NVF_UNARY(acos, acosf(x), acos(x))
+NVF_UNARY(atan, atanf(x), atan(x))
+NVF_UNARY(sinh, sinhf(x), sinh(x))
+NVF_UNARY(cosh, coshf(x), cosh(x))
+NVF_UNARY(tanh, tanhf(x), tanh(x))
+NVF_UNARY(asinh, asinhf(x), asinh(x))
+NVF_UNARY(acosh, acoshf(x), acosh(x))
+NVF_UNARY(atanh, atanhf(x), atanh(x))
+NVF_UNARY(sigmoid, 1.0f / (1.0f + expf(-x)), 1.0 / (1.0 + exp(-x)))
+NVF_UNARY(silu, x / (1.0f + expf(-x)), x / (1.0 + exp(-x)))
+NVF_UNARY(gelu, 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)), 0.5 * x * (1.0 + erf(x * 0.70710678118654752)))
+NVF_UNARY(gelu_tanh, 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))),
+          0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x))))
+NVF_UNARY(erf, erff(x), erf(x))
+NVF_UNARY(erfc, erfcf(x), erfc(x))
+NVF_UNARY(erfinv, erfinvf(x), erfinv(x))
+NVF_UNARY(lgamma, lgammaf(x), lgamma(x))
+NVF_UNARY(frac, x - truncf(x), x - trunc(x))
+NVF_UNARY(floor, floorf(x), floor(x))
+NVF_UNARY(ceil, ceilf(x), ceil(x))
+NVF_UNARY(round, rintf(x), rint(x))
+NVF_UNARY(trunc, truncf(x), trunc(x))
+NVF_UNARY(abs, fabsf(x), fabs(x))
+#undef NVF_UNARY
+template <typename T> __device__ inline T nvf_floor(T x) { return x; }
+template <typename T> __device__ inline T nvf_ceil(T x) { return x; }
+template <typename T> __device__ inline T nvf_round(T x) { return x; }
+template <typename T> __device__ inline T nvf_trunc(T x) { return x; }
+template <typename T> __device__ inline T nvf_abs(T x) { return x < (T)0 ? (T)-x : x; }
+__device__ inline bool nvf_abs(bool x) { return x; }
+template <typename T> __device__ inline T nvf_neg(T x) { return -x; }
+template <typename T> __device__ inline T nvf_relu(T x) { return x <= (T)0 ? (T)0 : x; }
+template <typename T> __device__ inline T nvf_sign(T x) { return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : x); }
+__device__ inline bool nvf_sign(bool x) { return x; }
+template <typename T> __device__ inline bool nvf_isnan(T x) { return x != x; }
+template <typename T> __device__ inline bool nvf_isinf(T x) { return x == (T)(1.0 / 0.0) || x == (T)(-1.0 / 0.0); }
+template <typename T> __device__ inline bool nvf_isfinite(T x) { return !nvf_isnan(x) && !nvf_isinf(x); }
+__device__ inline bool nvf_isinf(long long) { return false; }
+__device__ inline bool nvf_isinf(int) { return false; }
+__device__ inline bool nvf_isinf(bool) { return false; }
+template <typename T> __device__ inline bool nvf_logical_not(T x) { return x == (T)0; }
+template <typename T> __device__ inline T nvf_bitwise_not(T x) { return ~x; }
+__device__ inline bool nvf_bitwise_not(bool x) { return !x; }
+
+template <typename T> __device__ inline T nvf_minimum(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
+template <typename T> __device__ inline T nvf_maximum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
+__device__ inline float nvf_fmod(float a, float b) { return fmodf(a, b); }
+__device__ inline double nvf_fmod(double a, double b) { return fmod(a, b); }
+template <typename T> __device__ inline T nvf_fmod(T a, T b) { return a % b; }
+__device__ inline float nvf_remainder(float a, float b) { float r = fmodf(a, b); return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r; }
+__device__ inline double nvf_remainder(double a, double b) { double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r; }
+template <typename T> __device__ inline T nvf_remainder(T a, T b) { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+__device__ inline float nvf_pow(float a, float b) { return powf(a, b); }
+__device__ inline double nvf_pow(double a, double b) { return pow(a, b); }
+template <typename T> __device__ inline T nvf_pow(T a, T b) {
+  if (b < 0) return a == 1 ? (T)1 : (a == -1 ? ((b & 1) ? (T)-1 : (T)1) : (T)0);
+  T r = 1;
+  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+  return r;
+}
+__device__ inline float nvf_atan2(float a, float b) { return atan2f(a, b); }
+__device__ inline double nvf_atan2(double a, double b) { return atan2(a, b); }
+__device__ inline int nvf_logical_shift_right(int a, int b) { return (int)((unsigned int)a >> b); }
+__device__ inline long long nvf_logical_shift_right(long long a, long long b) { return (long long)((unsigned long long)a >> b); }
+template <typename T> __device__ inline T nvf_clamp(T x, T lo, T hi) { return nvf_minimum(nvf_maximum(x, lo), hi); }
+
+// Reductions.
+struct NvfSum { template <typename T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct NvfProd { template <typename T> __device__ T operator()(T a, T b) const { return a * b; } };
+struct NvfMax { template <typename T> __device__ T operator()(T a, T b) const { return nvf_maximum(a, b); } };
+struct NvfMin { template <typename T> __device__ T operator()(T a, T b) const { return nvf_minimum(a, b); } };
+template <typename T> __device__ inline T nvf_shfl_xor(T v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+__device__ inline bool nvf_shfl_xor(bool v, int m) { return __shfl_xor_sync(0xffffffffu, (int)v, m) != 0; }
+__device__ inline nvf_half nvf_shfl_xor(nvf_half v, int m) { nvf_half r; r.bits = (unsigned short)__shfl_xor_sync(0xffffffffu, (int)v.bits, m); return r; }
+__device__ inline nvf_bfloat nvf_shfl_xor(nvf_bfloat v, int m) { nvf_bfloat r; r.bits = (unsigned short)__shfl_xor_sync(0xffffffffu, (int)v.bits, m); return r; }
+template <typename T, typename Op> __device__ inline T nvf_warp_allreduce(T v, Op op) {
+  for (int m = 16; m >= 1; m >>= 1) v = op(v, nvf_shfl_xor(v, m));
+  return v;
+}
+// All-reduce over threadIdx.x (blockDim.x a multiple of 32, at most 1024): warp
+// shuffles, one value per warp through shared memory, shuffles again. Every thread
+// returns the result. Must be reached by every thread of the block.
+template <typename T, typename Op> __device__ inline T nvf_block_allreduce_x(T v, Op op, T init, T* smem) {
+  const unsigned int lane = threadIdx.x & 31u;
+  const unsigned int warp = threadIdx.x >> 5;
+  const unsigned int nwarps = blockDim.x >> 5;
+  v = nvf_warp_allreduce(v, op);
+  __syncthreads();
+  if (lane == 0u) smem[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? smem[lane] : init;
+  return nvf_warp_allreduce(v, op);
+}
+
+// Vector copies.
+template <typename T, int N> struct alignas(sizeof(T) * N) nvf_array { T v[N]; };
+template <typename T, int N> __device__ inline void nvf_vec_copy(T* dst, const T* src) {
+  *reinterpret_cast<nvf_array<T, N>*>(dst) = *reinterpret_cast<const nvf_array<T, N>*>(src);
+}
+
+// Philox4x32-10 and the random element streams (see nvfuser_core::philox).
+struct nvf_words { unsigned int w[4]; };
+__device__ inline nvf_words nvf_philox(unsigned long long seed, unsigned long long offset, unsigned long long s) {
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
+  unsigned int c0 = (unsigned int)offset, c1 = (unsigned int)(offset >> 32);
+  unsigned int c2 = (unsigned int)s, c3 = (unsigned int)(s >> 32);
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    unsigned int n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+  }
+  nvf_words out;
+  out.w[0] = c0; out.w[1] = c1; out.w[2] = c2; out.w[3] = c3;
+  return out;
+}
+__device__ inline float nvf_uniform_f32(unsigned long long seed, unsigned long long offset, unsigned long long i, float lo, float hi) {
+  unsigned int r = nvf_philox(seed, offset, i / 4).w[i % 4];
+  float u = __uint2float_rn(r >> 8) * 0x1p-24f;
+  return __fadd_rn(__fmul_rn(u, __fsub_rn(hi, lo)), lo);
+}
+__device__ inline double nvf_uniform_f64(unsigned long long seed, unsigned long long offset, unsigned long long i, double lo, double hi) {
+  nvf_words w = nvf_philox(seed, offset, i / 2);
+  unsigned int p = (unsigned int)(i % 2);
+  unsigned long long x = (((unsigned long long)w.w[2 * p] << 32) | w.w[2 * p + 1]) >> 11;
+  double u = (double)x * 0x1p-53;
+  return __dadd_rn(__dmul_rn(u, __dsub_rn(hi, lo)), lo);
+}
+__device__ inline double nvf_normal_f32(unsigned long long seed, unsigned long long offset, unsigned long long i, double mean, double std) {
+  nvf_words w = nvf_philox(seed, offset, i / 4);
+  unsigned int p = (unsigned int)((i % 4) / 2);
+  double u1 = (double)((w.w[2 * p] >> 8) + 1u) * 0x1p-24;
+  double u2 = (double)(w.w[2 * p + 1] >> 8) * 0x1p-24;
+  double rad = sqrt(-2.0 * log(u1));
+  double theta = 6.283185307179586 * u2;
+  double z = (i % 2 == 0) ? rad * cos(theta) : rad * sin(theta);
+  return mean + std * z;
+}
+__device__ inline double nvf_normal_f64(unsigned long long seed, unsigned long long offset, unsigned long long i, double mean, double std) {
+  nvf_words w = nvf_philox(seed, offset, i / 2);
+  unsigned long long x0 = (((unsigned long long)w.w[0] << 32) | w.w[1]) >> 11;
+  unsigned long long x1 = (((unsigned long long)w.w[2] << 32) | w.w[3]) >> 11;
+  double u1 = (double)(x0 + 1ull) * 0x1p-53;
+  double u2 = (double)x1 * 0x1p-53;
+  double rad = sqrt(-2.0 * log(u1));
+  double theta = 6.283185307179586 * u2;
+  double z = (i % 2 == 0) ? rad * cos(theta) : rad * sin(theta);
+  return mean + std * z;
+}
+// ---- end of runtime support ----
+"#;

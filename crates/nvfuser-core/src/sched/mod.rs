@@ -1,0 +1,431 @@
+//! Scheduling primitives: per-tensor loop domains derived by recorded transforms.
+//!
+//! A [`ScheduledFusion`] owns a plain [`Fusion`] (never modified) and a [`Schedule`]:
+//! the kernel's own graph of tensors and expressions (initially the fusion's live
+//! expressions; `cache_after`, `cache_before` and `rfactor` add copies and partial
+//! reductions that do not change the fusion's meaning) and, per tensor, a
+//! [`TensorDomain`]: its root dims, its logical dims and a loop domain derived from
+//! them by [`DomTransform`]s (split, merge), plus parallel types, memory type and
+//! compute-at position.
+//!
+//! Every primitive call is also recorded as a [`Primitive`] (plain serde data), so a
+//! schedule can be printed, compared, serialized and replayed onto the same fusion
+//! with [`ScheduledFusion::replay`]. Tensors the schedule adds get ids after the
+//! fusion's values, in call order, so a replay gives the same ids.
+
+mod domain;
+mod error;
+mod ops;
+mod print;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub use domain::{Dom, DomId, DomTransform, TensorDomain};
+pub use error::{SchedResult, ScheduleError};
+pub use validate::validate;
+
+use crate::dtype::DataType;
+use crate::ir::{Extent, Fusion, Op, ValId, ValKind};
+
+/// What a loop dim is bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ParallelType {
+    /// An ordinary `for` loop.
+    Serial,
+    /// `blockIdx.x`.
+    BIDx,
+    /// `blockIdx.y`.
+    BIDy,
+    /// `blockIdx.z`.
+    BIDz,
+    /// `threadIdx.x`.
+    TIDx,
+    /// `threadIdx.y`.
+    TIDy,
+    /// `threadIdx.z`.
+    TIDz,
+    /// One vector access (the innermost dim of a copy).
+    Vectorize,
+    /// A fully unrolled loop.
+    Unroll,
+}
+
+impl ParallelType {
+    /// The grid and block types, in launch order.
+    pub const THREAD_TYPES: [ParallelType; 6] = [
+        ParallelType::BIDx,
+        ParallelType::BIDy,
+        ParallelType::BIDz,
+        ParallelType::TIDx,
+        ParallelType::TIDy,
+        ParallelType::TIDz,
+    ];
+
+    /// True for grid and block dims (no loop is generated for them).
+    pub fn is_thread(self) -> bool {
+        Self::THREAD_TYPES.contains(&self)
+    }
+
+    /// True for `threadIdx.*`.
+    pub fn is_tid(self) -> bool {
+        matches!(
+            self,
+            ParallelType::TIDx | ParallelType::TIDy | ParallelType::TIDz
+        )
+    }
+
+    /// True for `blockIdx.*`.
+    pub fn is_bid(self) -> bool {
+        matches!(
+            self,
+            ParallelType::BIDx | ParallelType::BIDy | ParallelType::BIDz
+        )
+    }
+
+    /// The CUDA builtin (`blockIdx.x`), for thread types.
+    pub fn cuda_index(self) -> Option<&'static str> {
+        Some(match self {
+            ParallelType::BIDx => "blockIdx.x",
+            ParallelType::BIDy => "blockIdx.y",
+            ParallelType::BIDz => "blockIdx.z",
+            ParallelType::TIDx => "threadIdx.x",
+            ParallelType::TIDy => "threadIdx.y",
+            ParallelType::TIDz => "threadIdx.z",
+            _ => return None,
+        })
+    }
+
+    /// Short name used in printed domains (`S`, `BIDx`, `V`, `U`).
+    pub fn short(self) -> &'static str {
+        match self {
+            ParallelType::Serial => "S",
+            ParallelType::BIDx => "BIDx",
+            ParallelType::BIDy => "BIDy",
+            ParallelType::BIDz => "BIDz",
+            ParallelType::TIDx => "TIDx",
+            ParallelType::TIDy => "TIDy",
+            ParallelType::TIDz => "TIDz",
+            ParallelType::Vectorize => "V",
+            ParallelType::Unroll => "UR",
+        }
+    }
+}
+
+impl fmt::Display for ParallelType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.cuda_index() {
+            Some(s) => f.write_str(s),
+            None => write!(f, "{self:?}"),
+        }
+    }
+}
+
+/// Where a tensor lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MemoryType {
+    /// Registers (per thread).
+    Local,
+    /// Shared memory (per block).
+    Shared,
+    /// Global memory.
+    Global,
+}
+
+impl MemoryType {
+    /// The suffix of printed tensor names (`T3_l`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            MemoryType::Local => "l",
+            MemoryType::Shared => "s",
+            MemoryType::Global => "g",
+        }
+    }
+}
+
+/// A split factor: a constant or an integer scalar of the fusion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Factor {
+    /// A constant, at least 1.
+    Const(i64),
+    /// An integer scalar input of the fusion.
+    Scalar(ValId),
+}
+
+impl From<i64> for Factor {
+    fn from(v: i64) -> Self {
+        Factor::Const(v)
+    }
+}
+
+impl From<ValId> for Factor {
+    fn from(v: ValId) -> Self {
+        Factor::Scalar(v)
+    }
+}
+
+impl Factor {
+    /// The factor as an extent.
+    pub fn extent(self) -> Extent {
+        match self {
+            Factor::Const(c) => Extent::Const(c),
+            Factor::Scalar(v) => Extent::Scalar(v),
+        }
+    }
+}
+
+/// Where a producer is computed: inside the first `pos` loops of `consumer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ComputeAt {
+    /// The consumer whose loops are shared.
+    pub consumer: ValId,
+    /// How many outer loop dims are shared.
+    pub pos: usize,
+}
+
+/// The scheduling state of one tensor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorSchedule {
+    /// Element type.
+    pub dtype: DataType,
+    /// Root, logical and loop dims and the transforms between them.
+    pub domain: TensorDomain,
+    /// Where it lives.
+    pub memory: MemoryType,
+    /// Where it is computed, if inlined into a consumer.
+    pub compute_at: Option<ComputeAt>,
+    /// For global tensors: contiguity per shape dim (as in the fusion).
+    pub contiguity: Vec<Option<bool>>,
+    /// For global tensors: stride order per shape dim (as in the fusion).
+    pub stride_order: Vec<usize>,
+}
+
+/// One expression of the kernel graph.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SExpr {
+    /// What it computes (copies added by caching are `Op::Set`).
+    pub op: Op,
+    /// Values read (tensors and scalars of the fusion).
+    pub inputs: Vec<ValId>,
+    /// The tensor it defines.
+    pub output: ValId,
+}
+
+/// One recorded scheduling call; a list of these replays a schedule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum Primitive {
+    /// Split loop `axis`; `inner` says whether `factor` is the inner extent.
+    Split {
+        tensor: ValId,
+        axis: i64,
+        factor: Factor,
+        inner: bool,
+    },
+    /// Merge loop `axis` with `axis + 1`.
+    Merge { tensor: ValId, axis: i64 },
+    /// New loop dim `i` is old loop dim `order[i]`.
+    Reorder { tensor: ValId, order: Vec<i64> },
+    /// Bind loop `axis` to a parallel type.
+    Parallelize {
+        tensor: ValId,
+        axis: i64,
+        ptype: ParallelType,
+    },
+    /// Place a tensor in memory.
+    SetMemoryType { tensor: ValId, memory: MemoryType },
+    /// Insert a copy after `tensor` that its consumers read.
+    CacheAfter { tensor: ValId },
+    /// Insert a copy before `tensor` that its definition writes.
+    CacheBefore { tensor: ValId },
+    /// Split a reduction into a partial reduction over `axes` and the rest.
+    Rfactor { tensor: ValId, axes: Vec<i64> },
+    /// Compute `producer` inside the first `pos` loops of `consumer`.
+    ComputeAt {
+        producer: ValId,
+        consumer: ValId,
+        pos: usize,
+    },
+    /// Inline every tensor as deep as its consumers allow.
+    InlineMost,
+    /// Replay `reference`'s transforms on `targets`.
+    TransformLike {
+        reference: ValId,
+        targets: Vec<ValId>,
+    },
+    /// Copy `reference`'s parallel types (except vectorize) to `targets`.
+    ParallelizeLike {
+        reference: ValId,
+        targets: Vec<ValId>,
+    },
+}
+
+/// The kernel graph and every tensor's scheduling state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// Per tensor (fusion tensors and tensors the schedule added).
+    pub tensors: BTreeMap<ValId, TensorSchedule>,
+    /// Expressions in topological order.
+    pub exprs: Vec<SExpr>,
+    /// Fusion inputs (tensors and scalars), in order.
+    pub inputs: Vec<ValId>,
+    /// Fusion output tensors, in order.
+    pub outputs: Vec<ValId>,
+    /// Every primitive applied so far, in order.
+    pub history: Vec<Primitive>,
+    /// The next id for a tensor the schedule adds.
+    next_id: u32,
+}
+
+/// A fusion and its schedule, kept side by side; the fusion is never modified.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduledFusion {
+    fusion: Fusion,
+    schedule: Schedule,
+}
+
+impl ScheduledFusion {
+    /// An unscheduled kernel graph for `fusion`: every tensor in its fusion memory
+    /// (inputs and outputs global, intermediates local), loop domain = logical domain.
+    pub fn new(fusion: Fusion) -> SchedResult<Self> {
+        crate::ir::verify(&fusion)?;
+        let live = fusion.live_exprs();
+        let mut tensors = BTreeMap::new();
+        let mut exprs = Vec::new();
+        let outputs: Vec<ValId> = fusion.outputs().iter().map(|o| o.val).collect();
+        for (id, e) in fusion.exprs() {
+            if !live[id.index()] {
+                continue;
+            }
+            if e.outputs.len() != 1 {
+                return Err(ScheduleError::Unsupported(format!(
+                    "{} has {} outputs; multi-output expressions are not scheduled yet",
+                    e.op.name(),
+                    e.outputs.len()
+                )));
+            }
+            let out = e.outputs[0];
+            if !fusion.val(out).is_tensor() {
+                return Err(ScheduleError::Unsupported(format!(
+                    "scalar expression {} (defining {out}); only tensor expressions are lowered",
+                    e.op.name()
+                )));
+            }
+            exprs.push(SExpr {
+                op: e.op.clone(),
+                inputs: e.inputs.to_vec(),
+                output: out,
+            });
+        }
+        let mut wanted: Vec<ValId> = fusion.inputs().to_vec();
+        for e in &exprs {
+            wanted.extend(e.inputs.iter().copied());
+            wanted.push(e.output);
+        }
+        for v in wanted {
+            let val = fusion.val(v);
+            let ValKind::Tensor(t) = &val.kind else {
+                continue;
+            };
+            let global = fusion.input_position(v).is_some() || outputs.contains(&v);
+            tensors.entry(v).or_insert_with(|| TensorSchedule {
+                dtype: val.dtype,
+                domain: TensorDomain::from_logical(&t.domain),
+                memory: if global {
+                    MemoryType::Global
+                } else {
+                    MemoryType::Local
+                },
+                compute_at: None,
+                contiguity: t.contiguity.clone(),
+                stride_order: t.stride_order.clone(),
+            });
+        }
+        let schedule = Schedule {
+            tensors,
+            exprs,
+            inputs: fusion.inputs().to_vec(),
+            outputs,
+            history: Vec::new(),
+            next_id: fusion.num_vals() as u32,
+        };
+        Ok(ScheduledFusion { fusion, schedule })
+    }
+
+    /// Applies recorded primitives to a fresh schedule of `fusion`.
+    pub fn replay(fusion: Fusion, history: &[Primitive]) -> SchedResult<Self> {
+        let mut s = ScheduledFusion::new(fusion)?;
+        for p in history {
+            s.apply(p)?;
+        }
+        Ok(s)
+    }
+
+    /// The fusion (unchanged by scheduling).
+    pub fn fusion(&self) -> &Fusion {
+        &self.fusion
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    /// The primitives applied so far.
+    pub fn history(&self) -> &[Primitive] {
+        &self.schedule.history
+    }
+
+    /// The scheduling state of a tensor.
+    pub fn tensor(&self, tv: ValId) -> SchedResult<&TensorSchedule> {
+        self.schedule.tensor("tensor", tv)
+    }
+
+    /// Checks every validation rule (see [`validate`]).
+    pub fn validate(&self) -> SchedResult<()> {
+        validate(self)
+    }
+}
+
+impl Schedule {
+    pub(crate) fn tensor(&self, op: &'static str, tv: ValId) -> SchedResult<&TensorSchedule> {
+        self.tensors
+            .get(&tv)
+            .ok_or(ScheduleError::UnknownTensor { op, tensor: tv })
+    }
+
+    pub(crate) fn tensor_mut(
+        &mut self,
+        op: &'static str,
+        tv: ValId,
+    ) -> SchedResult<&mut TensorSchedule> {
+        self.tensors
+            .get_mut(&tv)
+            .ok_or(ScheduleError::UnknownTensor { op, tensor: tv })
+    }
+
+    /// The expression defining `tv`, by position.
+    pub fn definition(&self, tv: ValId) -> Option<usize> {
+        self.exprs.iter().position(|e| e.output == tv)
+    }
+
+    /// Positions of the expressions reading `tv`.
+    pub fn uses(&self, tv: ValId) -> Vec<usize> {
+        (0..self.exprs.len())
+            .filter(|&i| self.exprs[i].inputs.contains(&tv))
+            .collect()
+    }
+
+    /// True for fusion inputs.
+    pub fn is_input(&self, tv: ValId) -> bool {
+        self.inputs.contains(&tv)
+    }
+
+    /// True for fusion outputs.
+    pub fn is_output(&self, tv: ValId) -> bool {
+        self.outputs.contains(&tv)
+    }
+}

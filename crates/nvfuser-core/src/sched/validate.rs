@@ -1,0 +1,304 @@
+//! Schedule validation: every rule that makes a schedule impossible to lower correctly.
+//!
+//! Rules, each with its own [`ScheduleError`] variant:
+//! - a parallel type appears at most once per tensor ([`ScheduleError::DuplicateParallelType`]);
+//! - each grid/block type has one extent in the kernel ([`ScheduleError::ParallelTypeConflict`]);
+//! - vectorize: innermost loop dim, split from the innermost logical dim
+//!   ([`ScheduleError::VectorizeNotInnermost`]), a constant power-of-two width of at most
+//!   16 bytes ([`ScheduleError::VectorizeWidth`]), a copy ([`ScheduleError::VectorizeNotCopy`])
+//!   from/to a contiguous global tensor ([`ScheduleError::VectorizeNotContiguous`]) whose
+//!   static innermost extent the width divides ([`ScheduleError::VectorizeNotDivisible`]);
+//! - compute-at: never past a reduction dim of the producer
+//!   ([`ScheduleError::InlinePastReduction`]), shared dims agree in extent and parallel
+//!   type ([`ScheduleError::ComputeAtMismatch`]);
+//! - reduction dims are reduced over `threadIdx.x` or serially only
+//!   ([`ScheduleError::ReductionParallel`]), a warp multiple wide
+//!   ([`ScheduleError::BlockReduceWidth`]);
+//! - register producers and their consumers agree on thread binding
+//!   ([`ScheduleError::ThreadMismatch`]).
+
+use std::collections::BTreeMap;
+
+use super::{
+    ComputeAt, MemoryType, ParallelType, SchedResult, Schedule, ScheduleError, ScheduledFusion,
+};
+use crate::ir::{Extent, IterKind, Op, ValId};
+
+/// Checks a compute-at of `producer` against its consumer.
+pub(crate) fn check_compute_at(s: &Schedule, producer: ValId, ca: ComputeAt) -> SchedResult<()> {
+    let p = &s.tensor("compute_at", producer)?.domain;
+    let c = &s.tensor("compute_at", ca.consumer)?.domain;
+    let max = p.loop_dims.len().min(c.loop_dims.len());
+    if ca.pos > max {
+        return Err(ScheduleError::AxisOutOfRange {
+            op: "compute_at",
+            tensor: producer,
+            axis: ca.pos as i64,
+            rank: max,
+        });
+    }
+    for i in 0..ca.pos {
+        let (pd, cd) = (p.loop_dom(i), c.loop_dom(i));
+        if pd.kind == IterKind::Reduction {
+            return Err(ScheduleError::InlinePastReduction {
+                tensor: producer,
+                pos: ca.pos,
+                axis: i,
+            });
+        }
+        let mismatch = |reason: String| ScheduleError::ComputeAtMismatch {
+            producer,
+            consumer: ca.consumer,
+            pos: ca.pos,
+            axis: i,
+            reason,
+        };
+        if pd.parallel == ParallelType::Vectorize || cd.parallel == ParallelType::Vectorize {
+            return Err(mismatch("a vectorized dim cannot be shared".into()));
+        }
+        if pd.kind == IterKind::Broadcast {
+            continue;
+        }
+        if pd.extent != cd.extent {
+            return Err(mismatch(format!("extent {} vs {}", pd.extent, cd.extent)));
+        }
+        if pd.parallel != cd.parallel {
+            return Err(mismatch(format!(
+                "parallel type {:?} vs {:?}",
+                pd.parallel, cd.parallel
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks every rule listed in the module documentation.
+pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
+    let s = sf.schedule();
+    let mut bound: BTreeMap<ParallelType, (ValId, Extent)> = BTreeMap::new();
+    for (&tv, t) in &s.tensors {
+        if s.is_input(tv) {
+            continue;
+        }
+        if s.is_output(tv) && t.memory != MemoryType::Global {
+            return Err(ScheduleError::MemoryType {
+                tensor: tv,
+                found: t.memory,
+                reason: "fusion outputs live in global memory",
+            });
+        }
+        let d = &t.domain;
+        let mut seen: BTreeMap<ParallelType, usize> = BTreeMap::new();
+        for (axis, &l) in d.loop_dims.iter().enumerate() {
+            let dom = d.dom(l);
+            let pt = dom.parallel;
+            if pt == ParallelType::Serial {
+                continue;
+            }
+            if pt != ParallelType::Unroll {
+                if let Some(first) = seen.insert(pt, axis) {
+                    return Err(ScheduleError::DuplicateParallelType {
+                        tensor: tv,
+                        ptype: pt,
+                        first,
+                        second: axis,
+                    });
+                }
+            }
+            if pt.is_thread() && dom.kind != IterKind::Broadcast {
+                match bound.get(&pt) {
+                    Some((first, e)) if *e != dom.extent => {
+                        return Err(ScheduleError::ParallelTypeConflict {
+                            ptype: pt,
+                            first: *first,
+                            first_extent: e.clone(),
+                            second: tv,
+                            second_extent: dom.extent.clone(),
+                        })
+                    }
+                    Some(_) => {}
+                    None => {
+                        bound.insert(pt, (tv, dom.extent.clone()));
+                    }
+                }
+            }
+            if dom.kind == IterKind::Reduction {
+                check_reduction_dim(tv, axis, pt, &dom.extent)?;
+            }
+            if pt == ParallelType::Vectorize {
+                check_vectorize(s, tv, axis)?;
+            }
+        }
+        check_reduction_order(tv, d)?;
+        if let Some(ca) = t.compute_at {
+            check_compute_at(s, tv, ca)?;
+        }
+        if t.memory == MemoryType::Local {
+            check_thread_binding(s, tv)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_reduction_dim(
+    tv: ValId,
+    axis: usize,
+    pt: ParallelType,
+    extent: &Extent,
+) -> SchedResult<()> {
+    let reason = match pt {
+        ParallelType::BIDx | ParallelType::BIDy | ParallelType::BIDz => {
+            "grid (cross-block) reductions are not supported yet; bind the reduction to threadIdx.x or rfactor it"
+        }
+        ParallelType::TIDy | ParallelType::TIDz => "block reductions run over threadIdx.x only",
+        ParallelType::Vectorize => "reduction dims cannot be vectorized",
+        ParallelType::TIDx => {
+            if let Some(c) = extent.as_const() {
+                if c % 32 != 0 {
+                    return Err(ScheduleError::BlockReduceWidth { tensor: tv, extent: c });
+                }
+            }
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    Err(ScheduleError::ReductionParallel {
+        tensor: tv,
+        axis,
+        ptype: pt,
+        reason,
+    })
+}
+
+/// Serial reduction loops must be inside every serial iteration loop of the tensor.
+fn check_reduction_order(tv: ValId, d: &super::TensorDomain) -> SchedResult<()> {
+    let mut seen_red = false;
+    for (axis, &l) in d.loop_dims.iter().enumerate() {
+        let dom = d.dom(l);
+        if dom.parallel.is_thread() || dom.extent.as_const() == Some(1) {
+            continue;
+        }
+        match dom.kind {
+            IterKind::Reduction => seen_red = true,
+            IterKind::Iteration | IterKind::Expanded if seen_red => {
+                return Err(ScheduleError::InvalidArgument {
+                    op: "validate",
+                    tensor: tv,
+                    reason: format!(
+                        "loop axis {axis} is an iteration loop inside a serial reduction loop; reorder the reduction loops innermost"
+                    ),
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_vectorize(s: &Schedule, tv: ValId, axis: usize) -> SchedResult<()> {
+    let t = &s.tensors[&tv];
+    let d = &t.domain;
+    if axis + 1 != d.loop_dims.len() {
+        return Err(ScheduleError::VectorizeNotInnermost {
+            tensor: tv,
+            axis,
+            expected: "the innermost loop dim",
+        });
+    }
+    let id = d.loop_dims[axis];
+    if !d.is_innermost_of_logical(id) {
+        return Err(ScheduleError::VectorizeNotInnermost {
+            tensor: tv,
+            axis,
+            expected: "the innermost logical dim or an inner split of it",
+        });
+    }
+    let bytes = t.dtype.size_bytes();
+    let width = d.dom(id).extent.as_const();
+    match width {
+        Some(w) if w >= 1 && (w as u64).is_power_of_two() && w as usize * bytes <= 16 => {}
+        _ => {
+            return Err(ScheduleError::VectorizeWidth {
+                tensor: tv,
+                width: width.unwrap_or(0),
+                elem_bytes: bytes,
+            })
+        }
+    }
+    let w = width.unwrap_or(1);
+    let Some(def) = s.definition(tv) else {
+        return Err(ScheduleError::VectorizeNotCopy {
+            tensor: tv,
+            found: "a fusion input".into(),
+        });
+    };
+    let e = &s.exprs[def];
+    if e.op != Op::Set {
+        return Err(ScheduleError::VectorizeNotCopy {
+            tensor: tv,
+            found: e.op.name().to_string(),
+        });
+    }
+    let producer = e.inputs[0];
+    for g in [producer, tv] {
+        let gt = s.tensor("vectorize", g)?;
+        if gt.memory != MemoryType::Global {
+            continue;
+        }
+        let rank = gt.contiguity.len();
+        let last = rank.checked_sub(1);
+        let ok = last.is_some_and(|l| gt.contiguity[l] == Some(true) && gt.stride_order[l] == 0);
+        if !ok {
+            return Err(ScheduleError::VectorizeNotContiguous {
+                tensor: tv,
+                global: g,
+            });
+        }
+        let inner = gt
+            .domain
+            .logical
+            .iter()
+            .map(|&l| gt.domain.dom(l))
+            .rfind(|x| x.kind != IterKind::Reduction)
+            .map(|x| x.extent.clone());
+        if let Some(ext) = inner {
+            if let Some(c) = ext.as_const() {
+                if c % w != 0 {
+                    return Err(ScheduleError::VectorizeNotDivisible {
+                        tensor: tv,
+                        extent: ext,
+                        width: w,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A register tensor split over a thread dim can only be read by consumers split over
+/// the same thread dim (or by a reduction over it).
+fn check_thread_binding(s: &Schedule, tv: ValId) -> SchedResult<()> {
+    let d = &s.tensors[&tv].domain;
+    for &l in &d.loop_dims {
+        let dom = d.dom(l);
+        if !dom.parallel.is_tid() || dom.kind != IterKind::Iteration {
+            continue;
+        }
+        for u in s.uses(tv) {
+            let c = s.exprs[u].output;
+            let cd = &s.tensors[&c].domain;
+            let has = cd.loop_dims.iter().any(|&x| {
+                cd.dom(x).parallel == dom.parallel && cd.dom(x).kind != IterKind::Broadcast
+            });
+            if !has {
+                return Err(ScheduleError::ThreadMismatch {
+                    producer: tv,
+                    consumer: c,
+                    ptype: dom.parallel,
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! Snapshot tests of the manual-schedule corpus: scheduled IR and generated CUDA.
+//! Update with `INSTA_UPDATE=always cargo test -p nvfuser-core --test codegen_corpus`.
+
+use nvfuser_core::codegen::{corpus, generate, KernelOptions};
+
+fn check(name: &str) {
+    let all = corpus::all().expect("corpus schedules");
+    let (_, sf) = all
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .expect("corpus entry");
+    let opts = KernelOptions {
+        name: name.to_string(),
+        ..Default::default()
+    };
+    let k = generate(&sf, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+    insta::assert_snapshot!(format!("{name}_scheduled"), sf.scheduled_ir());
+    let src = k.cuda_source();
+    let body = src
+        .split("// ---- end of runtime support ----\n")
+        .nth(1)
+        .unwrap_or(&src);
+    let mut text = format!(
+        "launch: grid {:?} block {:?}\n",
+        k.launch
+            .grid
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>(),
+        k.launch
+            .block
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+    );
+    for r in &k.requirements {
+        text.push_str(&format!("requires: {r:?}\n"));
+    }
+    text.push_str(body);
+    insta::assert_snapshot!(format!("{name}_cuda"), text);
+}
+
+#[test]
+fn pointwise_split128() {
+    check("pointwise_split128");
+}
+
+#[test]
+fn pointwise_vectorize4_f32() {
+    check("pointwise_vectorize4_f32");
+}
+
+#[test]
+fn pointwise_vectorize8_bf16() {
+    check("pointwise_vectorize8_bf16");
+}
+
+#[test]
+fn inner_sum_rfactor() {
+    check("inner_sum_rfactor");
+}
+
+#[test]
+fn softmax_row_in_registers() {
+    check("softmax_row_in_registers");
+}
+
+#[test]
+fn nondivisible_split() {
+    check("nondivisible_split");
+}
+
+#[test]
+fn broadcast_add() {
+    check("broadcast_add");
+}
+
+#[test]
+fn outer_sum() {
+    check("outer_sum");
+}
+
+#[test]
+fn every_kernel_is_self_contained() {
+    for (name, sf) in corpus::all().unwrap() {
+        let k = generate(&sf, &KernelOptions::default()).unwrap();
+        let src = k.cuda_source();
+        assert!(!src.contains("#include"), "{name} includes a header");
+        assert!(src.contains("extern \"C\" __global__"), "{name}");
+        assert!(src.contains("__restrict__"), "{name}");
+    }
+}

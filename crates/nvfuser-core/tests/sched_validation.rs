@@ -1,0 +1,323 @@
+//! One test per validation rule, plus replay and serde of recorded schedules.
+
+use nvfuser_core::codegen::{corpus, generate, KernelArg, KernelOptions};
+use nvfuser_core::prelude::*;
+use nvfuser_core::sched::{ParallelType::*, Primitive, ScheduleError, ScheduledFusion};
+
+fn pointwise(dtype: DataType, sizes: &[i64]) -> (ScheduledFusion, ValId, ValId) {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, sizes).unwrap();
+    let y = fd.neg(x).unwrap();
+    fd.add_output(y).unwrap();
+    (ScheduledFusion::new(fd.finish().unwrap()).unwrap(), x, y)
+}
+
+fn inner_sum() -> (ScheduledFusion, ValId, ValId) {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let r = fd.sum(x, &[1], false).unwrap();
+    fd.add_output(r).unwrap();
+    (ScheduledFusion::new(fd.finish().unwrap()).unwrap(), x, r)
+}
+
+#[test]
+fn vectorize_not_innermost() {
+    let (mut s, x, _) = pointwise(DataType::F32, &[-1]);
+    let c = s.cache_after(x).unwrap();
+    s.split(c, 0, 4).unwrap();
+    s.parallelize(c, 0, Vectorize).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::VectorizeNotInnermost { axis: 0, .. })
+    ));
+}
+
+#[test]
+fn vectorize_outer_logical_dim() {
+    let (mut s, x, _) = pointwise(DataType::F32, &[-1, -1]);
+    let c = s.cache_after(x).unwrap();
+    s.split(c, 0, 4).unwrap();
+    s.reorder(c, &[0, 2, 1]).unwrap();
+    s.parallelize(c, 2, Vectorize).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::VectorizeNotInnermost { .. })
+    ));
+}
+
+#[test]
+fn vectorize_non_contiguous() {
+    let mut fd = FusionDefinition::new();
+    let spec = TensorSpec::new(DataType::F32, &[-1]).contiguity(Contiguity::All(false));
+    let x = fd.define_tensor_spec(spec).unwrap();
+    let y = fd.neg(x).unwrap();
+    fd.add_output(y).unwrap();
+    let mut s = ScheduledFusion::new(fd.finish().unwrap()).unwrap();
+    let c = s.cache_after(x).unwrap();
+    s.split(c, 0, 4).unwrap();
+    s.parallelize(c, 1, Vectorize).unwrap();
+    assert_eq!(
+        s.validate(),
+        Err(ScheduleError::VectorizeNotContiguous {
+            tensor: c,
+            global: x
+        })
+    );
+}
+
+#[test]
+fn vector_wider_than_16_bytes() {
+    let (mut s, x, _) = pointwise(DataType::F32, &[-1]);
+    let c = s.cache_after(x).unwrap();
+    s.split(c, 0, 8).unwrap();
+    s.parallelize(c, 1, Vectorize).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::VectorizeWidth {
+            width: 8,
+            elem_bytes: 4,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn vector_width_not_power_of_two() {
+    let (mut s, x, _) = pointwise(DataType::F16, &[-1]);
+    let c = s.cache_after(x).unwrap();
+    s.split(c, 0, 3).unwrap();
+    s.parallelize(c, 1, Vectorize).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::VectorizeWidth { width: 3, .. })
+    ));
+}
+
+#[test]
+fn vectorize_a_computation() {
+    let (mut s, _, y) = pointwise(DataType::F32, &[-1]);
+    s.split(y, 0, 4).unwrap();
+    s.parallelize(y, 1, Vectorize).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::VectorizeNotCopy { .. })
+    ));
+}
+
+#[test]
+fn vectorize_static_extent_not_divisible() {
+    let (mut s, x, _) = pointwise(DataType::F32, &[10]);
+    let c = s.cache_after(x).unwrap();
+    s.split(c, 0, 4).unwrap();
+    s.parallelize(c, 1, Vectorize).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::VectorizeNotDivisible { width: 4, .. })
+    ));
+}
+
+#[test]
+fn parallel_type_bound_to_two_extents() {
+    let (mut s, x, y) = pointwise(DataType::F32, &[-1]);
+    let c = s.cache_after(x).unwrap();
+    s.split(y, 0, 128).unwrap();
+    s.parallelize(y, 1, TIDx).unwrap();
+    s.split(c, 0, 64).unwrap();
+    s.parallelize(c, 1, TIDx).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::ParallelTypeConflict { ptype: TIDx, .. })
+    ));
+}
+
+#[test]
+fn parallel_type_twice_in_one_tensor() {
+    let (mut s, _, y) = pointwise(DataType::F32, &[-1, -1]);
+    s.parallelize(y, 0, BIDx).unwrap();
+    s.parallelize(y, 1, BIDx).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::DuplicateParallelType {
+            first: 0,
+            second: 1,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn inlining_past_a_reduction() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let r = fd.sum(x, &[1], false).unwrap();
+    let y = fd.neg(r).unwrap();
+    fd.add_output(y).unwrap();
+    let mut s = ScheduledFusion::new(fd.finish().unwrap()).unwrap();
+    s.reorder(r, &[1, 0]).unwrap();
+    let err = s.compute_at(r, y, 1).unwrap_err();
+    assert_eq!(
+        err,
+        ScheduleError::InlinePastReduction {
+            tensor: r,
+            pos: 1,
+            axis: 0
+        }
+    );
+}
+
+#[test]
+fn compute_at_mismatched_extent() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    let a = fd.neg(x).unwrap();
+    let y = fd.exp(a).unwrap();
+    fd.add_output(y).unwrap();
+    let mut s = ScheduledFusion::new(fd.finish().unwrap()).unwrap();
+    s.split(y, 0, 128).unwrap();
+    assert!(matches!(
+        s.compute_at(a, y, 1),
+        Err(ScheduleError::ComputeAtMismatch { axis: 0, .. })
+    ));
+}
+
+#[test]
+fn reduction_dim_on_block_index() {
+    let (mut s, _, r) = inner_sum();
+    s.parallelize(r, 1, BIDx).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::ReductionParallel {
+            axis: 1,
+            ptype: BIDx,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn block_reduction_not_a_warp_multiple() {
+    let (mut s, _, r) = inner_sum();
+    s.split(r, 1, 100).unwrap();
+    s.parallelize(r, 2, TIDx).unwrap();
+    assert_eq!(
+        s.validate(),
+        Err(ScheduleError::BlockReduceWidth {
+            tensor: r,
+            extent: 100
+        })
+    );
+}
+
+#[test]
+fn register_tensor_read_across_threads() {
+    let (mut s, x, y) = pointwise(DataType::F32, &[-1]);
+    let c = s.cache_after(x).unwrap();
+    s.split(c, 0, 128).unwrap();
+    s.parallelize(c, 1, TIDx).unwrap();
+    let _ = y;
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::ThreadMismatch { ptype: TIDx, .. })
+    ));
+}
+
+#[test]
+fn inputs_stay_in_global_memory() {
+    let (mut s, x, _) = pointwise(DataType::F32, &[-1]);
+    assert!(matches!(
+        s.set_memory_type(x, nvfuser_core::sched::MemoryType::Local),
+        Err(ScheduleError::MemoryType { .. })
+    ));
+}
+
+#[test]
+fn bad_primitive_arguments() {
+    let (mut s, _, y) = pointwise(DataType::F32, &[-1]);
+    assert!(matches!(
+        s.split(y, 3, 4),
+        Err(ScheduleError::AxisOutOfRange { axis: 3, .. })
+    ));
+    assert!(matches!(
+        s.split(y, 0, 0),
+        Err(ScheduleError::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        s.merge(y, 0),
+        Err(ScheduleError::AxisOutOfRange { .. })
+    ));
+    let (mut s, _, r) = inner_sum();
+    assert!(
+        matches!(
+            s.rfactor(r, &[1]),
+            Err(ScheduleError::InvalidArgument { .. })
+        ),
+        "all reduction axes"
+    );
+    assert!(
+        matches!(
+            s.rfactor(r, &[0]),
+            Err(ScheduleError::InvalidArgument { .. })
+        ),
+        "not a reduction axis"
+    );
+}
+
+#[test]
+fn schedules_replay_and_round_trip_through_serde() {
+    for (name, sf) in corpus::all().unwrap() {
+        let json = serde_json::to_string(sf.history()).unwrap();
+        let back: Vec<Primitive> = serde_json::from_str(&json).unwrap();
+        let replayed = ScheduledFusion::replay(sf.fusion().clone(), &back).unwrap();
+        assert_eq!(replayed.schedule(), sf.schedule(), "{name}");
+        assert_eq!(replayed.scheduled_ir(), sf.scheduled_ir(), "{name}");
+    }
+}
+
+#[test]
+fn abi_packs_in_signature_order_and_checks_arguments() {
+    let sf = corpus::pointwise_split128().unwrap();
+    let k = generate(&sf, &KernelOptions::default()).unwrap();
+    let names: Vec<&str> = k.abi.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["T0", "T0_shape", "T1", "T1_shape", "T2", "T2_shape"]
+    );
+    let t = |ptr| KernelArg::Tensor {
+        ptr,
+        sizes: vec![4, 8],
+        strides: vec![8, 1],
+    };
+    let mut args: std::collections::BTreeMap<ValId, KernelArg> = [
+        (ValId(0), t(0x1000)),
+        (ValId(1), t(0x2000)),
+        (ValId(2), t(0x3000)),
+    ]
+    .into_iter()
+    .collect();
+    let packed = k.abi.pack(&args).unwrap();
+    assert_eq!(packed.len(), 6);
+    assert_eq!(packed[0], 0x1000u64.to_le_bytes());
+    assert_eq!(packed[1].len(), 16); // 2 sizes + 2 strides, 32-bit
+    assert!(k.cuda_source().contains(&k.abi.signature()));
+    args.insert(
+        ValId(1),
+        KernelArg::Tensor {
+            ptr: 0,
+            sizes: vec![4],
+            strides: vec![1],
+        },
+    );
+    assert!(k.abi.pack(&args).is_err(), "rank mismatch is rejected");
+    args.insert(
+        ValId(1),
+        KernelArg::Tensor {
+            ptr: 0,
+            sizes: vec![1 << 40, 1],
+            strides: vec![1, 1],
+        },
+    );
+    assert!(
+        k.abi.pack(&args).is_err(),
+        "32-bit index overflow is rejected"
+    );
+}
