@@ -247,7 +247,7 @@ impl ScalarValue {
     }
 
     /// Converts the value to `dtype` the way a cast would (floats truncate toward zero
-    /// into integers, saturating; anything nonzero is `true`).
+    /// into integers, saturating; integers wrap into i32; anything nonzero is `true`).
     pub fn cast(self, dtype: DataType) -> ScalarValue {
         match dtype.category() {
             Category::Bool => ScalarValue::Bool(match self {
@@ -256,15 +256,13 @@ impl ScalarValue {
                 ScalarValue::Float(f) => f != 0.0,
             }),
             Category::Integer => {
-                let v = match self {
-                    ScalarValue::Bool(b) => b as i64,
-                    ScalarValue::Int(i) => i,
-                    ScalarValue::Float(f) => f as i64,
-                };
-                ScalarValue::Int(if dtype == DataType::I32 {
-                    v as i32 as i64
-                } else {
-                    v
+                // Floats truncate and saturate (as CUDA's conversions); integers wrap.
+                ScalarValue::Int(match (self, dtype) {
+                    (ScalarValue::Float(f), DataType::I32) => f as i32 as i64,
+                    (ScalarValue::Float(f), _) => f as i64,
+                    (ScalarValue::Bool(b), _) => b as i64,
+                    (ScalarValue::Int(i), DataType::I32) => i as i32 as i64,
+                    (ScalarValue::Int(i), _) => i,
                 })
             }
             Category::Floating => ScalarValue::Float(round_to(self.as_f64(), dtype)),
@@ -314,15 +312,11 @@ impl From<f32> for ScalarValue {
     }
 }
 
-/// Rounds an f64 to the nearest value representable in a float `dtype` (nearest-even),
-/// returned as f64. Non-float types return the value unchanged.
+/// Rounds an f64 to the nearest value representable in a float `dtype` (nearest-even,
+/// correctly rounded in one step), returned as f64. Non-float types return the value
+/// unchanged. The implementation lives with the evaluator's conversions.
 pub fn round_to(x: f64, dtype: DataType) -> f64 {
-    match dtype {
-        DataType::F32 => x as f32 as f64,
-        DataType::F16 => half::f16::from_f64(x).to_f64(),
-        DataType::BF16 => half::bf16::from_f64(x).to_f64(),
-        _ => x,
-    }
+    crate::eval::round_to(x, dtype)
 }
 
 #[cfg(test)]
@@ -395,7 +389,12 @@ mod tests {
         assert_eq!(
             ScalarValue::Int(1 << 40).cast(I32),
             ScalarValue::Int(0),
-            "i32 casts wrap like C"
+            "integer casts to i32 wrap"
+        );
+        assert_eq!(
+            ScalarValue::Float(3e9).cast(I32),
+            ScalarValue::Int(i32::MAX as i64),
+            "float casts saturate"
         );
         assert_eq!(ScalarValue::Float(f64::NAN), ScalarValue::Float(f64::NAN));
         assert_ne!(ScalarValue::Float(0.0), ScalarValue::Float(-0.0));

@@ -104,6 +104,8 @@ impl FusionDefinition {
             }
             domain.push(match (a.is_broadcast_like(), b.is_broadcast_like()) {
                 (true, false) => b.clone(),
+                // A size-1 broadcast input dim takes an expanded index dim's size.
+                (true, true) if a.kind == IterKind::Broadcast => b.clone(),
                 (false, true) | (true, true) => a.clone(),
                 (false, false) => {
                     if let (Some(n), Some(m)) = (a.extent.as_const(), b.extent.as_const()) {

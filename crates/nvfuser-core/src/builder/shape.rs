@@ -175,9 +175,18 @@ impl FusionDefinition {
                             format!("{n}"),
                         ))
                     }
-                    _ => domain.push(d),
+                    Some(_) => domain.push(d),
+                    // A symbolic dim must equal `n` at run time: keep the op so that the
+                    // evaluator (and the executor) check it instead of ignoring `n`.
+                    None => {
+                        changed = true;
+                        domain.push(d)
+                    }
                 },
-                None => domain.push(d),
+                None => {
+                    changed = true;
+                    domain.push(d)
+                }
             }
         }
         if !changed {
@@ -463,7 +472,13 @@ impl FusionDefinition {
                     }
                     _ => {}
                 }
-                if domain[i].is_broadcast_like() && !d.is_broadcast_like() {
+                // Prefer a real dim over an expanded one over a size-1 broadcast one.
+                let rank = |k: IterKind| match k {
+                    IterKind::Broadcast => 0,
+                    IterKind::Expanded => 1,
+                    _ => 2,
+                };
+                if rank(d.kind) > rank(domain[i].kind) {
                     domain[i] = d.clone();
                 }
             }

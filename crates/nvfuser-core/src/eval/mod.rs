@@ -1,1 +1,219 @@
-//! The CPU reference evaluator (in progress).
+//! The CPU reference evaluator: the numerical oracle for every GPU test and the fallback
+//! device.
+//!
+//! [`evaluate`] runs a [`Fusion`](crate::ir::Fusion) on [`HostTensor`]s and scalars; [`compare`] checks a
+//! result against an expected tensor with dtype-aware [`Tolerance`]s. Nothing here
+//! panics on user input: wrong inputs, shape mismatches, out-of-range indices and
+//! integer division by zero are typed [`Error`](crate::Error)s.
+//!
+//! **This documentation is the specification of the IR's values.** Generated kernels
+//! must match it (exactly for integers, bools and shapes; within [`Tolerance::for_dtype`]
+//! for floats, unless stated otherwise).
+//!
+//! # Inputs
+//!
+//! `evaluate(fusion, inputs)` takes one [`EvalInput`] per fusion input, in order, and
+//! checks each against its declaration:
+//!
+//! * the count (`evaluate: expected 2 inputs, found 3`);
+//! * tensor versus scalar;
+//! * a tensor's dtype (exact match), rank, declared static sizes, and that declared
+//!   broadcast dims have size 1. Contiguity and stride order are memory-layout facts of
+//!   device buffers; a `HostTensor` is a logical array, so they are not checked here.
+//! * a scalar is converted to its declared dtype: a bool or an integer may be given for
+//!   any numeric type (floats round to nearest even), a float for an integer or bool
+//!   input is an error, an integer outside i32 range for an i32 input is an error, and
+//!   only a bool is accepted for a bool input.
+//!
+//! # Value model
+//!
+//! * Floats of every dtype are computed in **f64**. A value keeps its full f64 result
+//!   until an explicit `cast` or until it becomes a fusion output; only there is it
+//!   rounded (correctly, to nearest even) to the dtype. So an `f16` intermediate behaves
+//!   like a value held in a wide register, as in a fused kernel that computes in `f32`
+//!   and stores `f16`. Outputs and every public `HostTensor` hold values representable in
+//!   their dtype. Exception: random ops round each element to the dtype at once (see
+//!   [`crate::philox`]).
+//! * Integers are computed in i64 with two's-complement wrap-around; an `i32`-typed
+//!   result is wrapped to i32 after every op.
+//! * Bools are bools.
+//!
+//! # Elementwise ops
+//!
+//! Operands broadcast numpy-style (the builder makes rank extension explicit). Two dims
+//! that meet in an op must have equal sizes unless one is a declared broadcast dim
+//! (IR kind `Broadcast`, size 1); a symbolic dim whose runtime size happens to be 1 does
+//! **not** broadcast. A mismatch is an error naming the op and both sizes, e.g.
+//! `add: shape mismatch: expected size 4 at dim 1 (non-broadcast dims must match), found
+//! size 5 (operand shapes [3, 4] and [3, 5])`.
+//!
+//! **Computation type.** Operands are converted to the op's computation type before the
+//! op: the output type for arithmetic, bitwise, `where`, `clamp`, `threshold`, `lerp`,
+//! `addcmul` and floating unary math (`exp` of an `i32` computes in `f32`); the promoted
+//! type of the operands for comparisons (an `i32` compared with an `f32` compares in
+//! `f32`); the operand's own type for `abs`, `neg`, `relu`, `sign`, rounding ops,
+//! `isfinite`/`isinf`/`isnan`, `logical_not`, `bitwise_not`. The logical ops look at
+//! each operand's nonzero-ness in its own type. A value already of the computation type
+//! is used unrounded; any other converts as a cast would (an `i64` to `f16` rounds to
+//! `f16`; a bool is 0 or 1), except that a scalar meeting `f16`/`bf16` math is rounded to
+//! `f32`, not to the half type (PyTorch keeps scalars in its `f32` "opmath" type).
+//!
+//! **Floats** (IEEE f64 semantics, NaN and infinities propagate as in C):
+//! `div`/`truediv` are IEEE division (`x/0` is ±inf or NaN); `fmod` is C `fmod` (sign of
+//! the dividend); `remainder` is PyTorch's: `m = fmod(a, b)`, plus `b` when `m != 0` and
+//! the signs of `m` and `b` differ; `pow` is C `pow`; `minimum`/`maximum` return NaN if
+//! either operand is NaN (and order -0 below +0); `round` is half-to-even; `sign(NaN)` is
+//! NaN and `sign(±0) = +0`; `relu(NaN)` is NaN; `frac(x) = x - trunc(x)`; `sigmoid(x) =
+//! 1 / (1 + e^-x)`; `silu(x) = x / (1 + e^-x)`; `rsqrt(x) = 1 / sqrt(x)`; `gelu` is exact
+//! (`x/2 (1 + erf(x/√2))`); `gelu_tanh` is `x/2 (1 + tanh(√(2/π) (x + 0.044715 x³)))`;
+//! `erf`, `erfc`, `lgamma` are libm's; `erfinv` is accurate to a few ulps of f64
+//! ([`erfinv`]), `erfinv(±1) = ±inf`, NaN outside `[-1, 1]`. Comparisons with NaN are
+//! false except `ne`.
+//!
+//! **Integers:** `add`, `sub`, `mul`, `pow`, `neg`, `abs` wrap; `div` truncates toward
+//! zero, `fmod` has the sign of the dividend, `remainder` the sign of the divisor
+//! (Python); a zero divisor in `div`, `fmod` or `remainder` is an error (`div: invalid
+//! argument: integer division by zero ...`), and `MIN / -1` wraps to `MIN`. `pow` with a
+//! negative exponent is an error (as PyTorch); `pow(0, 0) = 1`. Shifts work in the
+//! operand type's width w (32 for i32, 64 for i64): `shift_left` and
+//! `logical_shift_right` (zero-filling the w-bit pattern) give 0 for amounts outside
+//! `0..w` (negative amounts included), `shift_right` (arithmetic) gives 0 or -1 (the
+//! sign) there. Rounding ops are the identity on integers; `isfinite` is true, `isinf`
+//! and `isnan` are false.
+//!
+//! **Bools:** `add`/`maximum`/`bitwise_or` are or, `mul`/`minimum`/`bitwise_and` are and,
+//! `bitwise_xor` is xor, comparisons order `false < true`; `abs`, `relu`, `sign` and the
+//! rounding ops are the identity; `bitwise_not` is `!`.
+//!
+//! **Ternary:** `where(c, a, b)` picks by the truth of `c`; `lerp(s, e, w)` is PyTorch's
+//! (`s + w (e - s)` for `|w| < 0.5`, else `e - (e - s)(1 - w)`, exact at both ends);
+//! `clamp(x, lo, hi) = minimum(maximum(x, lo), hi)` (NaN-propagating; `hi` wins when
+//! `lo > hi`); `threshold(x, t, v)` is `v` where `x <= t`, else `x` (so NaN stays NaN,
+//! as PyTorch); `addcmul(x, t1, t2, v) = x + (v * t1) * t2`.
+//!
+//! # Casts and copies
+//!
+//! float → int truncates toward zero; NaN gives 0 and out-of-range values saturate at the
+//! target's bounds (as Rust `as` and CUDA's `__float2int_rz`). int → i32 wraps. Anything
+//! → bool is "nonzero" (NaN is true). bool → number is 0 or 1. Anything → float rounds
+//! to nearest even in one step (integers too, e.g. `i64 → bf16`), also a cast to the type
+//! the value already has. `segment_set` rounds like a cast to its own type (a segment
+//! boundary stores the value to memory in its dtype); `set` copies the value unchanged.
+//!
+//! # Reductions
+//!
+//! `sum`, `prod`, `max`, `min`, `mean` over the expression's `axes` compute in the
+//! output type (the builder casts half inputs to `f32` and integer sums to `i64`); the
+//! output shape drops the reduced axes (they are `Reduction` dims in the IR). Float sums
+//! are pairwise in f64. Over zero elements: `sum` is 0, `prod` is 1, `mean` is NaN, and
+//! `max`/`min` are an error (`max: invalid argument: cannot reduce over an empty
+//! dimension ...`, even when the output is empty, as PyTorch). `max`/`min` propagate NaN.
+//! `var` is `M2 / max(0, n - correction)` with `M2 = Σ (x - mean)²` (two-pass), so
+//! `n <= correction` gives `inf` (or NaN when `M2 = 0`), as PyTorch; `var_mean` returns
+//! `(var, mean)`. `welford` returns `(mean, M2, count)` with `count` an `i64` tensor of
+//! the output's shape; over zero elements the mean is NaN, `M2` is 0, `count` is 0.
+//!
+//! # Shape ops
+//!
+//! * `broadcast` inserts size-1 dims; `expand` turns size-1 broadcast dims into the given
+//!   sizes (`-1` keeps a dim; a non-broadcast dim may only be "expanded" to its own
+//!   size, else an error).
+//! * `reshape` is row-major with at most one inferred `-1` (an error when the known
+//!   sizes multiply to 0 or do not divide the element count); `permute` output dim `i`
+//!   is input dim `perm[i]`; `squeeze` removes size-1 dims (an error on any other size).
+//! * `slice`: constant bounds clamp as in Python (negative counts from the end,
+//!   `i64::MAX` means "to the end", past-the-end clamps); bounds given by scalars must be
+//!   within `0..=size` (an error otherwise); `stop <= start` gives an empty dim; length is
+//!   `ceil((stop - start) / step)`.
+//! * `pad` fills with its scalar converted to the tensor's dtype as a cast would; `cat`
+//!   concatenates (non-axis dims must agree; declared broadcast dims broadcast).
+//! * `full` fills with its scalar cast to the dtype; `iota` is `start + i * step` in the
+//!   dtype (start and step converted to it first; integers wrap); `size` is the runtime
+//!   size as an `i64` scalar. Negative sizes are errors.
+//! * A size given by a scalar ([`crate::ir::SizeArg::Input`]) is the value of the
+//!   expression's input at that position; it must be an integer.
+//!
+//! # Indexing
+//!
+//! Indices must lie in `0..size` (an error otherwise, naming the index, its position and
+//! the dim; negative indices are errors for `index_select`, `gather` and
+//! `take_along_axis`). `select` counts a negative index from the end. `index_select`
+//! picks with a 1-D index; `gather` is `torch.gather` (the index may be smaller than the
+//! input in the non-axis dims, never larger); `take_along_axis` broadcasts the index and
+//! the input against each other in the non-axis dims.
+//!
+//! # Random numbers
+//!
+//! `uniform`/`normal` number their elements by row-major linear index over the output
+//! shape and take them from [`crate::philox`] (seed and offset are integer scalars
+//! reinterpreted as u64): `uniform_f32` for f32/f16/bf16 (bounds rounded to f32; the
+//! f32 result rounded to f16/bf16), `uniform_f64`, `normal_f32_as_f64` rounded to the
+//! dtype, `normal_f64`.
+//!
+//! # Outputs
+//!
+//! Outputs are returned in order, rounded to their dtype. An output that aliases an input
+//! (`add_output_alias`) is simply returned: the in-place update is a device concern.
+//!
+//! # Performance
+//!
+//! Elementwise ops run one monomorphized closure over an `ndarray::Zip` of broadcast
+//! views; intermediates are freed after their last use. Tensors of 10^7 elements are
+//! fine.
+
+mod compare;
+mod convert;
+mod interp;
+mod math;
+mod pointwise;
+mod reduce;
+mod shape;
+mod tensor;
+
+pub use compare::{compare, Mismatch, Tolerance};
+pub use convert::round_to;
+pub use interp::evaluate;
+pub use math::erfinv;
+pub use tensor::{Element, HostData, HostTensor};
+
+use crate::dtype::ScalarValue;
+
+/// One input of [`evaluate`]: a tensor or a scalar.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EvalInput {
+    /// A tensor input.
+    Tensor(HostTensor),
+    /// A scalar input.
+    Scalar(ScalarValue),
+}
+
+impl From<HostTensor> for EvalInput {
+    fn from(t: HostTensor) -> Self {
+        EvalInput::Tensor(t)
+    }
+}
+
+impl From<&HostTensor> for EvalInput {
+    /// Clones the tensor.
+    fn from(t: &HostTensor) -> Self {
+        EvalInput::Tensor(t.clone())
+    }
+}
+
+impl From<ScalarValue> for EvalInput {
+    fn from(v: ScalarValue) -> Self {
+        EvalInput::Scalar(v)
+    }
+}
+
+macro_rules! scalar_input {
+    ($($t:ty),*) => {
+        $(impl From<$t> for EvalInput {
+            fn from(v: $t) -> Self {
+                EvalInput::Scalar(ScalarValue::from(v))
+            }
+        })*
+    };
+}
+
+scalar_input!(bool, i32, i64, f32, f64);
