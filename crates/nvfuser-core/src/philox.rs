@@ -80,10 +80,11 @@
 //!
 //! Because the multiply and add round, `v` can equal `high` for some bounds (e.g.
 //! `low = 1`, `high = 2`, `r >> 8 = 2^24 - 1` gives `1 + (1 - 2^-24)`, a tie that rounds
-//! to `2`), and the narrowing to `f16`/`bf16` can also round up to `high`. The
-//! specification deliberately does not clamp, so that CPU and GPU agree bit for bit.
-//! When `H - L`, the product and the sum are exact (for example `low = 0`, `high = 1`,
-//! or `low = -h`, `high = h` with `h` a power of two) `v` lies in `[low, high)`.
+//! to `2`), and the narrowing to `f16`/`bf16` can also round up to `high`. The functions
+//! here do not clamp; the `uniform` op then applies one exact rule after rounding to the
+//! output dtype: **a value `>= high` (high rounded to the dtype) becomes `low`** (rounded
+//! likewise), as PyTorch does, so the op's range is `[low, high)`. Comparisons are exact,
+//! so CPU and GPU still agree bit for bit.
 //!
 //! # `uniform(low, high)` for `f64`
 //!
@@ -97,7 +98,7 @@
 //! v    = (u * (high - low)) + low               // f64, each operation rounded, no FMA
 //! ```
 //!
-//! [`uniform_f64`] computes `v`. The same remark about reaching `high` applies.
+//! [`uniform_f64`] computes `v`; the op maps `v >= high` to `low` as above.
 //!
 //! # `normal(mean, std)` for `f32`, `f16`, `bf16` (Box-Muller)
 //!

@@ -1585,3 +1585,36 @@ fn broadcast_dims_meet_expanded_dims_in_cat_and_take_along_axis() {
     assert_eq!(out[1].shape(), [3, 4]);
     assert_eq!(f32s(&out[1]), [10.0, 20.0, 5.5, -6.5].repeat(3));
 }
+
+/// `uniform` covers [low, high): a draw that rounds up to `high` in the output dtype
+/// becomes `low` (PyTorch's rule), and every other draw is the philox value rounded.
+#[test]
+fn uniform_bf16_never_returns_high() {
+    let n = 40_000usize;
+    let f = fusion(|fd| {
+        let lo = fd.constant(0.0);
+        let hi = fd.constant(1.0);
+        let seed = fd.constant(7i64);
+        let off = fd.constant(0i64);
+        Ok(vec![fd.uniform(
+            &[Size::Const(n as i64)],
+            lo,
+            hi,
+            seed,
+            off,
+            DataType::BF16,
+        )?])
+    });
+    let out = run(&f, vec![])[0].to_f64_vec();
+    let mut wrapped = 0;
+    for (i, &v) in out.iter().enumerate() {
+        let raw = nvfuser_core::philox::uniform_f32(7, 0, i as u64, 0.0, 1.0);
+        let rounded = bf16::from_f32(raw).to_f64();
+        let want = if rounded >= 1.0 { 0.0 } else { rounded };
+        assert_eq!(v, want, "element {i}");
+        assert!((0.0..1.0).contains(&v), "element {i} = {v}");
+        wrapped += (rounded >= 1.0) as usize;
+    }
+    // About 1 in 512 draws rounds up to 1.0 in bf16; the rule must have been exercised.
+    assert!(wrapped > 10, "only {wrapped} draws rounded to high");
+}

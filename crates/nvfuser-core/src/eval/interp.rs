@@ -872,13 +872,18 @@ impl<'a> Evaluator<'a> {
         let offset = self.int_scalar(e, 3, "the offset")? as u64;
         let numel = checked_numel(name, &shape)? as u64;
         let values: Vec<f64> = match (dist, out) {
+            // A value that rounds up to `high` becomes `low`, so the range is [low, high)
+            // as in PyTorch (the generated kernels do the same after rounding).
             (Distribution::Uniform, DataType::F64) => (0..numel)
                 .map(|i| philox::uniform_f64(seed, offset, i, a, b))
+                .map(|v| if v >= b { a } else { v })
                 .collect(),
             (Distribution::Uniform, _) => {
                 let (lo, hi) = (a as f32, b as f32);
+                let (lo_d, hi_d) = (round_to(lo as f64, out), round_to(hi as f64, out));
                 (0..numel)
                     .map(|i| round_to(philox::uniform_f32(seed, offset, i, lo, hi) as f64, out))
+                    .map(|v| if v >= hi_d { lo_d } else { v })
                     .collect()
             }
             (Distribution::Normal, DataType::F64) => (0..numel)

@@ -147,7 +147,9 @@
 //! `uniform`/`normal` number their elements by row-major linear index over the output
 //! shape and take them from [`crate::philox`] (seed and offset are integer scalars
 //! reinterpreted as u64): `uniform_f32` for f32/f16/bf16 (bounds rounded to f32; the
-//! f32 result rounded to f16/bf16), `uniform_f64`, `normal_f32_as_f64` rounded to the
+//! f32 result rounded to f16/bf16; a result that rounds to `high` or above becomes
+//! `low`, so the range is `[low, high)` as in PyTorch), `uniform_f64` (with the same
+//! rule), `normal_f32_as_f64` rounded to the
 //! dtype, `normal_f64`.
 //!
 //! # Outputs
