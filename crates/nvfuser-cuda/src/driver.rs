@@ -61,7 +61,68 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuGetErrorString",
 ];
 
+/// Every driver function that cudarc calls for this crate's device work: opening a
+/// context, reading attributes, allocating, copying, events, modules and launches.
+/// [`check_device_symbols`] checks them once before the first device is opened, because
+/// cudarc resolves each lazily and panics on a missing one.
+const DEVICE_SYMBOLS: &[&str] = &[
+    "cuDeviceGet",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetName",
+    "cuDeviceTotalMem_v2",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxGetCurrent",
+    "cuCtxSetCurrent",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuStreamWaitEvent",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventDestroy_v2",
+    "cuEventSynchronize",
+    "cuEventElapsedTime_v2",
+    "cuMemAlloc_v2",
+    "cuMemAllocAsync",
+    "cuMemFree_v2",
+    "cuMemFreeAsync",
+    "cuMemsetD8Async",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuModuleLoadData",
+    "cuModuleUnload",
+    "cuModuleGetFunction",
+    "cuLaunchKernel",
+];
+
 static DRIVER: OnceLock<DriverInfo> = OnceLock::new();
+static DEVICE_SYMBOLS_CHECKED: OnceLock<()> = OnceLock::new();
+
+/// Checks that the loaded driver exports every function the device layer calls through
+/// cudarc ([`probe`] first). Never panics; the answer is cached once it is yes.
+pub(crate) fn check_device_symbols() -> Result<(), CudaError> {
+    let info = probe()?;
+    if DEVICE_SYMBOLS_CHECKED.get().is_some() {
+        return Ok(());
+    }
+    // The library is already loaded (the probe keeps it); opening it by the same name
+    // only takes another reference.
+    let Some(opened) = dylib::open_first(std::slice::from_ref(&info.loaded_as)) else {
+        return Err(CudaError::NoDriver {
+            searched: vec![info.loaded_as.clone()],
+        });
+    };
+    if let Some(symbol) = dylib::first_missing_symbol(&opened.library, DEVICE_SYMBOLS) {
+        return Err(CudaError::DriverSymbolMissing {
+            loaded_as: opened.name,
+            symbol,
+        });
+    }
+    // Keep it loaded, as `load` does.
+    std::mem::forget(opened.library);
+    DEVICE_SYMBOLS_CHECKED.get_or_init(|| ());
+    Ok(())
+}
 
 /// Finds the CUDA driver and at least one GPU, or says why not; never panics.
 ///

@@ -7,10 +7,12 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use nvfuser_core::DataType;
+
 use crate::driver::DriverVersion;
 use crate::nvrtc::{GpuArch, NvrtcVersion};
 
-/// Errors of NVRTC compilation and of the CUDA driver.
+/// Errors of NVRTC compilation, the CUDA driver, devices, tensors and the kernel cache.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CudaError {
@@ -130,6 +132,152 @@ pub enum CudaError {
         /// The `CUresult` it returned.
         code: String,
     },
+
+    /// A GPU index that the driver does not have.
+    #[error(
+        "GPU {requested} was requested, but the CUDA driver sees {count} GPU(s) \
+         (valid indices are 0..{count})"
+    )]
+    InvalidDeviceIndex {
+        /// The index asked for.
+        requested: usize,
+        /// The number of GPUs the driver sees.
+        count: u32,
+    },
+
+    /// A device allocation failed because the GPU is out of memory.
+    #[error("out of GPU memory on {device}: could not allocate {requested_bytes} bytes")]
+    OutOfMemory {
+        /// The device, as `cuda:N (name)`.
+        device: String,
+        /// The size of the failed allocation.
+        requested_bytes: usize,
+    },
+
+    /// An operation that needs a GPU was given the CPU reference device.
+    #[error("{op} needs a GPU device, but was given the CPU reference device")]
+    NotAGpu {
+        /// The operation.
+        op: &'static str,
+    },
+
+    /// A tensor of another element type than the one asked for.
+    #[error("{op}: expected a tensor of dtype {expected}, found {found}")]
+    DtypeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The dtype the operation needs.
+        expected: DataType,
+        /// The dtype it was given.
+        found: DataType,
+    },
+
+    /// A tensor argument that does not fit the operation: a shape, an axis, a view that
+    /// leaves its buffer, a misaligned pointer.
+    #[error("{op}: expected {expected}, found {found}")]
+    InvalidTensor {
+        /// The operation.
+        op: &'static str,
+        /// What the operation needs.
+        expected: String,
+        /// What it was given.
+        found: String,
+    },
+
+    /// Tensors on different devices given to one operation.
+    #[error("{op}: expected tensors on {expected}, found one on {found}")]
+    DeviceMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The device the operation runs on.
+        expected: String,
+        /// The device of the offending tensor.
+        found: String,
+    },
+
+    /// A CUBIN compiled for another architecture than the GPU it is loaded on.
+    #[error(
+        "kernel `{kernel}` was compiled for {kernel_arch}, but {device} is {device_arch}; \
+         compile it for {device_arch}"
+    )]
+    ArchMismatch {
+        /// The kernel name.
+        kernel: String,
+        /// The architecture the CUBIN is for.
+        kernel_arch: GpuArch,
+        /// The device, as `cuda:N (name)`.
+        device: String,
+        /// The device's architecture.
+        device_arch: GpuArch,
+    },
+
+    /// A loaded CUBIN has no function of the requested name.
+    #[error(
+        "the CUBIN of kernel `{kernel}` has no function `{function}` (is it declared \
+         `extern \"C\" __global__`?)"
+    )]
+    FunctionNotFound {
+        /// The kernel (program) name.
+        kernel: String,
+        /// The function looked up.
+        function: String,
+    },
+
+    /// An environment variable holds a value this crate does not understand.
+    #[error("environment variable {var}={value:?}: expected {expected}")]
+    InvalidEnv {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it may hold.
+        expected: &'static str,
+    },
+
+    /// A dtype this operation does not handle yet (the dtype list is `non_exhaustive`).
+    #[error("{op}: dtype {dtype} is not supported here")]
+    UnsupportedDtype {
+        /// The operation.
+        op: &'static str,
+        /// The dtype.
+        dtype: DataType,
+    },
+
+    /// An error of nvfuser-core (the CPU reference evaluator's tensors, the IR).
+    #[error(transparent)]
+    Core(#[from] nvfuser_core::Error),
+
+    /// The kernel cache directory cannot be used.
+    #[error("kernel cache directory {}: {what}", .path.display())]
+    CacheDir {
+        /// The directory.
+        path: PathBuf,
+        /// What went wrong.
+        what: String,
+    },
+}
+
+impl CudaError {
+    /// A failed driver call, from cudarc's error.
+    pub(crate) fn driver(call: &'static str, err: cudarc::driver::DriverError) -> Self {
+        CudaError::Driver {
+            call,
+            code: format!("{:?}", err.0),
+        }
+    }
+
+    /// An invalid tensor argument.
+    pub(crate) fn tensor(
+        op: &'static str,
+        expected: impl Into<String>,
+        found: impl Into<String>,
+    ) -> Self {
+        CudaError::InvalidTensor {
+            op,
+            expected: expected.into(),
+            found: found.into(),
+        }
+    }
 }
 
 /// A failed NVRTC compilation: the log, and everything needed to reproduce it.

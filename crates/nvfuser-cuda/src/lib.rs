@@ -9,6 +9,13 @@
 //!   needs no GPU and no CUDA toolkit, only the NVRTC library (`scripts/nvrtc-env.sh`
 //!   installs it from PyPI).
 //! - [`driver::probe`] finds `libcuda` and a GPU, or says why there is none.
+//! - [`Device`] is a GPU opened through cudarc (after the probe) with its
+//!   [`DeviceProperties`] read from the driver, or the CPU reference device;
+//!   [`Device::best`] falls back to the CPU with a notice.
+//! - [`Tensor`] is a strided view over a shared host or device buffer: upload, download,
+//!   copy-free views, and [`Tensor::from_cuda_slice`] for buffers other crates own.
+//! - [`KernelCache`] keeps compiled CUBINs in memory and on disk (verified entries,
+//!   atomic writes) and compiles batches in parallel.
 //! - [`testing`] holds the skip-or-require helpers that every NVRTC or GPU test uses.
 //!
 //! ```
@@ -29,16 +36,22 @@
 mod dylib;
 mod error;
 
+pub mod cache;
+pub mod device;
 pub mod driver;
 pub mod nvrtc;
+pub mod tensor;
 pub mod testing;
 
+pub use cache::{CacheKey, CacheOrigin, CacheStats, CachedKernel, KernelCache, KernelRequest};
+pub use device::{Device, DeviceProperties};
 pub use driver::{DriverInfo, DriverVersion};
 pub use error::{CompileFailure, CudaError};
 pub use nvrtc::{
     compile, compile_with_options, nvrtc_version, CompiledKernel, GpuArch, NvrtcOptions,
     NvrtcVersion,
 };
+pub use tensor::{contiguous_strides, Element, Tensor};
 
 /// The CUDA version of cudarc's bindings, `(major, minor)`.
 ///

@@ -17,6 +17,7 @@ mod program;
 
 use std::ffi::CString;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cudarc::nvrtc::sys;
@@ -44,6 +45,15 @@ impl fmt::Display for NvrtcVersion {
 /// The version of the NVRTC this process uses; an error if there is none.
 pub fn nvrtc_version() -> Result<NvrtcVersion, CudaError> {
     probe().map(NvrtcLibrary::version)
+}
+
+/// The NVRTC compilations started in this process.
+static COMPILE_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// How many NVRTC compilations (`nvrtcCompileProgram` calls) this process has started,
+/// failed ones included. Tests use it to show that a warm disk cache compiles nothing.
+pub fn compile_calls() -> u64 {
+    COMPILE_CALLS.load(Ordering::Relaxed)
 }
 
 /// A kernel compiled by NVRTC to machine code for one architecture.
@@ -137,6 +147,7 @@ pub fn compile_with_options(
         .collect::<Result<Vec<_>, _>>()?;
 
     let start = Instant::now();
+    COMPILE_CALLS.fetch_add(1, Ordering::Relaxed);
     let program = Program::create(c_source, c_name)?;
     let status = program.compile(&c_args);
     let log = program.log()?;

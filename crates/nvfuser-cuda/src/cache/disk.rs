@@ -1,0 +1,229 @@
+//! The on-disk half of the kernel cache: where it lives, and reading and writing entries.
+//!
+//! Location, first match wins:
+//! 1. `NVFUSER_DISK_CACHE=0` (or `false`/`no`/`off`) turns the disk cache off;
+//! 2. `NVFUSER_CACHE_DIR=<dir>`;
+//! 3. `$XDG_CACHE_HOME/nvfuser-rs` (when that is an absolute path, as the XDG spec asks);
+//! 4. `%LOCALAPPDATA%\nvfuser-rs` on Windows, `$HOME/.cache/nvfuser-rs` elsewhere;
+//! 5. no disk cache when none of these is set.
+//!
+//! Entries are files `<dir>/kernels/<key hex>.cubin` in the format of `entry.rs`. A
+//! writer fills a uniquely named temporary file in the same directory and renames it over
+//! the entry, so a reader (in this process or another) sees either no entry or a complete
+//! one, never a partial write; concurrent writers of one key both write complete files
+//! and the last rename wins. No `fsync`: an entry that a crash leaves damaged fails its
+//! checksum and is rebuilt.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::entry::{self, EntryError};
+use super::key::CacheKey;
+use crate::error::CudaError;
+use crate::nvrtc::CompiledKernel;
+
+/// Overrides the cache directory.
+pub const CACHE_DIR_VAR: &str = "NVFUSER_CACHE_DIR";
+/// `0`/`false`/`no`/`off` disables the disk cache; `1`/`true`/`yes`/`on` or unset keeps it.
+pub const DISK_CACHE_VAR: &str = "NVFUSER_DISK_CACHE";
+
+/// The directory name under the user's cache directory.
+const APP_DIR: &str = "nvfuser-rs";
+
+/// The on-disk cache directory the environment asks for, or `None` when the disk cache
+/// is disabled or no cache directory can be found (see the module docs for the order).
+///
+/// Errors: [`CudaError::InvalidEnv`] when `NVFUSER_DISK_CACHE` is not a boolean.
+pub fn disk_cache_dir_from_env() -> Result<Option<PathBuf>, CudaError> {
+    resolve_dir(|var| std::env::var_os(var))
+}
+
+/// [`disk_cache_dir_from_env`] over any variable lookup (tests pass a map).
+pub(crate) fn resolve_dir(
+    get: impl Fn(&str) -> Option<OsString>,
+) -> Result<Option<PathBuf>, CudaError> {
+    let non_empty = |var: &str| get(var).filter(|v| !v.is_empty());
+    if let Some(value) = get(DISK_CACHE_VAR) {
+        let text = value.to_string_lossy().trim().to_ascii_lowercase();
+        match text.as_str() {
+            "0" | "false" | "no" | "off" => return Ok(None),
+            "" | "1" | "true" | "yes" | "on" => {}
+            _ => {
+                return Err(CudaError::InvalidEnv {
+                    var: DISK_CACHE_VAR,
+                    value: value.to_string_lossy().into_owned(),
+                    expected: "0/false/no/off to disable the disk cache, or 1/true/yes/on",
+                })
+            }
+        }
+    }
+    if let Some(dir) = non_empty(CACHE_DIR_VAR) {
+        return Ok(Some(PathBuf::from(dir)));
+    }
+    if let Some(xdg) = non_empty("XDG_CACHE_HOME").map(PathBuf::from) {
+        if xdg.is_absolute() {
+            return Ok(Some(xdg.join(APP_DIR)));
+        }
+    }
+    if cfg!(windows) {
+        if let Some(local) = non_empty("LOCALAPPDATA") {
+            return Ok(Some(PathBuf::from(local).join(APP_DIR)));
+        }
+    }
+    Ok(non_empty("HOME").map(|home| PathBuf::from(home).join(".cache").join(APP_DIR)))
+}
+
+/// What a disk lookup found.
+#[derive(Debug)]
+pub(crate) enum Lookup {
+    /// A verified entry.
+    Hit(CompiledKernel),
+    /// No entry.
+    Miss,
+    /// An entry that failed verification; it has been deleted.
+    Rejected(EntryError),
+    /// The entry could not be read (permissions, I/O); treated as a miss.
+    Unreadable(io::Error),
+}
+
+/// The entries under one directory.
+#[derive(Debug, Clone)]
+pub(crate) struct DiskCache {
+    root: PathBuf,
+    entries: PathBuf,
+}
+
+/// Makes temporary file names unique within this process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl DiskCache {
+    pub(crate) fn new(root: PathBuf) -> Self {
+        let entries = root.join("kernels");
+        DiskCache { root, entries }
+    }
+
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The file that holds (or would hold) the entry of `key`.
+    pub(crate) fn entry_path(&self, key: &CacheKey) -> PathBuf {
+        self.entries.join(format!("{key}.cubin"))
+    }
+
+    /// Reads and verifies the entry of `key`; a bad entry is deleted.
+    pub(crate) fn load(&self, key: &CacheKey) -> Lookup {
+        let path = self.entry_path(key);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            // A missing directory (or a file in place of one) holds no entry either.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Lookup::Miss
+            }
+            Err(e) => return Lookup::Unreadable(e),
+        };
+        match entry::decode(&bytes, key) {
+            Ok(kernel) => Lookup::Hit(kernel),
+            Err(err) => {
+                self.remove(key);
+                Lookup::Rejected(err)
+            }
+        }
+    }
+
+    /// Deletes the entry of `key`, if any. A failure to delete is not an error: the next
+    /// reader rejects the entry again, and the next writer replaces it.
+    pub(crate) fn remove(&self, key: &CacheKey) {
+        let _ = fs::remove_file(self.entry_path(key));
+    }
+
+    /// Writes the entry of `key` atomically (temporary file, then rename).
+    pub(crate) fn store(&self, key: &CacheKey, kernel: &CompiledKernel) -> io::Result<PathBuf> {
+        fs::create_dir_all(&self.entries)?;
+        let path = self.entry_path(key);
+        let temp = self.entries.join(format!(
+            ".{key}.{}.{}.tmp",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| {
+            let mut file = fs::File::create(&temp)?;
+            file.write_all(&entry::encode(key, kernel))?;
+            drop(file);
+            fs::rename(&temp, &path)
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&temp);
+            return Err(e);
+        }
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn resolve(vars: &[(&str, &str)]) -> Result<Option<PathBuf>, CudaError> {
+        let map: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        resolve_dir(|var| map.get(var).cloned())
+    }
+
+    #[test]
+    fn the_directory_comes_from_the_environment_in_order() {
+        let home = [("HOME", "/home/u")];
+        assert_eq!(
+            resolve(&home).unwrap(),
+            Some("/home/u/.cache/nvfuser-rs".into())
+        );
+        let xdg = [("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")];
+        assert_eq!(resolve(&xdg).unwrap(), Some("/xdg/nvfuser-rs".into()));
+        // A relative XDG_CACHE_HOME is ignored, as the spec says.
+        let rel = [("HOME", "/home/u"), ("XDG_CACHE_HOME", "rel")];
+        assert_eq!(
+            resolve(&rel).unwrap(),
+            Some("/home/u/.cache/nvfuser-rs".into())
+        );
+        let custom = [
+            ("HOME", "/home/u"),
+            ("XDG_CACHE_HOME", "/xdg"),
+            (CACHE_DIR_VAR, "/c"),
+        ];
+        assert_eq!(resolve(&custom).unwrap(), Some("/c".into()));
+        assert_eq!(resolve(&[]).unwrap(), None);
+        assert_eq!(resolve(&[(CACHE_DIR_VAR, "")]).unwrap(), None);
+    }
+
+    #[test]
+    fn the_disk_cache_can_be_turned_off() {
+        for off in ["0", "false", "OFF", " no "] {
+            let vars = [(DISK_CACHE_VAR, off), (CACHE_DIR_VAR, "/c")];
+            assert_eq!(resolve(&vars).unwrap(), None, "{off}");
+        }
+        for on in ["1", "true", "yes", ""] {
+            let vars = [(DISK_CACHE_VAR, on), (CACHE_DIR_VAR, "/c")];
+            assert_eq!(resolve(&vars).unwrap(), Some("/c".into()), "{on}");
+        }
+        let err = resolve(&[(DISK_CACHE_VAR, "maybe")]).unwrap_err();
+        assert!(matches!(
+            err,
+            CudaError::InvalidEnv {
+                var: DISK_CACHE_VAR,
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("\"maybe\""), "{err}");
+    }
+}

@@ -1,0 +1,264 @@
+//! [`Device`]: where tensors live and fusions run: a GPU, or the CPU reference device.
+//!
+//! A GPU is opened only after the driver probe (`driver.rs`) has found `libcuda`, a GPU,
+//! and every driver function cudarc will call, so a machine without a driver gets a
+//! [`CudaError`] from [`Device::cuda`], never cudarc's panic. [`Device::best`] turns that
+//! error into the CPU reference device, and says so once on stderr: per the design, a
+//! machine without a GPU still runs every example, and the user is told that the CPU
+//! reference evaluator did the work.
+//!
+//! Each GPU is opened once per process (its primary context, shared with other cudarc
+//! users such as candle) and every `Device::cuda(i)` returns a cheap handle to it. Its
+//! [`DeviceProperties`] are read from the driver at that moment.
+
+mod module;
+mod properties;
+
+use std::fmt;
+use std::io::Write;
+use std::sync::{Arc, Mutex, Once};
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+pub use module::cubin_runs_on;
+pub use properties::DeviceProperties;
+
+use crate::driver;
+use crate::error::CudaError;
+use crate::nvrtc::GpuArch;
+
+/// A device: one GPU, or the CPU reference device. Cheap to clone.
+///
+/// ```
+/// use nvfuser_cuda::Device;
+/// // `best()` never fails: GPU 0 when there is one, else the CPU reference device.
+/// let device = Device::best();
+/// let x = device.tensor_from_slice(&[1.0f32, 2.0, 3.0, 4.0], [2, 2]).unwrap();
+/// assert_eq!(x.permute(&[1, 0]).unwrap().to_vec::<f32>().unwrap(), [1.0, 3.0, 2.0, 4.0]);
+/// ```
+#[derive(Clone)]
+pub struct Device {
+    kind: Kind,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Cpu,
+    Cuda(Arc<CudaDevice>),
+}
+
+/// An opened GPU: its context, the stream this crate orders its work on, and its
+/// properties.
+pub(crate) struct CudaDevice {
+    pub(crate) ordinal: usize,
+    pub(crate) context: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) properties: DeviceProperties,
+}
+
+impl CudaDevice {
+    /// `cuda:N (name)`, for messages.
+    pub(crate) fn label(&self) -> String {
+        format!("cuda:{} ({})", self.ordinal, self.properties.name)
+    }
+}
+
+/// The GPUs opened so far, by ordinal.
+static OPENED: Mutex<Vec<Arc<CudaDevice>>> = Mutex::new(Vec::new());
+
+static CPU_NOTICE: Once = Once::new();
+
+impl Device {
+    /// The CPU reference device: tensors in host memory, fusions run by the CPU reference
+    /// evaluator. Always available.
+    pub fn cpu() -> Device {
+        Device { kind: Kind::Cpu }
+    }
+
+    /// GPU `ordinal`, or why it cannot be used: no driver ([`CudaError::NoDriver`]), no
+    /// GPU ([`CudaError::NoDevice`]), a driver older than the bindings
+    /// ([`CudaError::DriverTooOld`]), an index past the last GPU
+    /// ([`CudaError::InvalidDeviceIndex`]). Never panics.
+    pub fn cuda(ordinal: usize) -> Result<Device, CudaError> {
+        let info = driver::probe()?;
+        let count = info.device_count;
+        if !u32::try_from(ordinal).is_ok_and(|i| i < count) {
+            return Err(CudaError::InvalidDeviceIndex {
+                requested: ordinal,
+                count,
+            });
+        }
+        driver::check_device_symbols()?;
+        let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(device) = opened.iter().find(|d| d.ordinal == ordinal) {
+            return Ok(Device {
+                kind: Kind::Cuda(Arc::clone(device)),
+            });
+        }
+        let context =
+            CudaContext::new(ordinal).map_err(|e| CudaError::driver("CudaContext::new", e))?;
+        let properties = DeviceProperties::query(&context)?;
+        // The legacy default stream: it orders this crate's work with every other
+        // blocking stream on the device, the safe default while tensors are shared with
+        // other libraries. The executor may move to a dedicated stream.
+        let stream = context.default_stream();
+        let device = Arc::new(CudaDevice {
+            ordinal,
+            context,
+            stream,
+            properties,
+        });
+        opened.push(Arc::clone(&device));
+        Ok(Device {
+            kind: Kind::Cuda(device),
+        })
+    }
+
+    /// GPU 0 when there is a usable one; otherwise the CPU reference device, after
+    /// printing once per process, on stderr, why there is no GPU and that the CPU
+    /// reference evaluator will run.
+    pub fn best() -> Device {
+        match Device::cuda(0) {
+            Ok(device) => device,
+            Err(err) => {
+                CPU_NOTICE.call_once(|| {
+                    let mut stderr = std::io::stderr().lock();
+                    // Nothing useful can be done about a failed write to stderr.
+                    let _ = writeln!(
+                        stderr,
+                        "nvfuser: no usable GPU: {err}\n\
+                         nvfuser: using the CPU reference device; fusions run on the CPU \
+                         reference evaluator (correct results, far slower than a GPU)"
+                    );
+                });
+                Device::cpu()
+            }
+        }
+    }
+
+    /// Whether this is a GPU.
+    pub fn is_gpu(&self) -> bool {
+        matches!(self.kind, Kind::Cuda(_))
+    }
+
+    /// Whether this is the CPU reference device.
+    pub fn is_cpu(&self) -> bool {
+        matches!(self.kind, Kind::Cpu)
+    }
+
+    /// The GPU's ordinal; `None` for the CPU.
+    pub fn ordinal(&self) -> Option<usize> {
+        self.gpu().map(|d| d.ordinal)
+    }
+
+    /// The GPU's properties, read from the driver; `None` for the CPU.
+    pub fn properties(&self) -> Option<&DeviceProperties> {
+        self.gpu().map(|d| &d.properties)
+    }
+
+    /// The architecture to compile kernels for; `None` for the CPU.
+    pub fn arch(&self) -> Option<GpuArch> {
+        self.properties().map(DeviceProperties::arch)
+    }
+
+    /// The GPU's cudarc context (its primary context); `None` for the CPU.
+    pub fn cuda_context(&self) -> Option<&Arc<CudaContext>> {
+        self.gpu().map(|d| &d.context)
+    }
+
+    /// The stream this crate orders its uploads, downloads and launches on; `None` for
+    /// the CPU.
+    pub fn cuda_stream(&self) -> Option<&Arc<CudaStream>> {
+        self.gpu().map(|d| &d.stream)
+    }
+
+    /// Waits until all work queued on the device's stream has finished (nothing to wait
+    /// for on the CPU).
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        match self.gpu() {
+            Some(d) => d
+                .stream
+                .synchronize()
+                .map_err(|e| CudaError::driver("cuStreamSynchronize", e)),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn gpu(&self) -> Option<&Arc<CudaDevice>> {
+        match &self.kind {
+            Kind::Cuda(d) => Some(d),
+            Kind::Cpu => None,
+        }
+    }
+
+    /// The GPU, or [`CudaError::NotAGpu`] naming `op`.
+    pub(crate) fn require_gpu(&self, op: &'static str) -> Result<&Arc<CudaDevice>, CudaError> {
+        self.gpu().ok_or(CudaError::NotAGpu { op })
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.kind, &other.kind) {
+            (Kind::Cpu, Kind::Cpu) => true,
+            (Kind::Cuda(a), Kind::Cuda(b)) => a.ordinal == b.ordinal,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Device {}
+
+impl fmt::Display for Device {
+    /// `cpu`, or `cuda:N (GPU name)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Cpu => f.write_str("cpu"),
+            Kind::Cuda(d) => f.write_str(&d.label()),
+        }
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device({self})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_device_is_always_there() {
+        let cpu = Device::cpu();
+        assert!(cpu.is_cpu() && !cpu.is_gpu());
+        assert_eq!(cpu.to_string(), "cpu");
+        assert_eq!(cpu, Device::cpu());
+        assert!(cpu.properties().is_none() && cpu.arch().is_none());
+        assert!(cpu.synchronize().is_ok());
+        assert!(matches!(
+            cpu.require_gpu("op"),
+            Err(CudaError::NotAGpu { op: "op" })
+        ));
+    }
+
+    #[test]
+    fn a_gpu_index_past_the_last_is_a_typed_error() {
+        match Device::cuda(usize::MAX) {
+            Err(CudaError::InvalidDeviceIndex { requested, .. }) => {
+                assert_eq!(requested, usize::MAX)
+            }
+            // Without a driver the probe's error comes first.
+            Err(CudaError::NoDriver { .. } | CudaError::NoDevice { .. }) => {}
+            Err(CudaError::DriverTooOld { .. }) => {}
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn best_always_returns_a_device() {
+        let device = Device::best();
+        assert_eq!(device.is_gpu(), Device::cuda(0).is_ok());
+    }
+}

@@ -1,0 +1,89 @@
+//! Loading NVRTC's CUBINs onto a GPU, with the checks cudarc leaves out.
+//!
+//! cudarc's `load_function` panics on a name with a NUL byte, and the driver's answer to
+//! a CUBIN built for the wrong architecture is an opaque `CUDA_ERROR_NO_BINARY_FOR_GPU`.
+//! Both are checked here first and become typed errors that say what to do.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
+
+use super::Device;
+use crate::error::CudaError;
+use crate::nvrtc::{CompiledKernel, GpuArch};
+
+/// Whether machine code for `kernel` runs on a GPU of architecture `device`: a CUBIN runs
+/// on its own major version at its own or a later minor version (`sm_80` code runs on
+/// `sm_86`, never on `sm_90`).
+pub fn cubin_runs_on(kernel: GpuArch, device: GpuArch) -> bool {
+    kernel.major() == device.major() && kernel.minor() <= device.minor()
+}
+
+impl Device {
+    /// Loads a compiled kernel's CUBIN into this GPU's context.
+    ///
+    /// Errors: [`CudaError::NotAGpu`] on the CPU device, [`CudaError::ArchMismatch`] when
+    /// the CUBIN cannot run on this GPU (see [`cubin_runs_on`]), and
+    /// [`CudaError::Driver`] when the driver rejects the image.
+    pub fn load_module(&self, kernel: &CompiledKernel) -> Result<Arc<CudaModule>, CudaError> {
+        let gpu = self.require_gpu("Device::load_module")?;
+        let device_arch = gpu.properties.arch();
+        if !cubin_runs_on(kernel.arch, device_arch) {
+            return Err(CudaError::ArchMismatch {
+                kernel: kernel.name.clone(),
+                kernel_arch: kernel.arch,
+                device: gpu.label(),
+                device_arch,
+            });
+        }
+        gpu.context
+            .load_module(Ptx::from_binary(kernel.cubin.clone()))
+            .map_err(|e| CudaError::driver("cuModuleLoadData", e))
+    }
+
+    /// Loads a compiled kernel and looks up its `extern "C" __global__` function
+    /// `function` (usually the kernel's own name).
+    ///
+    /// Errors: those of [`Device::load_module`], [`CudaError::InvalidInput`] for a name
+    /// with a NUL byte, and [`CudaError::FunctionNotFound`] when the CUBIN has no such
+    /// function.
+    pub fn load_function(
+        &self,
+        kernel: &CompiledKernel,
+        function: &str,
+    ) -> Result<CudaFunction, CudaError> {
+        if function.is_empty() || function.contains('\0') {
+            return Err(CudaError::InvalidInput {
+                kernel: kernel.name.clone(),
+                what: format!("the function name {function:?} is empty or has a NUL byte"),
+            });
+        }
+        let module = self.load_module(kernel)?;
+        module.load_function(function).map_err(|e| {
+            if e.0 == CUresult::CUDA_ERROR_NOT_FOUND {
+                CudaError::FunctionNotFound {
+                    kernel: kernel.name.clone(),
+                    function: function.to_owned(),
+                }
+            } else {
+                CudaError::driver("cuModuleGetFunction", e)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cubins_run_on_later_minors_of_their_major_only() {
+        assert!(cubin_runs_on(GpuArch::SM80, GpuArch::SM86));
+        assert!(cubin_runs_on(GpuArch::SM90, GpuArch::SM90));
+        assert!(!cubin_runs_on(GpuArch::SM86, GpuArch::SM80));
+        assert!(!cubin_runs_on(GpuArch::SM80, GpuArch::SM90));
+        assert!(!cubin_runs_on(GpuArch::SM90, GpuArch::SM100));
+    }
+}

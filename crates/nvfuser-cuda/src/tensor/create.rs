@@ -1,0 +1,135 @@
+//! Creating tensors: host data uploaded to a device, zeros, and the device allocations
+//! behind them.
+//!
+//! Device allocations go through the device's stream (`cuMemAllocAsync` where the GPU
+//! supports memory pools); an allocation failure for lack of memory is
+//! [`CudaError::OutOfMemory`] with the size asked for, not a bare driver code.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUresult;
+use nvfuser_core::DataType;
+
+use super::layout::Layout;
+use super::storage::{CudaBuffer, HostBuffer, Storage};
+use super::{Element, Tensor};
+use crate::device::{CudaDevice, Device};
+use crate::error::CudaError;
+
+impl Device {
+    /// A new contiguous tensor of `shape` holding `values` (row-major), copied to this
+    /// device.
+    ///
+    /// Errors: [`CudaError::InvalidTensor`] when `values.len()` is not the product of
+    /// `shape`; [`CudaError::OutOfMemory`] or [`CudaError::Driver`] from the GPU.
+    pub fn tensor_from_slice<T: Element>(
+        &self,
+        values: &[T],
+        shape: impl AsRef<[usize]>,
+    ) -> Result<Tensor, CudaError> {
+        const OP: &str = "Device::tensor_from_slice";
+        let shape = shape.as_ref();
+        let layout = Layout::contiguous(OP, shape)?;
+        if layout.numel() != values.len() {
+            return Err(CudaError::tensor(
+                OP,
+                format!("{} values for shape {shape:?}", layout.numel()),
+                format!("{} values", values.len()),
+            ));
+        }
+        let mut bytes = Vec::new();
+        T::encode(values, &mut bytes);
+        self.tensor_from_bytes(T::DTYPE, layout, &bytes)
+    }
+
+    /// A new contiguous tensor of `shape` filled with zeros (`false` for bool).
+    pub fn zeros(&self, dtype: DataType, shape: impl AsRef<[usize]>) -> Result<Tensor, CudaError> {
+        const OP: &str = "Device::zeros";
+        let layout = Layout::contiguous(OP, shape.as_ref())?;
+        let num_bytes = byte_size(OP, layout.numel(), dtype)?;
+        let storage = match self.gpu() {
+            None => Storage::host(HostBuffer::zeroed(num_bytes)?),
+            Some(gpu) => Storage::cuda(alloc_zeros(gpu, num_bytes)?),
+        };
+        Ok(Tensor {
+            dtype,
+            layout,
+            storage,
+            device: self.clone(),
+        })
+    }
+
+    /// A tensor with `layout` over a new buffer holding exactly `bytes`.
+    pub(super) fn tensor_from_bytes(
+        &self,
+        dtype: DataType,
+        layout: Layout,
+        bytes: &[u8],
+    ) -> Result<Tensor, CudaError> {
+        let storage = match self.gpu() {
+            None => Storage::host(HostBuffer::from_bytes(bytes)?),
+            Some(gpu) => Storage::cuda(upload(gpu, bytes)?),
+        };
+        Ok(Tensor {
+            dtype,
+            layout,
+            storage,
+            device: self.clone(),
+        })
+    }
+}
+
+/// `numel * dtype size`, checked.
+pub(super) fn byte_size(
+    op: &'static str,
+    numel: usize,
+    dtype: DataType,
+) -> Result<usize, CudaError> {
+    numel.checked_mul(dtype.size_bytes()).ok_or_else(|| {
+        CudaError::tensor(
+            op,
+            "a byte size that fits in usize",
+            format!("{numel} elements of {dtype}"),
+        )
+    })
+}
+
+/// Maps an allocation failure to [`CudaError::OutOfMemory`] when that is what it was.
+fn alloc_error<'a>(
+    gpu: &'a CudaDevice,
+    bytes: usize,
+    call: &'static str,
+) -> impl Fn(cudarc::driver::DriverError) -> CudaError + 'a {
+    move |e| {
+        if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            CudaError::OutOfMemory {
+                device: gpu.label(),
+                requested_bytes: bytes,
+            }
+        } else {
+            CudaError::driver(call, e)
+        }
+    }
+}
+
+/// A zeroed device buffer of `num_bytes` (at least one byte is allocated: the driver
+/// rejects empty allocations, and an empty tensor still needs a buffer to point at).
+fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, CudaError> {
+    let slice = gpu
+        .stream
+        .alloc_zeros::<u8>(num_bytes.max(1))
+        .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
+    Ok(Arc::new(slice))
+}
+
+/// A device buffer holding a copy of `bytes`.
+fn upload(gpu: &CudaDevice, bytes: &[u8]) -> Result<Arc<dyn CudaBuffer>, CudaError> {
+    if bytes.is_empty() {
+        return alloc_zeros(gpu, 0);
+    }
+    let slice =
+        gpu.stream
+            .clone_htod(bytes)
+            .map_err(alloc_error(gpu, bytes.len(), "cuMemcpyHtoDAsync"))?;
+    Ok(Arc::new(slice))
+}

@@ -1,0 +1,252 @@
+//! The buffers behind tensors: aligned host bytes for the CPU device, cudarc allocations
+//! for a GPU.
+//!
+//! Both hold the elements as raw little-endian bytes (see `element.rs`), so one gather
+//! routine serves both and a view means the same thing on either device. Buffers are
+//! shared through `Arc`: a view clones the `Arc`, never the data.
+//!
+//! Host buffers start at a 256-byte boundary, the alignment `cuMemAlloc` guarantees, so
+//! a tensor's [`data_alignment`](super::Tensor::data_alignment) (which later decides
+//! vectorization) reads the same on the CPU reference device as on a GPU.
+//!
+//! A GPU buffer is any `CudaSlice<T>`: this crate allocates `CudaSlice<u8>`, and
+//! [`Tensor::from_cuda_slice`](super::Tensor::from_cuda_slice) accepts the typed slices
+//! other crates (candle) own, without copying. The element type `T` of the slice only
+//! matters for its byte length; the tensor's dtype says how the bytes are read.
+
+use std::fmt;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr};
+
+use crate::error::CudaError;
+
+/// The alignment in bytes of every buffer this crate allocates, host or device.
+pub const BUFFER_ALIGNMENT: usize = 256;
+
+/// Bytes on the host, starting at a [`BUFFER_ALIGNMENT`] boundary.
+pub(crate) struct HostBuffer {
+    /// Over-allocated by up to `BUFFER_ALIGNMENT - 1` bytes; never resized, so the heap
+    /// block (and with it the alignment of `start`) never moves.
+    raw: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl HostBuffer {
+    /// `len` zero bytes.
+    pub(crate) fn zeroed(len: usize) -> Result<Self, CudaError> {
+        let total = len.checked_add(BUFFER_ALIGNMENT - 1).ok_or_else(|| {
+            CudaError::tensor(
+                "host allocation",
+                "a byte size that fits in memory",
+                format!("{len} bytes"),
+            )
+        })?;
+        let mut raw = Vec::new();
+        raw.try_reserve_exact(total).map_err(|e| {
+            CudaError::tensor(
+                "host allocation",
+                format!("{len} bytes of host memory"),
+                format!("an allocation failure: {e}"),
+            )
+        })?;
+        raw.resize(total, 0);
+        let address = raw.as_ptr() as usize;
+        let start = (BUFFER_ALIGNMENT - address % BUFFER_ALIGNMENT) % BUFFER_ALIGNMENT;
+        Ok(HostBuffer { raw, start, len })
+    }
+
+    /// A copy of `bytes`.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, CudaError> {
+        let mut buffer = Self::zeroed(bytes.len())?;
+        buffer.as_bytes_mut().copy_from_slice(bytes);
+        Ok(buffer)
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.len]
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
+
+    pub(crate) fn address(&self) -> u64 {
+        self.as_bytes().as_ptr() as usize as u64
+    }
+}
+
+impl fmt::Debug for HostBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HostBuffer({} bytes)", self.len)
+    }
+}
+
+/// A device allocation of any element type, seen as bytes.
+pub(crate) trait CudaBuffer: Send + Sync + 'static {
+    /// The allocation's size in bytes.
+    fn num_bytes(&self) -> usize;
+    /// The device address of byte 0.
+    fn address(&self) -> u64;
+    /// Copies bytes `start..start + out.len()` into `out`, ordered on the allocation's
+    /// own stream (after the work that produced it), and waits for the copy.
+    fn download(&self, start: usize, out: &mut [u8]) -> Result<(), CudaError>;
+}
+
+impl<T: DeviceRepr + 'static> CudaBuffer for CudaSlice<T> {
+    fn num_bytes(&self) -> usize {
+        CudaSlice::num_bytes(self)
+    }
+
+    fn address(&self) -> u64 {
+        // Taking the pointer on the slice's own stream orders nothing new; the guard
+        // only records a read event when cudarc tracks several streams.
+        let (ptr, _guard) = self.device_ptr(CudaSlice::stream(self));
+        ptr
+    }
+
+    fn download(&self, start: usize, out: &mut [u8]) -> Result<(), CudaError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let end = start
+            .checked_add(out.len())
+            .filter(|&e| e <= self.num_bytes());
+        let Some(end) = end else {
+            return Err(CudaError::tensor(
+                "download",
+                format!("a byte range inside the {}-byte buffer", self.num_bytes()),
+                format!("{start}..{}", start.saturating_add(out.len())),
+            ));
+        };
+        let stream = CudaSlice::stream(self);
+        // SAFETY: every bit pattern is a valid `u8`, and the byte view covers exactly the
+        // allocation's `num_bytes()` bytes.
+        let bytes = unsafe { self.transmute::<u8>(self.num_bytes()) };
+        let view = bytes.and_then(|b| b.try_slice(start..end)).ok_or_else(|| {
+            CudaError::tensor(
+                "download",
+                format!("a byte range inside the {}-byte buffer", self.num_bytes()),
+                format!("{start}..{end}"),
+            )
+        })?;
+        stream
+            .memcpy_dtoh(&view, out)
+            .map_err(|e| CudaError::driver("cuMemcpyDtoHAsync", e))?;
+        stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("cuStreamSynchronize", e))
+    }
+}
+
+/// Where a tensor's elements live.
+#[derive(Clone)]
+pub(crate) enum Storage {
+    /// The CPU reference device.
+    Host(Arc<HostBuffer>),
+    /// A GPU allocation, with its base address read once when it was wrapped.
+    Cuda {
+        buffer: Arc<dyn CudaBuffer>,
+        address: u64,
+    },
+}
+
+impl Storage {
+    pub(crate) fn host(buffer: HostBuffer) -> Self {
+        Storage::Host(Arc::new(buffer))
+    }
+
+    pub(crate) fn cuda(buffer: Arc<dyn CudaBuffer>) -> Self {
+        let address = buffer.address();
+        Storage::Cuda { buffer, address }
+    }
+
+    pub(crate) fn num_bytes(&self) -> usize {
+        match self {
+            Storage::Host(b) => b.len,
+            Storage::Cuda { buffer, .. } => buffer.num_bytes(),
+        }
+    }
+
+    /// The address of byte 0 (a host address or a device address).
+    pub(crate) fn address(&self) -> u64 {
+        match self {
+            Storage::Host(b) => b.address(),
+            Storage::Cuda { address, .. } => *address,
+        }
+    }
+
+    /// Bytes `start..start + len`, borrowed on the host, downloaded from a GPU.
+    pub(crate) fn read_bytes(&self, start: usize, len: usize) -> Result<Bytes<'_>, CudaError> {
+        match self {
+            Storage::Host(b) => {
+                let bytes = b.as_bytes();
+                let range = start..start.saturating_add(len);
+                bytes
+                    .get(range.clone())
+                    .map(Bytes::Borrowed)
+                    .ok_or_else(|| {
+                        CudaError::tensor(
+                            "read",
+                            format!("a byte range inside the {}-byte buffer", bytes.len()),
+                            format!("{range:?}"),
+                        )
+                    })
+            }
+            Storage::Cuda { buffer, .. } => {
+                let mut out = vec![0u8; len];
+                buffer.download(start, &mut out)?;
+                Ok(Bytes::Owned(out))
+            }
+        }
+    }
+}
+
+/// Bytes read from a storage: borrowed from host memory or downloaded.
+pub(crate) enum Bytes<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Borrowed(b) => b,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_buffers_are_aligned_and_zeroed() {
+        for len in [0, 1, 7, 256, 1000] {
+            let b = HostBuffer::zeroed(len).unwrap();
+            assert_eq!(b.address() % BUFFER_ALIGNMENT as u64, 0, "len {len}");
+            assert_eq!(b.as_bytes().len(), len);
+            assert!(b.as_bytes().iter().all(|&x| x == 0));
+        }
+        let b = HostBuffer::from_bytes(&[1, 2, 3]).unwrap();
+        assert_eq!(b.as_bytes(), &[1, 2, 3]);
+    }
+
+    #[test]
+    fn an_impossible_host_allocation_is_an_error() {
+        assert!(HostBuffer::zeroed(usize::MAX).is_err());
+        assert!(HostBuffer::zeroed(usize::MAX / 2).is_err());
+    }
+
+    #[test]
+    fn reads_outside_a_host_buffer_are_errors() {
+        let s = Storage::host(HostBuffer::from_bytes(&[1, 2, 3, 4]).unwrap());
+        assert_eq!(&*s.read_bytes(1, 2).unwrap(), &[2, 3]);
+        assert!(s.read_bytes(3, 2).is_err());
+        assert!(s.read_bytes(usize::MAX, 2).is_err());
+    }
+}
