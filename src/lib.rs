@@ -1,3 +1,41 @@
 //! nvfuser-rs: a fusion code generator for NVIDIA GPUs.
+//!
+//! Define tensor math once, with the [`fusion!`] macro or at run time with
+//! [`FusionDefinition`]; run it on a [`Device`] (a GPU, or the CPU reference evaluator).
+//! This crate is the facade: it re-exports the IR and builder of `nvfuser-core` and the
+//! runtime of `nvfuser-cuda`.
+//!
+//! ```
+//! use nvfuser::prelude::*;
+//!
+//! let mut fd = FusionDefinition::new();
+//! let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+//! let b = fd.define_tensor(DataType::F32, &[-1])?;
+//! let y = fd.add(x, b)?; // [N, H] + [H] broadcasts
+//! let y = fd.relu(y)?;
+//! fd.add_output(y)?;
+//! let exec = FusionExecutorCache::new(fd.finish()?);
+//!
+//! let dev = Device::cpu();
+//! let x = dev.tensor_from_slice(&[1.0f32, -2.0, 3.0, -4.0], [2, 2])?;
+//! let b = dev.tensor_from_slice(&[0.5f32, 0.5], [2])?;
+//! let y = exec.run(&dev, &[(&x).into(), (&b).into()])?;
+//! assert_eq!(y[0].to_vec::<f32>()?, vec![1.5, 0.0, 3.5, 0.0]);
+//! # Ok::<(), nvfuser::Error>(())
+//! ```
 #![deny(missing_docs)]
-pub use nvfuser_core as core;
+
+pub use nvfuser_core::{builder, dsl, dtype, eval, ir, philox, print};
+pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
+pub use nvfuser_cuda::{Arg, Device, DeviceProperties, Element, FusionExecutorCache, Tensor};
+
+/// The error type of everything that runs: definition errors convert into it.
+pub type Error = nvfuser_cuda::CudaError;
+
+/// The names most programs need.
+pub mod prelude {
+    pub use nvfuser_core::builder::{Contiguity, Slice, TensorSpec};
+    pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
+    pub use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
+    pub use half::{bf16, f16};
+}

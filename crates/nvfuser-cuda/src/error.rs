@@ -184,6 +184,16 @@ pub enum CudaError {
         found: String,
     },
 
+    /// GPU execution of generated kernels is not available in this build yet.
+    #[error(
+        "{what} on a GPU is not implemented yet (the kernel executor is being built); \
+         run on Device::cpu() meanwhile"
+    )]
+    GpuExecutionUnavailable {
+        /// What was asked for.
+        what: String,
+    },
+
     /// Tensors on different devices given to one operation.
     #[error("{op}: expected tensors on {expected}, found one on {found}")]
     DeviceMismatch {

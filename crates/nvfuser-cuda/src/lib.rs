@@ -39,6 +39,7 @@ mod error;
 pub mod cache;
 pub mod device;
 pub mod driver;
+pub mod executor;
 pub mod nvrtc;
 pub mod tensor;
 pub mod testing;
@@ -47,6 +48,7 @@ pub use cache::{CacheKey, CacheOrigin, CacheStats, CachedKernel, KernelCache, Ke
 pub use device::{Device, DeviceProperties};
 pub use driver::{DriverInfo, DriverVersion};
 pub use error::{CompileFailure, CudaError};
+pub use executor::{Arg, FusionExecutorCache};
 pub use nvrtc::{
     compile, compile_with_options, nvrtc_version, CompiledKernel, GpuArch, NvrtcOptions,
     NvrtcVersion,
