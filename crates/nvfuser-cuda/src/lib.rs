@@ -40,6 +40,7 @@ pub mod cache;
 pub mod device;
 pub mod driver;
 pub mod executor;
+pub mod launch;
 pub mod nvrtc;
 pub mod tensor;
 pub mod testing;
