@@ -86,7 +86,7 @@ pub fn run_scheduled(
 
     let grid = dims(&kernel.launch.grid, &eval)?;
     let block = dims(&kernel.launch.block, &eval)?;
-    if grid.iter().any(|&g| g == 0) {
+    if grid.contains(&0) {
         return Ok(outputs);
     }
     let threads = block.iter().product::<u32>();
