@@ -81,6 +81,51 @@ fn outer_sum() {
 }
 
 #[test]
+fn softmax_row_in_shared() {
+    check("softmax_row_in_shared");
+}
+
+#[test]
+fn layer_norm_bf16() {
+    check("layer_norm_bf16");
+}
+
+#[test]
+fn rms_norm_bf16() {
+    check("rms_norm_bf16");
+}
+
+#[test]
+fn welford_three_outputs() {
+    check("welford_three_outputs");
+}
+
+#[test]
+fn inner_sum_grid() {
+    check("inner_sum_grid");
+}
+
+#[test]
+fn inner_sum_2d_block() {
+    check("inner_sum_2d_block");
+}
+
+#[test]
+fn resize_slice_pad_cat() {
+    check("resize_slice_pad_cat");
+}
+
+#[test]
+fn reshape_view() {
+    check("reshape_view");
+}
+
+#[test]
+fn gather_select() {
+    check("gather_select");
+}
+
+#[test]
 fn every_kernel_is_self_contained() {
     for (name, sf) in corpus::all().unwrap() {
         let k = generate(&sf, &KernelOptions::default()).unwrap();

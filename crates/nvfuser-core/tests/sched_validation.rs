@@ -321,3 +321,253 @@ fn abi_packs_in_signature_order_and_checks_arguments() {
         "32-bit index overflow is rejected"
     );
 }
+
+// ----- shared memory, multi-output, grid reductions, resize ops -----
+
+use nvfuser_core::builder::{Size, Slice};
+use nvfuser_core::codegen::WorkKind;
+use nvfuser_core::sched::MemoryType;
+
+fn softmax_like(width: i64) -> (ScheduledFusion, ValId, ValId) {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, width]).unwrap();
+    let m = fd.max(x, &[1], false).unwrap();
+    let mb = fd.broadcast(m, &[false, true]).unwrap();
+    let y = fd.sub(x, mb).unwrap();
+    fd.add_output(y).unwrap();
+    (ScheduledFusion::new(fd.finish().unwrap()).unwrap(), x, y)
+}
+
+#[test]
+fn shared_memory_over_48_kib() {
+    let (mut s, x, y) = softmax_like(16384);
+    let xc = s.cache_after(x).unwrap();
+    s.split(y, 1, 256).unwrap();
+    s.parallelize(y, 0, BIDx).unwrap();
+    s.parallelize(y, 2, TIDx).unwrap();
+    let others: Vec<ValId> = s
+        .schedule()
+        .tensors
+        .keys()
+        .copied()
+        .filter(|&v| v != x && v != y)
+        .collect();
+    s.transform_like(y, &others).unwrap();
+    s.parallelize_like(y, &others).unwrap();
+    s.set_memory_type(xc, MemoryType::Shared).unwrap();
+    s.inline_most().unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::SharedMemoryTooLarge {
+            bytes: 65536,
+            limit: 49152,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn buffer_over_a_symbolic_extent() {
+    let (mut s, x, _) = pointwise(DataType::F32, &[-1, -1]);
+    let c = s.cache_after(x).unwrap();
+    s.set_memory_type(c, MemoryType::Shared).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::SymbolicAllocation {
+            axis: 0,
+            memory: MemoryType::Shared,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn shared_tensor_read_across_blocks() {
+    let (mut s, x, y) = pointwise(DataType::F32, &[-1, 64]);
+    let c = s.cache_after(x).unwrap();
+    s.set_memory_type(c, MemoryType::Shared).unwrap();
+    s.parallelize(c, 0, BIDx).unwrap();
+    s.parallelize(y, 0, BIDy).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::BlockMismatch { ptype: BIDx, .. })
+    ));
+}
+
+#[test]
+fn resize_op_reading_registers() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[1000]).unwrap();
+    let sl = fd.slice(x, &[Slice::range(1, -1)]).unwrap();
+    fd.add_output(sl).unwrap();
+    let mut s = ScheduledFusion::new(fd.finish().unwrap()).unwrap();
+    let c = s.cache_after(x).unwrap();
+    assert_eq!(
+        s.validate(),
+        Err(ScheduleError::ResizeInputInRegisters {
+            op: "slice",
+            producer: c,
+            consumer: sl
+        })
+    );
+    // From shared memory it is fine.
+    s.set_memory_type(c, MemoryType::Shared).unwrap();
+    s.validate().unwrap();
+    let src = generate(&s, &KernelOptions::default())
+        .unwrap()
+        .cuda_source();
+    assert!(src.contains("__syncthreads();"), "{src}");
+}
+
+#[test]
+fn block_reduction_over_thread_y() {
+    let (mut s, _, r) = inner_sum();
+    s.split(r, 1, 32).unwrap();
+    s.parallelize(r, 2, TIDy).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::ReductionParallel { ptype: TIDy, .. })
+    ));
+}
+
+#[test]
+fn grid_reduction_needs_a_global_result() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let r = fd.sum(x, &[1], false).unwrap();
+    let y = fd.neg(r).unwrap();
+    fd.add_output(y).unwrap();
+    let mut s = ScheduledFusion::new(fd.finish().unwrap()).unwrap();
+    s.split(r, 1, 128).unwrap();
+    s.parallelize(r, 0, BIDy).unwrap();
+    s.parallelize(r, 1, BIDx).unwrap();
+    s.parallelize(r, 2, TIDx).unwrap();
+    s.parallelize(y, 0, BIDy).unwrap();
+    let err = generate(&s, &KernelOptions::default()).unwrap_err();
+    assert!(
+        matches!(&err, ScheduleError::Unsupported(m) if m.contains("last block")),
+        "{err}"
+    );
+}
+
+#[test]
+fn grid_reduction_abi_lists_work_buffers() {
+    let sf = corpus::inner_sum_grid().unwrap();
+    let k = generate(&sf, &KernelOptions::default()).unwrap();
+    let wb = k.abi.work_buffers();
+    assert_eq!(wb.len(), 2);
+    assert_eq!(wb[0].name, "T1_work");
+    assert_eq!(wb[0].kind, WorkKind::Partials(DataType::F32));
+    assert!(!wb[0].kind.zeroed());
+    assert_eq!(wb[1].name, "T1_sem");
+    assert_eq!(wb[1].kind, WorkKind::Semaphore);
+    assert!(wb[1].kind.zeroed());
+    // One partial per block (8 × rows), one semaphore per row.
+    let eval = |e: &nvfuser_core::ir::Extent| {
+        e.eval(&|_, a| Some(if a == 0 { 5 } else { 3000 }), &|_| None)
+    };
+    assert_eq!(eval(&wb[0].elements), Some(40));
+    assert_eq!(eval(&wb[1].elements), Some(5));
+    assert_eq!(wb[1].bytes(5), 20);
+    let src = k.cuda_source();
+    assert!(src.contains(&k.abi.signature()));
+    assert!(src.contains("unsigned int* __restrict__ T1_sem"));
+    let args: std::collections::BTreeMap<ValId, KernelArg> = [
+        (
+            ValId(0),
+            KernelArg::Tensor {
+                ptr: 0x1000,
+                sizes: vec![5, 3000],
+                strides: vec![3000, 1],
+            },
+        ),
+        (
+            ValId(1),
+            KernelArg::Tensor {
+                ptr: 0x2000,
+                sizes: vec![5],
+                strides: vec![1],
+            },
+        ),
+    ]
+    .into_iter()
+    .collect();
+    assert!(k.abi.pack(&args).is_err(), "work buffers must be given");
+    let packed = k.abi.pack_with_buffers(&args, &[0x3000, 0x4000]).unwrap();
+    assert_eq!(packed.len(), k.abi.params.len());
+    assert_eq!(packed[wb[0].param], 0x3000u64.to_le_bytes());
+    assert_eq!(packed[wb[1].param], 0x4000u64.to_le_bytes());
+}
+
+#[test]
+fn multi_output_siblings_are_scheduled_together() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let (avg, m2, n) = fd.welford(x, &[1]).unwrap();
+    for t in [avg, m2, n] {
+        fd.add_output(t).unwrap();
+    }
+    let mut s = ScheduledFusion::new(fd.finish().unwrap()).unwrap();
+    s.split(m2, 1, 64).unwrap();
+    s.parallelize(n, 2, TIDx).unwrap();
+    let d = |t| s.tensor(t).unwrap().domain.clone();
+    assert_eq!(d(avg), d(m2));
+    assert_eq!(d(avg), d(n));
+    assert_eq!(s.schedule().sibling_group(m2), vec![m2, avg, n]);
+    let ir = s.scheduled_ir();
+    assert!(
+        ir.contains(&format!(
+            "(T{}_g f32, T{}_g f32, T{}_g i64) = welford(",
+            avg.0, m2.0, n.0
+        )),
+        "{ir}"
+    );
+    s.validate().unwrap();
+}
+
+#[test]
+fn cache_fork_needs_an_output_that_is_read() {
+    let (mut s, _, y) = pointwise(DataType::F32, &[-1]);
+    assert!(matches!(
+        s.cache_fork(y),
+        Err(ScheduleError::InvalidArgument {
+            op: "cache_fork",
+            ..
+        })
+    ));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    let a = fd.neg(x).unwrap();
+    let b = fd.exp(a).unwrap();
+    fd.add_output(a).unwrap();
+    fd.add_output(b).unwrap();
+    let mut s = ScheduledFusion::new(fd.finish().unwrap()).unwrap();
+    let c = s.cache_fork(a).unwrap();
+    let sch = s.schedule();
+    assert_eq!(sch.exprs[sch.definition(a).unwrap()].inputs, vec![c]);
+    assert_eq!(sch.exprs[sch.definition(b).unwrap()].inputs, vec![c]);
+    assert_eq!(sch.tensors[&c].memory, MemoryType::Local);
+}
+
+#[test]
+fn uniform_maps_high_to_low_after_rounding() {
+    let mut fd = FusionDefinition::new();
+    let n = fd.define_scalar(DataType::I64).unwrap();
+    let lo = fd.constant(1.0);
+    let hi = fd.constant(2.0);
+    let seed = fd.define_scalar(DataType::I64).unwrap();
+    let off = fd.define_scalar(DataType::I64).unwrap();
+    let u = fd
+        .uniform(&[Size::Val(n)], lo, hi, seed, off, DataType::BF16)
+        .unwrap();
+    fd.add_output(u).unwrap();
+    let mut s = ScheduledFusion::new(fd.finish().unwrap()).unwrap();
+    s.split(u, 0, 128).unwrap();
+    s.parallelize(u, 0, BIDx).unwrap();
+    s.parallelize(u, 1, TIDx).unwrap();
+    let src = generate(&s, &KernelOptions::default())
+        .unwrap()
+        .cuda_source();
+    assert!(src.contains("nvf_uniform<nvf_bfloat>("), "{src}");
+    assert!(src.contains("(float)v >= (float)hi_t ? lo_t : v"));
+}

@@ -5,6 +5,15 @@
 //! drift apart. Each tensor is two parameters: a `__restrict__` data pointer and a
 //! shape struct `nvf_shape<N>` of `N` sizes followed by `N` strides (in elements), both
 //! of the kernel's index type (a rank-0 tensor carries one unused size and stride).
+//!
+//! Grid (cross-block) reductions add *work buffers* after the tensors and scalars: per
+//! grid-reduced tensor `T`, `T_work` (one partial result per block and thread slot, in
+//! the reduction's type; need not be initialized) and `T_sem` (one `unsigned int`
+//! arrival counter per group of blocks that reduce together; **must be zero** at the
+//! first launch; the kernel leaves it zero again, so a buffer can be reused by later
+//! launches of the same kernel as long as they do not run concurrently). The launcher
+//! allocates them from [`KernelAbi::work_buffers`] and passes their addresses to
+//! [`KernelAbi::pack_with_buffers`].
 
 use std::collections::BTreeMap;
 
@@ -90,6 +99,67 @@ pub enum ParamKind {
         /// Its type.
         dtype: DataType,
     },
+    /// A work buffer of a grid reduction (see the module documentation).
+    WorkBuffer {
+        /// The reduction's output tensor.
+        tensor: ValId,
+        /// What it holds.
+        kind: WorkKind,
+        /// Number of elements.
+        elements: crate::ir::Extent,
+    },
+}
+
+/// What a work buffer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WorkKind {
+    /// Partial results of a grid reduction, of this type.
+    Partials(DataType),
+    /// Arrival counters (`unsigned int`), zero before the first launch.
+    Semaphore,
+}
+
+impl WorkKind {
+    /// The CUDA element type.
+    pub fn cuda(self) -> &'static str {
+        match self {
+            WorkKind::Partials(d) => cuda_type(d),
+            WorkKind::Semaphore => "unsigned int",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn elem_bytes(self) -> usize {
+        match self {
+            WorkKind::Partials(d) => d.size_bytes(),
+            WorkKind::Semaphore => 4,
+        }
+    }
+
+    /// Whether the launcher must zero the buffer before the first launch.
+    pub fn zeroed(self) -> bool {
+        matches!(self, WorkKind::Semaphore)
+    }
+}
+
+/// A work buffer the launcher allocates (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkBuffer {
+    /// Its parameter name (`T3_work`, `T3_sem`).
+    pub name: String,
+    /// Position of its parameter in [`KernelAbi::params`].
+    pub param: usize,
+    /// What it holds.
+    pub kind: WorkKind,
+    /// Number of elements, over the fusion's input sizes and scalars.
+    pub elements: crate::ir::Extent,
+}
+
+impl WorkBuffer {
+    /// Bytes to allocate for `elements` evaluated to `n`.
+    pub fn bytes(&self, n: i64) -> usize {
+        n.max(1) as usize * self.kind.elem_bytes()
+    }
 }
 
 /// One kernel parameter.
@@ -140,6 +210,9 @@ impl Param {
             ),
             ParamKind::TensorShape { rank, .. } => format!("const nvf_shape<{rank}> {}", self.name),
             ParamKind::Scalar { dtype, .. } => format!("{} {}", cuda_type(*dtype), self.name),
+            ParamKind::WorkBuffer { kind, .. } => {
+                format!("{}* __restrict__ {}", kind.cuda(), self.name)
+            }
         }
     }
 }
@@ -159,11 +232,47 @@ impl KernelAbi {
         )
     }
 
+    /// The work buffers the launcher must allocate, in parameter order.
+    pub fn work_buffers(&self) -> Vec<WorkBuffer> {
+        self.params
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match &p.kind {
+                ParamKind::WorkBuffer { kind, elements, .. } => Some(WorkBuffer {
+                    name: p.name.clone(),
+                    param: i,
+                    kind: *kind,
+                    elements: elements.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The argument bytes for each parameter, in order, checked against the ABI: every
     /// tensor and scalar must be bound, ranks must match, sizes must fit the index type
-    /// and scalars must have the parameter's category.
+    /// and scalars must have the parameter's category. A kernel with work buffers needs
+    /// [`KernelAbi::pack_with_buffers`].
     pub fn pack(&self, args: &BTreeMap<ValId, KernelArg>) -> SchedResult<Vec<Vec<u8>>> {
+        self.pack_with_buffers(args, &[])
+    }
+
+    /// [`KernelAbi::pack`] for a kernel with work buffers: `buffers` holds the device
+    /// address of each of [`KernelAbi::work_buffers`], in that order.
+    pub fn pack_with_buffers(
+        &self,
+        args: &BTreeMap<ValId, KernelArg>,
+        buffers: &[u64],
+    ) -> SchedResult<Vec<Vec<u8>>> {
         let bad = |m: String| ScheduleError::Unsupported(format!("launch arguments: {m}"));
+        let needed = self.work_buffers().len();
+        if buffers.len() != needed {
+            return Err(bad(format!(
+                "the kernel has {needed} work buffers (KernelAbi::work_buffers), {} addresses given",
+                buffers.len()
+            )));
+        }
+        let mut next_buffer = buffers.iter();
         let mut out = Vec::with_capacity(self.params.len());
         for p in &self.params {
             let id = match &p.kind {
@@ -171,6 +280,14 @@ impl KernelAbi {
                     *tensor
                 }
                 ParamKind::Scalar { val, .. } => *val,
+                ParamKind::WorkBuffer { .. } => {
+                    let ptr = next_buffer.next().copied().unwrap_or(0);
+                    if ptr == 0 {
+                        return Err(bad(format!("{}: a null work buffer", p.name)));
+                    }
+                    out.push(ptr.to_le_bytes().to_vec());
+                    continue;
+                }
             };
             let arg = args
                 .get(&id)

@@ -7,7 +7,6 @@ use super::abi::cuda_type;
 use super::kir::Stmt;
 use super::preamble::PREAMBLE;
 use super::Kernel;
-use crate::ir::ReductionOp;
 
 pub(super) fn print(k: &Kernel) -> String {
     let mut s = String::new();
@@ -61,6 +60,12 @@ fn print_stmt(s: &mut String, st: &Stmt, depth: usize) {
             print_block(s, body, depth + 1);
             let _ = writeln!(s, "{ind}}}");
         }
+        Stmt::Sync(why) => {
+            let _ = writeln!(s, "{ind}__syncthreads();  // {why}");
+        }
+        Stmt::Call(c) => {
+            let _ = writeln!(s, "{ind}{c};");
+        }
         Stmt::Assign { lhs, rhs } => {
             let _ = writeln!(s, "{ind}{lhs} = {rhs};");
         }
@@ -83,12 +88,7 @@ fn print_stmt(s: &mut String, st: &Stmt, depth: usize) {
             smem,
             ..
         } => {
-            let f = match op {
-                ReductionOp::Sum | ReductionOp::Mean => "NvfSum()",
-                ReductionOp::Prod => "NvfProd()",
-                ReductionOp::Max => "NvfMax()",
-                ReductionOp::Min => "NvfMin()",
-            };
+            let f = super::lower::reduction_functor(*op);
             let _ = writeln!(
                 s,
                 "{ind}{acc} = nvf_block_allreduce_x({acc}, {f}, {init}, {smem});"

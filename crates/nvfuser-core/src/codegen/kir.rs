@@ -61,6 +61,10 @@ pub enum Stmt {
         /// Source address expression.
         src: String,
     },
+    /// `__syncthreads();` with the reason as a trailing comment.
+    Sync(String),
+    /// A call of a runtime helper for its effect: `f(args);`.
+    Call(String),
     /// All-reduce `acc` over `threadIdx.x` through shared memory buffer `smem`.
     BlockReduce {
         /// The accumulator lvalue.

@@ -20,18 +20,18 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::{Add, Div, Mul, Rem};
 
-use super::abi::{cuda_type, IndexType, KernelAbi, Param, ParamKind};
+use super::abi::{cuda_type, IndexType, KernelAbi, Param, ParamKind, WorkKind};
 use super::index::Idx;
 use super::kir::{Requirement, Stmt};
 use super::{Kernel, KernelOptions, LaunchDims};
 use crate::dtype::{promote, DataType, Operand, ScalarValue};
 use crate::ir::{
-    BinaryOp, BinaryRule, Distribution, Extent, IterKind, Op, ReductionOp, TernaryOp, UnaryRule,
-    ValId,
+    BinaryOp, BinaryRule, Distribution, Extent, IterKind, Op, ReductionOp, SizeArg, TernaryOp,
+    UnaryRule, ValId,
 };
 use crate::sched::{
     DomId, DomTransform, MemoryType, ParallelType, SExpr, SchedResult, Schedule, ScheduleError,
-    ScheduledFusion, TensorDomain, TensorSchedule,
+    ScheduledFusion, TensorDomain, TensorSchedule, STATIC_SHARED_LIMIT,
 };
 
 type Key = (ValId, usize);
@@ -52,6 +52,10 @@ struct Lower<'a> {
     anchors: HashMap<Key, Vec<usize>>,
     anchored: HashSet<usize>,
     shared: Vec<(String, DataType, i64)>,
+    /// Shared tensors written since the last `__syncthreads()`.
+    pending_sync: HashSet<ValId>,
+    /// Work buffers of grid reductions, as ABI parameters.
+    work: Vec<Param>,
     bound: BTreeMap<ParallelType, Extent>,
     requirements: Vec<Requirement>,
 }
@@ -83,6 +87,8 @@ pub(super) fn lower(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<K
         anchors: HashMap::new(),
         anchored: HashSet::new(),
         shared: Vec::new(),
+        pending_sync: HashSet::new(),
+        work: Vec::new(),
         bound: BTreeMap::new(),
         requirements: Vec::new(),
     };
@@ -178,9 +184,32 @@ impl<'a> Lower<'a> {
         let mut root: Vec<Node> = Vec::new();
         let mut open: Vec<Key> = Vec::new();
         let mut closed: HashSet<Key> = HashSet::new();
+        // Values defined inside each open loop (outermost first).
+        let mut defined_in: Vec<HashSet<ValId>> = Vec::new();
         for (ei, e) in self.s.exprs.iter().enumerate() {
             let nest = self.nest(e.output);
             let common = open.iter().zip(&nest).take_while(|(a, b)| a == b).count();
+            // An expression outside the open loops that reads nothing computed in them
+            // (a per-row scalar between two parts of a row loop) goes right before
+            // them, so the loop stays open for the expressions after it.
+            let hoist = nest.len() == common
+                && common < open.len()
+                && e.inputs
+                    .iter()
+                    .all(|v| defined_in[common..].iter().all(|d| !d.contains(v)));
+            if hoist {
+                let mut scope = &mut root;
+                for _ in 0..common {
+                    match scope.last_mut() {
+                        Some(Node::Loop { body, .. }) => scope = body,
+                        _ => return unsupported("loop nest bookkeeping".into()),
+                    }
+                }
+                let at = scope.len().saturating_sub(1);
+                scope.insert(at, Node::Expr(ei));
+                continue;
+            }
+            defined_in.truncate(common);
             for k in open.drain(common..) {
                 closed.insert(k);
             }
@@ -209,6 +238,10 @@ impl<'a> Lower<'a> {
                     _ => return unsupported("loop nest bookkeeping".into()),
                 }
                 open.push(k);
+                defined_in.push(HashSet::new());
+            }
+            for d in defined_in.iter_mut() {
+                d.extend(e.outputs());
             }
             scope.push(Node::Expr(ei));
         }
@@ -227,15 +260,19 @@ impl<'a> Lower<'a> {
         for (ei, e) in self.s.exprs.iter().enumerate() {
             let tv = e.output;
             let t = self.t(tv);
-            if t.memory != MemoryType::Global {
-                if t.memory == MemoryType::Shared {
-                    return unsupported(format!(
-                        "T{}: shared-memory tensors are not lowered yet",
-                        tv.0
-                    ));
+            for o in e.outputs() {
+                match self.t(o).memory {
+                    MemoryType::Global => {}
+                    MemoryType::Shared => {
+                        let (_, exts) = self.alloc_dims(o)?;
+                        let n = exts.iter().product::<i64>().max(1);
+                        self.shared.push((format!("T{}", o.0), self.t(o).dtype, n));
+                    }
+                    MemoryType::Local => {
+                        let scope = self.alloc_scope(o);
+                        self.allocs.entry(scope).or_default().push(o);
+                    }
                 }
-                let scope = self.alloc_scope(tv);
-                self.allocs.entry(scope).or_default().push(tv);
             }
             if is_reduction(&t.domain) {
                 let anchor = (0..t.domain.loop_dims.len()).find(|&i| {
@@ -246,18 +283,8 @@ impl<'a> Lower<'a> {
                     self.anchors.entry(self.key(tv, i)).or_default().push(ei);
                     self.anchored.insert(ei);
                 }
-                let tidx_red = t.domain.loop_dims.iter().any(|&l| {
-                    let d = t.domain.dom(l);
-                    d.kind == IterKind::Reduction && d.parallel == ParallelType::TIDx
-                });
-                if tidx_red {
-                    if self.bound.contains_key(&ParallelType::TIDy)
-                        || self.bound.contains_key(&ParallelType::TIDz)
-                    {
-                        return unsupported(
-                            "block reductions in kernels that use threadIdx.y/z".into(),
-                        );
-                    }
+                let welford = is_welford(&e.op);
+                if red_parallel(&t.domain, ParallelType::TIDx) {
                     let e = self.bound[&ParallelType::TIDx].clone();
                     if e.as_const().is_none() {
                         self.requirements.push(Requirement::Divisible {
@@ -266,44 +293,45 @@ impl<'a> Lower<'a> {
                             why: format!("block reduction of T{} over threadIdx.x", tv.0),
                         });
                     }
-                    self.shared.push((format!("T{}_smem", tv.0), t.dtype, 32));
+                    if welford {
+                        for (suffix, dt) in
+                            [("avg", t.dtype), ("m2", t.dtype), ("n", DataType::I64)]
+                        {
+                            self.shared
+                                .push((format!("T{}_smem_{suffix}", tv.0), dt, 32));
+                        }
+                    } else {
+                        self.shared.push((format!("T{}_smem", tv.0), t.dtype, 32));
+                    }
+                }
+                if grid_dims(&t.domain).next().is_some() {
+                    self.plan_grid_reduction(ei)?;
                 }
             }
+        }
+        let total: i64 = self
+            .shared
+            .iter()
+            .map(|(_, dt, n)| n * dt.size_bytes() as i64)
+            .sum();
+        if total > STATIC_SHARED_LIMIT {
+            return Err(ScheduleError::SharedMemoryTooLarge {
+                bytes: total,
+                limit: STATIC_SHARED_LIMIT,
+                detail: self
+                    .shared
+                    .iter()
+                    .map(|(n, dt, c)| format!("{n}: {}", c * dt.size_bytes() as i64))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
         }
         Ok(())
     }
 
-    /// Size of a register tensor and the loop positions it is allocated over.
+    /// Size of a register or shared tensor and the loop positions it spans.
     fn alloc_dims(&self, tv: ValId) -> SchedResult<(Vec<usize>, Vec<i64>)> {
-        let t = self.t(tv);
-        let pos = t.compute_at.map_or(0, |c| c.pos);
-        let mut dims = Vec::new();
-        let mut exts = Vec::new();
-        for i in pos..t.domain.loop_dims.len() {
-            let d = t.domain.loop_dom(i);
-            if d.kind == IterKind::Reduction
-                || d.kind == IterKind::Broadcast
-                || d.extent == Extent::Const(1)
-            {
-                continue;
-            }
-            let skip = match t.memory {
-                MemoryType::Local => d.parallel.is_thread(),
-                _ => d.parallel.is_bid(),
-            };
-            if skip {
-                continue;
-            }
-            let Some(c) = d.extent.as_const() else {
-                return unsupported(format!(
-                    "T{} in registers over loop dim {i} of symbolic extent {}; split it by a constant or inline it",
-                    tv.0, d.extent
-                ));
-            };
-            dims.push(i);
-            exts.push(c);
-        }
-        Ok((dims, exts))
+        self.t(tv).alloc_dims(tv)
     }
 
     fn alloc_stmt(&self, tv: ValId) -> SchedResult<Stmt> {
@@ -315,14 +343,61 @@ impl<'a> Lower<'a> {
         })
     }
 
+    /// Shared-memory tensors written and read by the expressions under `n`.
+    fn shared_access(&self, n: &Node, w: &mut HashSet<ValId>, r: &mut HashSet<ValId>) {
+        match n {
+            Node::Expr(ei) => {
+                let e = &self.s.exprs[*ei];
+                let shared = |v: &ValId| {
+                    self.s
+                        .tensors
+                        .get(v)
+                        .is_some_and(|t| t.memory == MemoryType::Shared)
+                };
+                w.extend(e.outputs().into_iter().filter(shared));
+                r.extend(e.inputs.iter().copied().filter(shared));
+            }
+            Node::Loop { body, .. } => {
+                for c in body {
+                    self.shared_access(c, w, r);
+                }
+            }
+        }
+    }
+
+    /// `__syncthreads()` before code that reads a shared tensor written since the last
+    /// barrier (read-after-write across threads).
+    fn sync_before_reads(&mut self, n: &Node, out: &mut Vec<Stmt>) {
+        let (mut w, mut r) = (HashSet::new(), HashSet::new());
+        self.shared_access(n, &mut w, &mut r);
+        if r.iter().any(|v| self.pending_sync.contains(v)) {
+            let mut names: Vec<ValId> = r.intersection(&self.pending_sync).copied().collect();
+            names.sort();
+            out.push(Stmt::Sync(format!(
+                "{} written by other threads",
+                names
+                    .iter()
+                    .map(|v| format!("T{}", v.0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+            self.pending_sync.clear();
+        }
+    }
+
     fn emit_node(&mut self, n: &Node, out: &mut Vec<Stmt>) -> SchedResult<()> {
+        self.sync_before_reads(n, out);
         match n {
             Node::Expr(ei) => {
                 if self.anchored.contains(ei) {
-                    self.emit_accumulate(*ei, out)
+                    self.emit_accumulate(*ei, out)?;
                 } else {
-                    self.emit_expr(*ei, out)
+                    self.emit_expr(*ei, out)?;
                 }
+                let mut w = HashSet::new();
+                self.shared_access(n, &mut w, &mut HashSet::new());
+                self.pending_sync.extend(w);
+                Ok(())
             }
             Node::Loop { key, body } => {
                 let anchored = self.anchors.get(key).cloned().unwrap_or_default();
@@ -344,6 +419,16 @@ impl<'a> Lower<'a> {
                 }
                 for c in body {
                     self.emit_node(c, &mut inner)?;
+                }
+                // Write-after-read across iterations: the next iteration overwrites a
+                // shared tensor that other threads may still be reading.
+                let (mut w, mut r) = (HashSet::new(), HashSet::new());
+                self.shared_access(n, &mut w, &mut r);
+                if w.iter().any(|v| r.contains(v)) {
+                    inner.push(Stmt::Sync(
+                        "before the next iteration overwrites shared memory".into(),
+                    ));
+                    self.pending_sync.clear();
                 }
                 self.env.remove(key);
                 let d = self.key_dom(*key);
@@ -645,7 +730,9 @@ impl<'a> Lower<'a> {
                 let x = d.dom(l);
                 x.parallel == p && x.kind != IterKind::Broadcast && x.kind != IterKind::Reduction
             });
-            if !used {
+            // A grid reduction's result is written by the last block, whichever it is.
+            let grid_reduced = p.is_bid() && red_parallel(d, p);
+            if !used && !grid_reduced {
                 out.push(format!("{} == 0", p.cuda_index().unwrap_or("0")));
             }
         }
@@ -761,6 +848,14 @@ impl<'a> Lower<'a> {
                     }
                 }
             }
+            Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Cat { .. }
+            | Op::Reshape { .. }
+            | Op::Select { .. }
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::TakeAlongAxis { .. } => self.resize_value(e, cidx)?,
             Op::Full { .. } => self.operand(e, ins[0], out_dt.compute_type(), cidx)?,
             Op::Iota { .. } => {
                 let c = out_dt.compute_type();
@@ -783,9 +878,10 @@ impl<'a> Lower<'a> {
                 let seed = self.operand(e, ins[2], DataType::I64, cidx)?;
                 let off = self.operand(e, ins[3], DataType::I64, cidx)?;
                 let wide = out_dt == DataType::F64;
+                let uniform_t = format!("nvf_uniform<{}>", cuda_type(out_dt));
                 let (f, pt) = match (dist, wide) {
-                    (Distribution::Uniform, false) => ("nvf_uniform_f32", DataType::F32),
-                    (Distribution::Uniform, true) => ("nvf_uniform_f64", DataType::F64),
+                    (Distribution::Uniform, false) => (uniform_t.as_str(), DataType::F32),
+                    (Distribution::Uniform, true) => ("nvf_uniform_f64_op", DataType::F64),
                     (Distribution::Normal, false) => ("nvf_normal_f32", DataType::F64),
                     (Distribution::Normal, true) => ("nvf_normal_f64", DataType::F64),
                 };
@@ -801,6 +897,191 @@ impl<'a> Lower<'a> {
                     other.name()
                 ))
             }
+        })
+    }
+
+    /// Reads tensor `p` (global or shared) at the given indices of its shape dims.
+    fn read_at(&self, e: &SExpr, p: ValId, shape_idx: &[Idx]) -> SchedResult<String> {
+        let pt = self.t(p);
+        match pt.memory {
+            MemoryType::Global => Ok(format!("T{}[{}]", p.0, self.global_offset(p, shape_idx))),
+            MemoryType::Shared => {
+                let pd = &pt.domain;
+                let mut pidx: HashMap<DomId, Idx> = HashMap::new();
+                for (j, &pdim) in shape_doms(pd).iter().enumerate() {
+                    let i = if pd.dom(pdim).kind == IterKind::Iteration {
+                        shape_idx.get(j).cloned().unwrap_or(Idx::Const(0))
+                    } else {
+                        Idx::Const(0)
+                    };
+                    pidx.insert(pdim, i);
+                }
+                forward_indices(pd, &mut pidx);
+                let off = self.local_offset(p, &|i| {
+                    pidx.get(&pd.loop_dims[i]).cloned().unwrap_or(Idx::Const(0))
+                })?;
+                Ok(format!("T{}[{off}]", p.0))
+            }
+            MemoryType::Local => Err(ScheduleError::ResizeInputInRegisters {
+                op: e.op.name(),
+                producer: p,
+                consumer: e.output,
+            }),
+        }
+    }
+
+    /// The value of a resize or indexing op: its input's indices computed from the
+    /// output's, with bounds conditions where an element may come from nowhere.
+    fn resize_value(&self, e: &SExpr, cidx: &HashMap<DomId, Idx>) -> SchedResult<String> {
+        let od = &self.t(e.output).domain;
+        let out_dt = self.t(e.output).dtype;
+        let oi: Vec<Idx> = od
+            .root
+            .iter()
+            .map(|r| {
+                if od.dom(*r).kind == IterKind::Iteration {
+                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
+                } else {
+                    Idx::Const(0)
+                }
+            })
+            .collect();
+        let oext: Vec<Idx> = od.root.iter().map(|r| ext(&od.dom(*r).extent)).collect();
+        let x = e.inputs[0];
+        let xd = &self.t(x).domain;
+        let xext: Vec<Extent> = shape_doms(xd)
+            .iter()
+            .map(|&d| xd.dom(d).extent.clone())
+            .collect();
+        let size_arg = |a: SizeArg| -> Extent {
+            match a {
+                SizeArg::Const(c) => Extent::Const(c),
+                SizeArg::Input(k) => Extent::Scalar(e.inputs[k as usize]),
+            }
+        };
+        let idx_of = |v: String| Idx::var(format!("(nvfuser_index_t)({v})"));
+        Ok(match &e.op {
+            Op::Slice { ranges } => {
+                // in = start + out * step, start normalized like the builder's extents.
+                let xi: Vec<Idx> = ranges
+                    .iter()
+                    .zip(&xext)
+                    .zip(&oi)
+                    .map(|((r, size), o)| {
+                        let start = match r.start {
+                            SizeArg::Const(c) if c < 0 => {
+                                (size.clone() + Extent::Const(c)).max(Extent::Const(0))
+                            }
+                            // 0 <= start: min(0, size) is 0.
+                            SizeArg::Const(0) => Extent::Const(0),
+                            a => size_arg(a).min(size.clone()),
+                        };
+                        ext(&start).add(o.clone().mul(Idx::Const(r.step)))
+                    })
+                    .collect();
+                self.read_at(e, x, &xi)?
+            }
+            Op::Pad { widths } => {
+                // in = out - before; outside 0 <= in < size, the pad value.
+                let mut conds = Vec::new();
+                let mut xi = Vec::new();
+                for ((&(lo, hi), size), o) in widths.iter().zip(&xext).zip(&oi) {
+                    if lo == 0 && hi == 0 {
+                        xi.push(o.clone());
+                        continue;
+                    }
+                    let i = Idx::Sub(Box::new(o.clone()), Box::new(Idx::Const(lo)));
+                    let i = if lo == 0 { o.clone() } else { i };
+                    if lo > 0 {
+                        conds.push(format!("{o} >= {lo}"));
+                    }
+                    if hi > 0 {
+                        conds.push(format!("{i} < {}", ext(size)));
+                    }
+                    xi.push(i);
+                }
+                let fill = self.operand(e, e.inputs[1], out_dt, cidx)?;
+                let v = self.read_at(e, x, &xi)?;
+                if conds.is_empty() {
+                    v
+                } else {
+                    format!("({}) ? {v} : {fill}", conds.join(" && "))
+                }
+            }
+            Op::Cat { axis } => {
+                // The input whose range along `axis` holds the output index.
+                let mut offset = Extent::Const(0);
+                let mut pieces = Vec::new();
+                for &p in e.inputs.iter() {
+                    let pd = &self.t(p).domain;
+                    let pshape = shape_doms(pd);
+                    let len = pd.dom(pshape[*axis]).extent.clone();
+                    let mut xi = oi.clone();
+                    xi[*axis] = if offset == Extent::Const(0) {
+                        oi[*axis].clone()
+                    } else {
+                        Idx::Sub(Box::new(oi[*axis].clone()), Box::new(ext(&offset)))
+                    };
+                    offset = offset + len;
+                    pieces.push((ext(&offset), self.read_at(e, p, &xi)?));
+                }
+                let mut v = pieces.pop().map(|(_, r)| r).unwrap_or_default();
+                while let Some((end, r)) = pieces.pop() {
+                    v = format!("{} < {end} ? {r} : ({v})", oi[*axis]);
+                }
+                v
+            }
+            Op::Reshape { .. } => {
+                // Row-major: linearize the output index, split it over the input dims.
+                let mut lin = Idx::Const(0);
+                for (o, n) in oi.iter().zip(&oext) {
+                    lin = lin.mul(n.clone()).add(o.clone());
+                }
+                let mut xi = vec![Idx::Const(0); xext.len()];
+                let mut inner = Idx::Const(1);
+                for j in (0..xext.len()).rev() {
+                    let n = ext(&xext[j]);
+                    xi[j] = lin.clone().div(inner.clone()).rem(n.clone());
+                    if j == 0 {
+                        xi[j] = lin.clone().div(inner.clone());
+                    }
+                    inner = inner.mul(n);
+                }
+                self.read_at(e, x, &xi)?
+            }
+            Op::Select { axis, index } => {
+                let size = ext(&xext[*axis]);
+                let i = match index {
+                    SizeArg::Const(c) if *c < 0 => ext(&(xext[*axis].clone() + Extent::Const(*c))),
+                    SizeArg::Const(c) => Idx::Const(*c),
+                    SizeArg::Input(k) => {
+                        let v = self.operand(e, e.inputs[*k as usize], DataType::I64, cidx)?;
+                        Idx::var(format!("nvf_wrap_index({v}, {size})"))
+                    }
+                };
+                let mut xi = oi.clone();
+                xi.insert(*axis, i);
+                self.read_at(e, x, &xi)?
+            }
+            Op::IndexSelect { axis } | Op::Gather { axis } | Op::TakeAlongAxis { axis } => {
+                let index = e.inputs[1];
+                let raw = match &e.op {
+                    Op::IndexSelect { .. } => self.read_at(e, index, &[oi[*axis].clone()])?,
+                    _ => self.read_at(e, index, &oi)?,
+                };
+                let size = ext(&xext[*axis]);
+                let i = idx_of(raw);
+                let mut xi = oi.clone();
+                xi[*axis] = i.clone();
+                // An index outside the input reads nothing (the element is zero); the
+                // CPU reference rejects such an index instead.
+                format!(
+                    "nvf_in_range({i}, {size}) ? {} : ({})(0)",
+                    self.read_at(e, x, &xi)?,
+                    cuda_type(out_dt)
+                )
+            }
+            other => return unsupported(format!("{} is not a resize op", other.name())),
         })
     }
 
@@ -901,8 +1182,29 @@ impl<'a> Lower<'a> {
 
     fn emit_reduction_init(&mut self, ei: usize, out: &mut Vec<Stmt>) -> SchedResult<()> {
         let tv = self.s.exprs[ei].output;
-        let op = self.red_op(ei)?;
         let dt = self.t(tv).dtype;
+        if is_welford(&self.s.exprs[ei].op) {
+            let c = cuda_type(dt);
+            let zero = literal(ScalarValue::Int(0), dt.compute_type());
+            out.push(Stmt::Comment(format!(
+                "Welford accumulator of T{}: running mean, sum of squared deviations, count",
+                tv.0
+            )));
+            out.push(Stmt::Assign {
+                lhs: format!("{c} T{}_avg", tv.0),
+                rhs: zero.clone(),
+            });
+            out.push(Stmt::Assign {
+                lhs: format!("{c} T{}_m2", tv.0),
+                rhs: zero,
+            });
+            out.push(Stmt::Assign {
+                lhs: format!("long long T{}_n", tv.0),
+                rhs: "0".into(),
+            });
+            return Ok(());
+        }
+        let op = self.red_op(ei)?;
         let init = init_value(op, dt);
         if self.t(tv).memory == MemoryType::Global {
             out.push(Stmt::Comment(format!("accumulator of T{}", tv.0)));
@@ -922,21 +1224,28 @@ impl<'a> Lower<'a> {
     fn emit_accumulate(&mut self, ei: usize, out: &mut Vec<Stmt>) -> SchedResult<()> {
         let e = &self.s.exprs[ei];
         let tv = e.output;
-        let op = self.red_op(ei)?;
         let dt = self.t(tv).dtype;
         let cidx = self.consumer_indices(tv);
         let cond = self.predicates(tv, &cidx, true);
-        let acc = self.acc(tv)?;
         let x = self.operand(e, e.inputs[0], dt, &cidx)?;
-        let rhs = match op {
-            ReductionOp::Sum | ReductionOp::Mean => format!("{acc} + {x}"),
-            ReductionOp::Prod => format!("{acc} * {x}"),
-            ReductionOp::Max => format!("nvf_maximum({acc}, {x})"),
-            ReductionOp::Min => format!("nvf_minimum({acc}, {x})"),
-        };
-        let st = Stmt::Assign {
-            lhs: acc,
-            rhs: format!("({})({rhs})", cuda_type(dt)),
+        let st = if is_welford(&e.op) {
+            Stmt::Call(format!(
+                "nvf_welford_update(T{0}_avg, T{0}_m2, T{0}_n, {x})",
+                tv.0
+            ))
+        } else {
+            let op = self.red_op(ei)?;
+            let acc = self.acc(tv)?;
+            let rhs = match op {
+                ReductionOp::Sum | ReductionOp::Mean => format!("{acc} + {x}"),
+                ReductionOp::Prod => format!("{acc} * {x}"),
+                ReductionOp::Max => format!("nvf_maximum({acc}, {x})"),
+                ReductionOp::Min => format!("nvf_minimum({acc}, {x})"),
+            };
+            Stmt::Assign {
+                lhs: acc,
+                rhs: format!("({})({rhs})", cuda_type(dt)),
+            }
         };
         out.push(if cond.is_empty() {
             st
@@ -949,16 +1258,79 @@ impl<'a> Lower<'a> {
         Ok(())
     }
 
+    /// Stores `value` into output `o` of a reduction at the current indices (guarded
+    /// for global outputs; `extra` conditions are and-ed in).
+    fn store_result(
+        &self,
+        o: ValId,
+        value: String,
+        extra: &[String],
+        out: &mut Vec<Stmt>,
+    ) -> SchedResult<()> {
+        let t = self.t(o);
+        let cidx = self.consumer_indices(o);
+        let mut cond = Vec::new();
+        if t.memory == MemoryType::Global {
+            cond = self.predicates(o, &cidx, false);
+            cond.extend(self.thread_guards(o));
+            cond.extend(extra.iter().cloned());
+        }
+        let st = Stmt::Assign {
+            lhs: format!("T{}[{}]", o.0, self.store_offset(o, &cidx)?),
+            rhs: format!("({})({value})", cuda_type(t.dtype)),
+        };
+        out.push(if cond.is_empty() {
+            st
+        } else {
+            Stmt::If {
+                cond,
+                body: vec![st],
+            }
+        });
+        Ok(())
+    }
+
+    fn emit_welford_finish(&mut self, ei: usize, out: &mut Vec<Stmt>) -> SchedResult<()> {
+        let e = &self.s.exprs[ei];
+        let tv = e.output;
+        let t = self.t(tv);
+        let n = tv.0;
+        if red_parallel(&t.domain, ParallelType::TIDx) {
+            out.push(Stmt::Call(format!(
+                "nvf_block_welford_x(T{n}_avg, T{n}_m2, T{n}_n, T{n}_smem_avg, T{n}_smem_m2, T{n}_smem_n)"
+            )));
+        }
+        let c = cuda_type(t.dtype.compute_type());
+        let var = |corr: i64| {
+            let count = if corr == 0 {
+                format!("T{n}_n")
+            } else {
+                format!("T{n}_n - {corr}")
+            };
+            format!("T{n}_m2 / ({c})({count})")
+        };
+        let values: Vec<String> = match &e.op {
+            Op::Var { correction, .. } => vec![var(*correction)],
+            Op::VarMean { correction, .. } => vec![var(*correction), format!("T{n}_avg")],
+            Op::Welford { .. } => vec![format!("T{n}_avg"), format!("T{n}_m2"), format!("T{n}_n")],
+            other => return unsupported(format!("{} is not a Welford reduction", other.name())),
+        };
+        for (o, v) in e.outputs().into_iter().zip(values) {
+            self.store_result(o, v, &[], out)?;
+        }
+        Ok(())
+    }
+
     fn emit_reduction_finish(&mut self, ei: usize, out: &mut Vec<Stmt>) -> SchedResult<()> {
+        if is_welford(&self.s.exprs[ei].op) {
+            return self.emit_welford_finish(ei, out);
+        }
         let tv = self.s.exprs[ei].output;
         let op = self.red_op(ei)?;
         let t = self.t(tv);
         let dt = t.dtype;
         let acc = self.acc(tv)?;
-        let tidx = t.domain.loop_dims.iter().any(|&l| {
-            let d = t.domain.dom(l);
-            d.kind == IterKind::Reduction && d.parallel == ParallelType::TIDx
-        });
+        let tidx = red_parallel(&t.domain, ParallelType::TIDx);
         if tidx {
             out.push(Stmt::BlockReduce {
                 acc: acc.clone(),
@@ -967,6 +1339,10 @@ impl<'a> Lower<'a> {
                 init: init_value(op, dt),
                 smem: format!("T{}_smem", tv.0),
             });
+        }
+        let mut last = Vec::new();
+        if grid_dims(&t.domain).next().is_some() {
+            last.push(self.emit_grid_reduce(tv, op, &acc, tidx, out));
         }
         if op == ReductionOp::Mean {
             let mut n = Idx::Const(1);
@@ -984,6 +1360,7 @@ impl<'a> Lower<'a> {
             let cidx = self.consumer_indices(tv);
             let mut cond = self.predicates(tv, &cidx, false);
             cond.extend(self.thread_guards(tv));
+            cond.extend(last);
             let st = Stmt::Assign {
                 lhs: format!("T{}[{}]", tv.0, self.store_offset(tv, &cidx)?),
                 rhs: acc,
@@ -998,6 +1375,125 @@ impl<'a> Lower<'a> {
             });
         }
         Ok(())
+    }
+
+    /// Checks a grid reduction and adds its work buffers to the ABI.
+    fn plan_grid_reduction(&mut self, ei: usize) -> SchedResult<()> {
+        let e = &self.s.exprs[ei];
+        let tv = e.output;
+        let t = self.t(tv);
+        if !matches!(e.op, Op::Reduction { .. }) {
+            return unsupported(format!(
+                "T{}: grid (cross-block) {} reductions; only sum/prod/max/min/mean reduce across blocks",
+                tv.0,
+                e.op.name()
+            ));
+        }
+        if t.memory != MemoryType::Global {
+            return unsupported(format!(
+                "T{}: the result of a grid reduction is only known to the last block to finish; make it a fusion output (consumers in the same kernel would need a grid-wide barrier)",
+                tv.0
+            ));
+        }
+        let d = &t.domain;
+        let reduced = |p: ParallelType| red_parallel(d, p);
+        let mut partials = Extent::Const(1);
+        let mut segments = Extent::Const(1);
+        for (&p, x) in &self.bound {
+            if p.is_bid() {
+                partials = partials * x.clone();
+                if !reduced(p) {
+                    segments = segments * x.clone();
+                }
+            } else if !reduced(p) {
+                partials = partials * x.clone();
+            }
+        }
+        self.work.push(Param {
+            name: format!("T{}_work", tv.0),
+            kind: ParamKind::WorkBuffer {
+                tensor: tv,
+                kind: WorkKind::Partials(t.dtype),
+                elements: partials,
+            },
+        });
+        self.work.push(Param {
+            name: format!("T{}_sem", tv.0),
+            kind: ParamKind::WorkBuffer {
+                tensor: tv,
+                kind: WorkKind::Semaphore,
+                elements: segments,
+            },
+        });
+        Ok(())
+    }
+
+    /// Emits the grid reduction of `acc`; returns the name of the flag that is true in
+    /// the one block that holds the final value.
+    fn emit_grid_reduce(
+        &self,
+        tv: ValId,
+        op: ReductionOp,
+        acc: &str,
+        tidx: bool,
+        out: &mut Vec<Stmt>,
+    ) -> String {
+        let d = &self.t(tv).domain;
+        let dt = self.t(tv).dtype;
+        let lin = |pts: &[ParallelType], want_reduced: bool, size: bool| -> Idx {
+            let mut v = Idx::Const(if size { 1 } else { 0 });
+            for &p in pts {
+                if !self.bound.contains_key(&p) || red_parallel(d, p) != want_reduced {
+                    continue;
+                }
+                let name = p.cuda_index().unwrap_or("0");
+                let dim = if p.is_bid() {
+                    name.replace("blockIdx", "gridDim")
+                } else {
+                    name.replace("threadIdx", "blockDim")
+                };
+                v = if size {
+                    v.mul(Idx::var(dim))
+                } else {
+                    v.mul(Idx::var(dim)).add(Idx::var(name))
+                };
+            }
+            v
+        };
+        use ParallelType::*;
+        let bids = [BIDz, BIDy, BIDx];
+        let tids = [TIDz, TIDy, TIDx];
+        let f = reduction_functor(op);
+        let reduced: Vec<String> = bids
+            .iter()
+            .filter(|&&p| red_parallel(d, p))
+            .map(|p| p.to_string())
+            .collect();
+        out.push(Stmt::Comment(format!(
+            "grid reduction of T{0} over {1}: each block stores its partial in T{0}_work and counts itself in T{0}_sem; the last block to arrive combines the partials",
+            tv.0,
+            reduced.join(", ")
+        )));
+        let flag = format!("T{}_last", tv.0);
+        out.push(Stmt::Assign {
+            lhs: format!("const bool {flag}"),
+            rhs: format!(
+                "nvf_grid_reduce({acc}, {f}, {init}, T{n}_work, T{n}_sem, {seg}, {nblocks}, {rank}, {slot}, {nslots}, {tidx}, {smem})",
+                init = init_value(op, dt),
+                n = tv.0,
+                seg = lin(&bids, false, false),
+                nblocks = lin(&bids, true, true),
+                rank = lin(&bids, true, false),
+                slot = lin(&tids, false, false),
+                nslots = lin(&tids, false, true),
+                smem = if tidx {
+                    format!("T{}_smem", tv.0)
+                } else {
+                    format!("({}*)nullptr", cuda_type(dt))
+                },
+            ),
+        });
+        flag
     }
 
     fn abi(&self, opts: &KernelOptions) -> KernelAbi {
@@ -1039,6 +1535,7 @@ impl<'a> Lower<'a> {
                 tensor(v, false, &mut params);
             }
         }
+        params.extend(self.work.iter().cloned());
         let mut index_type = opts.index_type;
         for t in self.s.tensors.values() {
             let mut n: i128 = 1;
@@ -1067,6 +1564,64 @@ fn shape_doms(d: &TensorDomain) -> Vec<DomId> {
         .copied()
         .filter(|&l| d.dom(l).kind != IterKind::Reduction)
         .collect()
+}
+
+/// Pushes logical indices forward through a tensor's transforms (split: div/mod,
+/// merge: linearize), filling in the loop dims' indices.
+fn forward_indices(d: &TensorDomain, idx: &mut HashMap<DomId, Idx>) {
+    for tr in &d.transforms {
+        match tr {
+            DomTransform::Split {
+                input,
+                outer,
+                inner,
+                ..
+            } => {
+                if let Some(v) = idx.get(input).cloned() {
+                    let ie = ext(&d.dom(*inner).extent);
+                    idx.insert(*outer, v.clone().div(ie.clone()));
+                    idx.insert(*inner, v.rem(ie));
+                }
+            }
+            DomTransform::Merge { outer, inner, out } => {
+                if let (Some(a), Some(b)) = (idx.get(outer).cloned(), idx.get(inner).cloned()) {
+                    idx.insert(*out, a.mul(ext(&d.dom(*inner).extent)).add(b));
+                }
+            }
+        }
+    }
+}
+
+/// True for the Welford family (`var`, `var_mean`, `welford`).
+fn is_welford(op: &Op) -> bool {
+    matches!(op, Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. })
+}
+
+/// True when a reduction loop dim of `d` is bound to `p`.
+fn red_parallel(d: &TensorDomain, p: ParallelType) -> bool {
+    d.loop_dims.iter().any(|&l| {
+        let x = d.dom(l);
+        x.kind == IterKind::Reduction && x.parallel == p
+    })
+}
+
+/// The block indices a reduction of `d` runs over (a grid reduction).
+fn grid_dims(d: &TensorDomain) -> impl Iterator<Item = ParallelType> + '_ {
+    d.loop_dims
+        .iter()
+        .map(|&l| d.dom(l))
+        .filter(|x| x.kind == IterKind::Reduction && x.parallel.is_bid())
+        .map(|x| x.parallel)
+}
+
+/// The preamble's functor of a reduction.
+pub(super) fn reduction_functor(op: ReductionOp) -> &'static str {
+    match op {
+        ReductionOp::Sum | ReductionOp::Mean => "NvfSum()",
+        ReductionOp::Prod => "NvfProd()",
+        ReductionOp::Max => "NvfMax()",
+        ReductionOp::Min => "NvfMin()",
+    }
 }
 
 fn is_reduction(d: &TensorDomain) -> bool {

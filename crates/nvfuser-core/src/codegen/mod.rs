@@ -19,7 +19,7 @@ pub mod preamble;
 
 use serde::{Deserialize, Serialize};
 
-pub use abi::{IndexType, KernelAbi, KernelArg, Param, ParamKind};
+pub use abi::{IndexType, KernelAbi, KernelArg, Param, ParamKind, WorkBuffer, WorkKind};
 pub use kir::{Requirement, Stmt};
 
 use crate::ir::Extent;

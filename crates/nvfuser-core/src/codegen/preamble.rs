@@ -15,6 +15,10 @@ template <int N> struct nvf_shape {
 __device__ inline nvfuser_index_t nvf_ceil_div(nvfuser_index_t a, nvfuser_index_t b) { return (a + b - 1) / b; }
 __device__ inline nvfuser_index_t nvf_max_idx(nvfuser_index_t a, nvfuser_index_t b) { return a > b ? a : b; }
 __device__ inline nvfuser_index_t nvf_min_idx(nvfuser_index_t a, nvfuser_index_t b) { return a < b ? a : b; }
+// Bounds check of a data-dependent index (gather, index_select, take_along_axis).
+__device__ inline bool nvf_in_range(nvfuser_index_t i, nvfuser_index_t size) { return i >= 0 && i < size; }
+// A runtime index that may count from the end (select with a scalar index).
+__device__ inline nvfuser_index_t nvf_wrap_index(long long i, nvfuser_index_t size) { return (nvfuser_index_t)(i < 0 ? i + size : i); }
 
 // f16 and bf16: storage types with round-to-nearest-even conversions.
 __device__ inline unsigned short nvf_f2h_bits(float f) {
@@ -169,19 +173,112 @@ template <typename T, typename Op> __device__ inline T nvf_warp_allreduce(T v, O
   for (int m = 16; m >= 1; m >>= 1) v = op(v, nvf_shfl_xor(v, m));
   return v;
 }
-// All-reduce over threadIdx.x (blockDim.x a multiple of 32, at most 1024): warp
-// shuffles, one value per warp through shared memory, shuffles again. Every thread
-// returns the result. Must be reached by every thread of the block.
+// All-reduce over threadIdx.x (blockDim.x a multiple of 32, at most 1024 threads in the
+// block): warp shuffles, one value per warp through shared memory, shuffles again.
+// Each row of threads (one threadIdx.y/z) reduces on its own, so 2-D blocks reduce
+// several rows at once; smem holds one slot per warp of the block (32). Every thread
+// returns its row's result. Must be reached by every thread of the block.
+__device__ inline unsigned int nvf_thread_linear() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
 template <typename T, typename Op> __device__ inline T nvf_block_allreduce_x(T v, Op op, T init, T* smem) {
   const unsigned int lane = threadIdx.x & 31u;
-  const unsigned int warp = threadIdx.x >> 5;
+  const unsigned int warp = nvf_thread_linear() >> 5;
   const unsigned int nwarps = blockDim.x >> 5;
+  const unsigned int row_first_warp = warp - (threadIdx.x >> 5);
   v = nvf_warp_allreduce(v, op);
   __syncthreads();
   if (lane == 0u) smem[warp] = v;
   __syncthreads();
-  v = lane < nwarps ? smem[lane] : init;
+  v = lane < nwarps ? smem[row_first_warp + lane] : init;
   return nvf_warp_allreduce(v, op);
+}
+
+// Welford: a running (mean, sum of squared deviations, count) per thread, combined
+// across threads by Chan's parallel formula. An empty partial (count 0) is neutral.
+template <typename T> __device__ inline void nvf_welford_update(T& avg, T& m2, long long& n, T x) {
+  n += 1;
+  const T delta = x - avg;
+  avg += delta / (T)n;
+  m2 += delta * (x - avg);
+}
+template <typename T> __device__ inline void nvf_welford_combine(T& avg, T& m2, long long& n, T avg_b, T m2_b, long long n_b) {
+  if (n_b == 0) return;
+  if (n == 0) { avg = avg_b; m2 = m2_b; n = n_b; return; }
+  const long long total = n + n_b;
+  const T delta = avg_b - avg;
+  const T frac_b = (T)n_b / (T)total;
+  avg += delta * frac_b;
+  m2 += m2_b + delta * delta * (T)n * frac_b;
+  n = total;
+}
+template <typename T> __device__ inline void nvf_warp_welford(T& avg, T& m2, long long& n) {
+  for (int m = 16; m >= 1; m >>= 1) {
+    T a = nvf_shfl_xor(avg, m), q = nvf_shfl_xor(m2, m);
+    long long c = nvf_shfl_xor(n, m);
+    nvf_welford_combine(avg, m2, n, a, q, c);
+  }
+}
+// Block all-reduce of Welford triples over threadIdx.x, row by row (as above).
+template <typename T> __device__ inline void nvf_block_welford_x(T& avg, T& m2, long long& n, T* s_avg, T* s_m2, long long* s_n) {
+  const unsigned int lane = threadIdx.x & 31u;
+  const unsigned int warp = nvf_thread_linear() >> 5;
+  const unsigned int nwarps = blockDim.x >> 5;
+  const unsigned int row_first_warp = warp - (threadIdx.x >> 5);
+  nvf_warp_welford(avg, m2, n);
+  __syncthreads();
+  if (lane == 0u) { s_avg[warp] = avg; s_m2[warp] = m2; s_n[warp] = n; }
+  __syncthreads();
+  if (lane < nwarps) {
+    avg = s_avg[row_first_warp + lane]; m2 = s_m2[row_first_warp + lane]; n = s_n[row_first_warp + lane];
+  } else {
+    avg = (T)0; m2 = (T)0; n = 0;
+  }
+  nvf_warp_welford(avg, m2, n);
+}
+
+// Loads that bypass the (non-coherent) L1 cache, for values other blocks wrote.
+template <typename T> __device__ inline T nvf_load_volatile(const T* p) { return *(const volatile T*)p; }
+__device__ inline nvf_half nvf_load_volatile(const nvf_half* p) { nvf_half r; r.bits = *(const volatile unsigned short*)&p->bits; return r; }
+__device__ inline nvf_bfloat nvf_load_volatile(const nvf_bfloat* p) { nvf_bfloat r; r.bits = *(const volatile unsigned short*)&p->bits; return r; }
+
+// Grid reduction, in one pass with a semaphore. The blocks that reduce together (same
+// `segment`, `nblocks` of them, this one being number `rank`) each store their partial
+// (one per thread slot `slot` of `nslots`; only threads with `store` set write) in
+// work[(segment * nblocks + rank) * nslots + slot], make it visible (__threadfence),
+// and count themselves in sem[segment]. The block that arrives last reads every
+// partial of its segment back, reduces them (over threadIdx.x and a block all-reduce
+// when `reduce_x`, else serially per thread), leaves the result in `v`, resets
+// sem[segment] to 0 for the next launch and returns true; the others return false.
+// Must be reached by every thread of the block.
+template <typename T, typename Op>
+__device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned int* sem,
+    nvfuser_index_t segment, nvfuser_index_t nblocks, nvfuser_index_t rank,
+    nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x, T* smem) {
+  __shared__ bool last;
+  const bool store = !reduce_x || threadIdx.x == 0;
+  if (store) work[(segment * nblocks + rank) * nslots + slot] = v;
+  __threadfence();
+  __syncthreads();
+  if (nvf_thread_linear() == 0u) {
+    const unsigned int arrived = atomicAdd(&sem[segment], 1u);
+    last = arrived == (unsigned int)(nblocks - 1);
+  }
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+  T acc = init;
+  if (reduce_x) {
+    for (nvfuser_index_t b = threadIdx.x; b < nblocks; b += blockDim.x)
+      acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
+    acc = nvf_block_allreduce_x(acc, op, init, smem);
+  } else {
+    for (nvfuser_index_t b = 0; b < nblocks; ++b)
+      acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
+  }
+  v = acc;
+  if (nvf_thread_linear() == 0u) sem[segment] = 0u;
+  return true;
 }
 
 // Vector copies.
@@ -218,6 +315,22 @@ __device__ inline double nvf_uniform_f64(unsigned long long seed, unsigned long 
   unsigned long long x = (((unsigned long long)w.w[2 * p] << 32) | w.w[2 * p + 1]) >> 11;
   double u = (double)x * 0x1p-53;
   return __dadd_rn(__dmul_rn(u, __dsub_rn(hi, lo)), lo);
+}
+// The `uniform` op, on [low, high): the value from nvf_uniform_f32 (bounds rounded to
+// f32) is rounded to the output type T (f32, f16 or bf16); a result >= high (high
+// rounded to f32, then to T) becomes low (rounded likewise). Rounding can otherwise
+// reach high (e.g. a tie at the top of [1, 2), or f32 -> bf16 rounding up). This is
+// PyTorch's rule, and the CPU reference applies it identically, so both agree bit
+// for bit.
+template <typename T> __device__ inline T nvf_uniform(unsigned long long seed, unsigned long long offset, unsigned long long i, float lo, float hi) {
+  const T v = (T)nvf_uniform_f32(seed, offset, i, lo, hi);
+  const T lo_t = (T)lo, hi_t = (T)hi;
+  return (float)v >= (float)hi_t ? lo_t : v;
+}
+// The same rule for f64 outputs: a result >= high becomes low.
+__device__ inline double nvf_uniform_f64_op(unsigned long long seed, unsigned long long offset, unsigned long long i, double lo, double hi) {
+  const double v = nvf_uniform_f64(seed, offset, i, lo, hi);
+  return v >= hi ? lo : v;
 }
 __device__ inline double nvf_normal_f32(unsigned long long seed, unsigned long long offset, unsigned long long i, double mean, double std) {
   nvf_words w = nvf_philox(seed, offset, i / 4);

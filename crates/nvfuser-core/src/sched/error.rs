@@ -184,6 +184,66 @@ pub enum ScheduleError {
         /// Why not.
         reason: &'static str,
     },
+    /// A register or shared-memory buffer over a loop dim of symbolic extent.
+    #[error("T{} in {memory:?} memory spans loop axis {axis} of symbolic extent {extent}: buffers need constant sizes; split that dim by a constant, bind it to a thread/block index or inline the tensor deeper", tensor.0)]
+    SymbolicAllocation {
+        /// The tensor.
+        tensor: ValId,
+        /// The loop axis.
+        axis: usize,
+        /// Its extent.
+        extent: Extent,
+        /// Where the tensor lives.
+        memory: super::MemoryType,
+    },
+    /// The static shared memory of a kernel exceeds what one block can address.
+    #[error(
+        "kernel needs {bytes} bytes of static shared memory ({detail}); expected at most {limit}"
+    )]
+    SharedMemoryTooLarge {
+        /// Bytes needed.
+        bytes: i64,
+        /// The limit (48 KiB of static shared memory per block).
+        limit: i64,
+        /// Which buffers, in words.
+        detail: String,
+    },
+    /// A shared-memory producer split over a block index that its consumer does not use:
+    /// its values would have to cross blocks.
+    #[error("T{} is in shared memory and bound to {ptype}, but its consumer T{} does not use {ptype}; blocks cannot read each other's shared memory", producer.0, consumer.0)]
+    BlockMismatch {
+        /// The producer.
+        producer: ValId,
+        /// The consumer.
+        consumer: ValId,
+        /// The block type.
+        ptype: ParallelType,
+    },
+    /// Outputs of one multi-output expression scheduled differently.
+    #[error("T{} and T{} are outputs of one {op} and must share a loop domain: loop axis {axis} differs ({reason})", first.0, second.0)]
+    SiblingMismatch {
+        /// The op.
+        op: &'static str,
+        /// The first output.
+        first: ValId,
+        /// The other output.
+        second: ValId,
+        /// The first loop axis that differs.
+        axis: usize,
+        /// How it differs.
+        reason: String,
+    },
+    /// A slice/pad/cat/reshape/gather-like op reading a register tensor: it reads its
+    /// input at other positions than its own, which a thread's registers do not hold.
+    #[error("T{} = {op}(T{}): a resize or indexing op reads its input at other positions than its own; the input must be a fusion input or in shared memory, found it in registers", consumer.0, producer.0)]
+    ResizeInputInRegisters {
+        /// The op.
+        op: &'static str,
+        /// The input read.
+        producer: ValId,
+        /// The op's output.
+        consumer: ValId,
+    },
     /// A schedule this code generator does not lower (yet).
     #[error("unsupported schedule: {0}")]
     Unsupported(String),

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 pub use domain::{Dom, DomId, DomTransform, TensorDomain};
 pub use error::{SchedResult, ScheduleError};
-pub use validate::validate;
+pub use validate::{validate, STATIC_SHARED_LIMIT};
 
 use crate::dtype::DataType;
 use crate::ir::{Extent, Fusion, Op, ValId, ValKind};
@@ -210,8 +210,40 @@ pub struct SExpr {
     pub op: Op,
     /// Values read (tensors and scalars of the fusion).
     pub inputs: Vec<ValId>,
-    /// The tensor it defines.
+    /// The tensor it defines (the first output of a multi-output expression).
     pub output: ValId,
+    /// The other outputs of a multi-output expression (`var_mean`: the mean;
+    /// `welford`: the variance sum and the count), in the op's order. They are
+    /// *siblings* of `output`: one loop nest computes them all, so split, merge,
+    /// reorder, parallelize and compute-at applied to one apply to all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub siblings: Vec<ValId>,
+}
+
+impl SExpr {
+    /// Every output, in the op's order.
+    pub fn outputs(&self) -> Vec<ValId> {
+        let mut v = vec![self.output];
+        v.extend(self.siblings.iter().copied());
+        v
+    }
+
+    /// True when `tv` is one of its outputs.
+    pub fn defines(&self, tv: ValId) -> bool {
+        self.output == tv || self.siblings.contains(&tv)
+    }
+
+    /// Replaces output `old` by `new`.
+    pub(crate) fn replace_output(&mut self, old: ValId, new: ValId) {
+        if self.output == old {
+            self.output = new;
+        }
+        for s in self.siblings.iter_mut() {
+            if *s == old {
+                *s = new;
+            }
+        }
+    }
 }
 
 /// One recorded scheduling call; a list of these replays a schedule.
@@ -241,6 +273,9 @@ pub enum Primitive {
     CacheAfter { tensor: ValId },
     /// Insert a copy before `tensor` that its definition writes.
     CacheBefore { tensor: ValId },
+    /// Make an output that other expressions read a copy of a register tensor that
+    /// those expressions read instead.
+    CacheFork { tensor: ValId },
     /// Split a reduction into a partial reduction over `axes` and the rest.
     Rfactor { tensor: ValId, axes: Vec<i64> },
     /// Compute `producer` inside the first `pos` loops of `consumer`.
@@ -300,17 +335,12 @@ impl ScheduledFusion {
             if !live[id.index()] {
                 continue;
             }
-            if e.outputs.len() != 1 {
+            let Some(&out) = e.outputs.first() else {
+                continue;
+            };
+            if let Some(&s) = e.outputs.iter().find(|&&o| !fusion.val(o).is_tensor()) {
                 return Err(ScheduleError::Unsupported(format!(
-                    "{} has {} outputs; multi-output expressions are not scheduled yet",
-                    e.op.name(),
-                    e.outputs.len()
-                )));
-            }
-            let out = e.outputs[0];
-            if !fusion.val(out).is_tensor() {
-                return Err(ScheduleError::Unsupported(format!(
-                    "scalar expression {} (defining {out}); only tensor expressions are lowered",
+                    "scalar expression {} (defining {s}); only tensor expressions are lowered",
                     e.op.name()
                 )));
             }
@@ -318,12 +348,13 @@ impl ScheduledFusion {
                 op: e.op.clone(),
                 inputs: e.inputs.to_vec(),
                 output: out,
+                siblings: e.outputs[1..].to_vec(),
             });
         }
         let mut wanted: Vec<ValId> = fusion.inputs().to_vec();
         for e in &exprs {
             wanted.extend(e.inputs.iter().copied());
-            wanted.push(e.output);
+            wanted.extend(e.outputs());
         }
         for v in wanted {
             let val = fusion.val(v);
@@ -390,6 +421,51 @@ impl ScheduledFusion {
     }
 }
 
+impl TensorSchedule {
+    /// The loop positions a tensor's buffer spans and their (constant) extents, outermost
+    /// first: every loop dim right of its compute-at position except reduction,
+    /// broadcast and extent-1 dims, and except the dims its memory is not private to
+    /// (thread dims for registers, block dims for shared memory).
+    pub fn alloc_dims(&self, tv: ValId) -> SchedResult<(Vec<usize>, Vec<i64>)> {
+        let pos = self.compute_at.map_or(0, |c| c.pos);
+        let mut dims = Vec::new();
+        let mut exts = Vec::new();
+        for i in pos..self.domain.loop_dims.len() {
+            let d = self.domain.loop_dom(i);
+            if d.kind == crate::ir::IterKind::Reduction
+                || d.kind == crate::ir::IterKind::Broadcast
+                || d.extent == Extent::Const(1)
+            {
+                continue;
+            }
+            let skip = match self.memory {
+                MemoryType::Local => d.parallel.is_thread(),
+                _ => d.parallel.is_bid(),
+            };
+            if skip {
+                continue;
+            }
+            let Some(c) = d.extent.as_const() else {
+                return Err(ScheduleError::SymbolicAllocation {
+                    tensor: tv,
+                    axis: i,
+                    extent: d.extent.clone(),
+                    memory: self.memory,
+                });
+            };
+            dims.push(i);
+            exts.push(c);
+        }
+        Ok((dims, exts))
+    }
+
+    /// Bytes of the tensor's buffer (see [`TensorSchedule::alloc_dims`]).
+    pub fn alloc_bytes(&self, tv: ValId) -> SchedResult<i64> {
+        let (_, exts) = self.alloc_dims(tv)?;
+        Ok(exts.iter().product::<i64>().max(1) * self.dtype.size_bytes() as i64)
+    }
+}
+
 impl Schedule {
     pub(crate) fn tensor(&self, op: &'static str, tv: ValId) -> SchedResult<&TensorSchedule> {
         self.tensors
@@ -409,7 +485,16 @@ impl Schedule {
 
     /// The expression defining `tv`, by position.
     pub fn definition(&self, tv: ValId) -> Option<usize> {
-        self.exprs.iter().position(|e| e.output == tv)
+        self.exprs.iter().position(|e| e.defines(tv))
+    }
+
+    /// `tv` and the other outputs of its multi-output definition, `tv` first.
+    pub fn sibling_group(&self, tv: ValId) -> Vec<ValId> {
+        let mut g = vec![tv];
+        if let Some(d) = self.definition(tv) {
+            g.extend(self.exprs[d].outputs().into_iter().filter(|&o| o != tv));
+        }
+        g
     }
 
     /// Positions of the expressions reading `tv`.

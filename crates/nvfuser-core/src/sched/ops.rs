@@ -33,6 +33,7 @@ impl ScheduledFusion {
             Primitive::SetMemoryType { tensor, memory } => self.set_memory_type(tensor, memory),
             Primitive::CacheAfter { tensor } => self.cache_after(tensor).map(|_| ()),
             Primitive::CacheBefore { tensor } => self.cache_before(tensor).map(|_| ()),
+            Primitive::CacheFork { tensor } => self.cache_fork(tensor).map(|_| ()),
             Primitive::Rfactor { tensor, axes } => self.rfactor(tensor, &axes).map(|_| ()),
             Primitive::ComputeAt {
                 producer,
@@ -91,9 +92,11 @@ impl ScheduledFusion {
             }
             Factor::Const(_) => {}
         }
-        let t = self.schedule.tensor_mut("split", tv)?;
-        let a = t.domain.axis("split", tv, axis)?;
-        t.domain.split(a, factor.extent(), inner);
+        for g in self.schedule.sibling_group(tv) {
+            let t = self.schedule.tensor_mut("split", g)?;
+            let a = t.domain.axis("split", g, axis)?;
+            t.domain.split(a, factor.extent(), inner);
+        }
         self.schedule.history.push(Primitive::Split {
             tensor: tv,
             axis,
@@ -105,9 +108,11 @@ impl ScheduledFusion {
 
     /// Merges loop `axis` with `axis + 1`.
     pub fn merge(&mut self, tv: ValId, axis: i64) -> SchedResult<()> {
-        let t = self.schedule.tensor_mut("merge", tv)?;
-        let a = t.domain.axis("merge", tv, axis)?;
-        t.domain.merge(tv, a)?;
+        for g in self.schedule.sibling_group(tv) {
+            let t = self.schedule.tensor_mut("merge", g)?;
+            let a = t.domain.axis("merge", g, axis)?;
+            t.domain.merge(g, a)?;
+        }
         self.schedule
             .history
             .push(Primitive::Merge { tensor: tv, axis });
@@ -116,10 +121,12 @@ impl ScheduledFusion {
 
     /// Reorders loop dims: new dim `i` is old dim `order[i]`.
     pub fn reorder(&mut self, tv: ValId, order: &[i64]) -> SchedResult<()> {
-        self.schedule
-            .tensor_mut("reorder", tv)?
-            .domain
-            .reorder(tv, order)?;
+        for g in self.schedule.sibling_group(tv) {
+            self.schedule
+                .tensor_mut("reorder", g)?
+                .domain
+                .reorder(g, order)?;
+        }
         self.schedule.history.push(Primitive::Reorder {
             tensor: tv,
             order: order.to_vec(),
@@ -129,10 +136,12 @@ impl ScheduledFusion {
 
     /// Binds loop `axis` to a parallel type.
     pub fn parallelize(&mut self, tv: ValId, axis: i64, ptype: ParallelType) -> SchedResult<()> {
-        let t = self.schedule.tensor_mut("parallelize", tv)?;
-        let a = t.domain.axis("parallelize", tv, axis)?;
-        let id = t.domain.loop_dims[a];
-        t.domain.dom_mut(id).parallel = ptype;
+        for g in self.schedule.sibling_group(tv) {
+            let t = self.schedule.tensor_mut("parallelize", g)?;
+            let a = t.domain.axis("parallelize", g, axis)?;
+            let id = t.domain.loop_dims[a];
+            t.domain.dom_mut(id).parallel = ptype;
+        }
         self.schedule.history.push(Primitive::Parallelize {
             tensor: tv,
             axis,
@@ -182,6 +191,19 @@ impl ScheduledFusion {
         id
     }
 
+    /// `targets` and the siblings of each, without repeats.
+    fn with_siblings(&self, targets: &[ValId]) -> Vec<ValId> {
+        let mut out = Vec::new();
+        for &t in targets {
+            for g in self.schedule.sibling_group(t) {
+                if !out.contains(&g) {
+                    out.push(g);
+                }
+            }
+        }
+        out
+    }
+
     /// Inserts `c = set(tv)` and makes every consumer of `tv` read `c`; returns `c`
     /// (in registers). Typically applied to inputs, so that they are loaded once.
     pub fn cache_after(&mut self, tv: ValId) -> SchedResult<ValId> {
@@ -209,6 +231,7 @@ impl ScheduledFusion {
                 op: Op::Set,
                 inputs: vec![tv],
                 output: c,
+                siblings: Vec::new(),
             },
         );
         for t in self.schedule.tensors.values_mut() {
@@ -228,6 +251,14 @@ impl ScheduledFusion {
     /// `tv = set(c)`; returns `c`. `c` takes over `tv`'s domain and transforms, and `tv`
     /// gets a fresh loop domain over its shape. Typically applied to outputs.
     pub fn cache_before(&mut self, tv: ValId) -> SchedResult<ValId> {
+        let c = self.cache_before_impl(tv)?;
+        self.schedule
+            .history
+            .push(Primitive::CacheBefore { tensor: tv });
+        Ok(c)
+    }
+
+    fn cache_before_impl(&mut self, tv: ValId) -> SchedResult<ValId> {
         let t = self.schedule.tensor("cache_before", tv)?.clone();
         let Some(def) = self.schedule.definition(tv) else {
             return Err(ScheduleError::InvalidArgument {
@@ -244,18 +275,59 @@ impl ScheduledFusion {
         let tt = self.schedule.tensor_mut("cache_before", tv)?;
         tt.domain = TensorDomain::from_logical(&dims);
         tt.compute_at = None;
-        self.schedule.exprs[def].output = c;
+        self.schedule.exprs[def].replace_output(tv, c);
         self.schedule.exprs.insert(
             def + 1,
             SExpr {
                 op: Op::Set,
                 inputs: vec![c],
                 output: tv,
+                siblings: Vec::new(),
             },
         );
+        Ok(c)
+    }
+
+    /// For a fusion output that other expressions of the kernel also read: its
+    /// definition writes a new register tensor `c` (which takes over `tv`'s domain and
+    /// transforms), every other consumer reads `c`, and `tv = set(c)` only stores the
+    /// result. Returns `c`. Without it, a consumer would read back from global memory a
+    /// value another thread may not have written yet.
+    pub fn cache_fork(&mut self, tv: ValId) -> SchedResult<ValId> {
+        let op = "cache_fork";
+        self.schedule.tensor(op, tv)?;
+        if !self.schedule.is_output(tv) || self.schedule.uses(tv).is_empty() {
+            return Err(ScheduleError::InvalidArgument {
+                op,
+                tensor: tv,
+                reason: "expected a fusion output that other expressions read".into(),
+            });
+        }
+        let uses = self.schedule.uses(tv);
+        let c = self.cache_before_impl(tv)?;
+        for u in uses {
+            // `uses` were computed before the copy was inserted at `def + 1`.
+            let u = if u > self.schedule.definition(c).unwrap_or(0) {
+                u + 1
+            } else {
+                u
+            };
+            for i in self.schedule.exprs[u].inputs.iter_mut() {
+                if *i == tv {
+                    *i = c;
+                }
+            }
+        }
+        for t in self.schedule.tensors.values_mut() {
+            if let Some(ca) = &mut t.compute_at {
+                if ca.consumer == tv {
+                    t.compute_at = None;
+                }
+            }
+        }
         self.schedule
             .history
-            .push(Primitive::CacheBefore { tensor: tv });
+            .push(Primitive::CacheFork { tensor: tv });
         Ok(c)
     }
 
@@ -387,6 +459,7 @@ impl ScheduledFusion {
                 },
                 inputs: in_,
                 output: r,
+                siblings: Vec::new(),
             },
         );
         self.schedule.tensor_mut(op, tv)?.domain = nd;
@@ -413,7 +486,7 @@ impl ScheduledFusion {
             .schedule
             .uses(producer)
             .iter()
-            .any(|&u| self.schedule.exprs[u].output == consumer);
+            .any(|&u| self.schedule.exprs[u].defines(consumer));
         if !reads {
             return Err(ScheduleError::InvalidArgument {
                 op,
@@ -423,7 +496,9 @@ impl ScheduledFusion {
         }
         let ca = ComputeAt { consumer, pos };
         super::validate::check_compute_at(&self.schedule, producer, ca)?;
-        self.schedule.tensor_mut(op, producer)?.compute_at = (pos > 0).then_some(ca);
+        for g in self.schedule.sibling_group(producer) {
+            self.schedule.tensor_mut(op, g)?.compute_at = (pos > 0).then_some(ca);
+        }
         self.schedule.history.push(Primitive::ComputeAt {
             producer,
             consumer,
@@ -436,47 +511,74 @@ impl ScheduledFusion {
     /// are shared while extents and parallel types match, never past a reduction dim of
     /// the producer, and only where all consumers agree.
     pub fn inline_most(&mut self) -> SchedResult<()> {
-        let ids: Vec<ValId> = self.schedule.tensors.keys().copied().collect();
+        // Consumers first, so that the loops a consumer shares with its own consumers
+        // are known when its producers are placed.
+        let ids: Vec<ValId> = self.schedule.exprs.iter().rev().map(|e| e.output).collect();
         for tv in ids {
             if self.schedule.is_input(tv) {
                 continue;
             }
-            let uses = self.schedule.uses(tv);
-            let Some(&first) = uses.first() else { continue };
-            let consumers: Vec<ValId> = uses
-                .iter()
-                .map(|&u| self.schedule.exprs[u].output)
-                .collect();
+            // Siblings of a multi-output expression are placed together, by the first.
+            let group = self.schedule.sibling_group(tv);
+            if group.iter().any(|&g| g < tv) {
+                continue;
+            }
+            let mut pairs: Vec<(ValId, ValId)> = Vec::new();
+            for &g in &group {
+                for u in self.schedule.uses(g) {
+                    pairs.push((g, self.schedule.exprs[u].output));
+                }
+            }
+            let Some(&(_, first_consumer)) = pairs.first() else {
+                continue;
+            };
             let mut pos = 0;
             let max = self.schedule.tensors[&tv].domain.loop_dims.len();
             'grow: while pos < max {
                 let cand = pos + 1;
-                for &c in &consumers {
+                for &(g, c) in &pairs {
                     let ca = ComputeAt {
                         consumer: c,
                         pos: cand,
                     };
-                    if super::validate::check_compute_at(&self.schedule, tv, ca).is_err() {
+                    if super::validate::check_compute_at(&self.schedule, g, ca).is_err() {
                         break 'grow;
                     }
                 }
-                // All consumers must agree on the loop they share.
-                let c0 = &self.schedule.tensors[&consumers[0]].domain;
-                for &c in &consumers[1..] {
+                // All consumers must agree on the loop they share: the same dim, and
+                // the same actual loop once their own compute-at positions are followed.
+                let c0 = &self.schedule.tensors[&first_consumer].domain;
+                for &(_, c) in &pairs[1..] {
                     let ci = &self.schedule.tensors[&c].domain;
                     let (a, b) = (c0.loop_dom(pos), ci.loop_dom(pos));
                     if a.extent != b.extent || a.kind != b.kind || a.parallel != b.parallel {
                         break 'grow;
                     }
+                    let serial = !a.parallel.is_thread() && a.extent != crate::ir::Extent::Const(1);
+                    if serial && self.loop_owner(first_consumer, pos) != self.loop_owner(c, pos) {
+                        break 'grow;
+                    }
                 }
                 pos = cand;
             }
-            let consumer = self.schedule.exprs[first].output;
-            self.schedule.tensor_mut("inline_most", tv)?.compute_at =
-                (pos > 0).then_some(ComputeAt { consumer, pos });
+            for &g in &group {
+                self.schedule.tensor_mut("inline_most", g)?.compute_at =
+                    (pos > 0).then_some(ComputeAt {
+                        consumer: first_consumer,
+                        pos,
+                    });
+            }
         }
         self.schedule.history.push(Primitive::InlineMost);
         Ok(())
+    }
+
+    /// The tensor whose loop `pos` of `tv` really is, following compute-at positions.
+    fn loop_owner(&self, tv: ValId, pos: usize) -> ValId {
+        match self.schedule.tensors.get(&tv).and_then(|t| t.compute_at) {
+            Some(ca) if pos < ca.pos => self.loop_owner(ca.consumer, pos),
+            _ => tv,
+        }
     }
 
     /// Replays `reference`'s transforms (from its root) on each target's logical dims,
@@ -486,7 +588,7 @@ impl ScheduledFusion {
     pub fn transform_like(&mut self, reference: ValId, targets: &[ValId]) -> SchedResult<()> {
         let op = "transform_like";
         let r = self.schedule.tensor(op, reference)?.domain.clone();
-        for &tv in targets {
+        for tv in self.with_siblings(targets) {
             let t = self.schedule.tensor_mut(op, tv)?;
             if t.domain.root != t.domain.logical {
                 return Err(ScheduleError::Unsupported(format!(
@@ -595,7 +697,7 @@ impl ScheduledFusion {
     pub fn parallelize_like(&mut self, reference: ValId, targets: &[ValId]) -> SchedResult<()> {
         let op = "parallelize_like";
         let r = self.schedule.tensor(op, reference)?.domain.clone();
-        for &tv in targets {
+        for tv in self.with_siblings(targets) {
             let t = &mut self.schedule.tensor_mut(op, tv)?.domain;
             for (i, &rl) in r.loop_dims.iter().enumerate() {
                 let Some(&tl) = t.loop_dims.get(i) else { break };

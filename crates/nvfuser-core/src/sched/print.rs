@@ -61,14 +61,17 @@ impl ScheduledFusion {
         for e in &s.exprs {
             let t = &s.tensors[&e.output];
             let args: Vec<String> = e.inputs.iter().map(|&v| name(v)).collect();
-            let _ = write!(
-                out,
-                "{} {} = {}({})",
-                name(e.output),
-                t.dtype,
-                e.op.name(),
-                args.join(", ")
-            );
+            let lhs = if e.siblings.is_empty() {
+                format!("{} {}", name(e.output), t.dtype)
+            } else {
+                let outs: Vec<String> = e
+                    .outputs()
+                    .iter()
+                    .map(|&o| format!("{} {}", name(o), s.tensors[&o].dtype))
+                    .collect();
+                format!("({})", outs.join(", "))
+            };
+            let _ = write!(out, "{lhs} = {}({})", e.op.name(), args.join(", "));
             if let Some(ca) = t.compute_at {
                 let _ = write!(out, " ca_pos({}) at T{}", ca.pos, ca.consumer.0);
             }

@@ -11,11 +11,21 @@
 //! - compute-at: never past a reduction dim of the producer
 //!   ([`ScheduleError::InlinePastReduction`]), shared dims agree in extent and parallel
 //!   type ([`ScheduleError::ComputeAtMismatch`]);
-//! - reduction dims are reduced over `threadIdx.x` or serially only
-//!   ([`ScheduleError::ReductionParallel`]), a warp multiple wide
-//!   ([`ScheduleError::BlockReduceWidth`]);
+//! - reduction dims are reduced serially, over `threadIdx.x` (a block reduction, a warp
+//!   multiple wide: [`ScheduleError::BlockReduceWidth`]) or over block indices (a grid
+//!   reduction, whose iteration dims must all be bound to thread or block indices);
+//!   anything else is [`ScheduleError::ReductionParallel`];
 //! - register producers and their consumers agree on thread binding
-//!   ([`ScheduleError::ThreadMismatch`]).
+//!   ([`ScheduleError::ThreadMismatch`]), shared-memory producers and their consumers on
+//!   block binding ([`ScheduleError::BlockMismatch`]);
+//! - register and shared buffers have constant sizes
+//!   ([`ScheduleError::SymbolicAllocation`]), and shared tensors fit the 48 KiB of static
+//!   shared memory of a block ([`ScheduleError::SharedMemoryTooLarge`]);
+//! - the outputs of a multi-output expression share one loop domain
+//!   ([`ScheduleError::SiblingMismatch`]);
+//! - resize and indexing ops (slice, pad, cat, reshape, select, index_select, gather,
+//!   take_along_axis) read their tensor inputs from global or shared memory
+//!   ([`ScheduleError::ResizeInputInRegisters`]).
 
 use std::collections::BTreeMap;
 
@@ -23,6 +33,24 @@ use super::{
     ComputeAt, MemoryType, ParallelType, SchedResult, Schedule, ScheduleError, ScheduledFusion,
 };
 use crate::ir::{Extent, IterKind, Op, ValId};
+
+/// Static shared memory one block can address (bytes).
+pub const STATIC_SHARED_LIMIT: i64 = 48 * 1024;
+
+/// True for ops that read their input at other positions than their own output's.
+pub(crate) fn is_resize(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Cat { .. }
+            | Op::Reshape { .. }
+            | Op::Select { .. }
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::TakeAlongAxis { .. }
+    )
+}
 
 /// Checks a compute-at of `producer` against its consumer.
 pub(crate) fn check_compute_at(s: &Schedule, producer: ValId, ca: ComputeAt) -> SchedResult<()> {
@@ -76,6 +104,7 @@ pub(crate) fn check_compute_at(s: &Schedule, producer: ValId, ca: ComputeAt) -> 
 pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
     let s = sf.schedule();
     let mut bound: BTreeMap<ParallelType, (ValId, Extent)> = BTreeMap::new();
+    let mut shared: Vec<(ValId, i64)> = Vec::new();
     for (&tv, t) in &s.tensors {
         if s.is_input(tv) {
             continue;
@@ -124,6 +153,9 @@ pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
             }
             if dom.kind == IterKind::Reduction {
                 check_reduction_dim(tv, axis, pt, &dom.extent)?;
+                if pt.is_bid() {
+                    check_grid_reduction(tv, axis, d)?;
+                }
             }
             if pt == ParallelType::Vectorize {
                 check_vectorize(s, tv, axis)?;
@@ -136,6 +168,134 @@ pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
         if t.memory == MemoryType::Local {
             check_thread_binding(s, tv)?;
         }
+        if t.memory == MemoryType::Shared {
+            check_block_binding(s, tv)?;
+        }
+        if t.memory != MemoryType::Global {
+            let bytes = t.alloc_bytes(tv)?;
+            if t.memory == MemoryType::Shared {
+                shared.push((tv, bytes));
+            }
+        }
+    }
+    let total: i64 = shared.iter().map(|(_, b)| b).sum();
+    if total > STATIC_SHARED_LIMIT {
+        return Err(ScheduleError::SharedMemoryTooLarge {
+            bytes: total,
+            limit: STATIC_SHARED_LIMIT,
+            detail: shared
+                .iter()
+                .map(|(tv, b)| format!("T{}: {b}", tv.0))
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    for e in &s.exprs {
+        check_siblings(s, e)?;
+        if is_resize(&e.op) {
+            for &p in &e.inputs {
+                if s.tensors
+                    .get(&p)
+                    .is_some_and(|t| t.memory == MemoryType::Local)
+                {
+                    return Err(ScheduleError::ResizeInputInRegisters {
+                        op: e.op.name(),
+                        producer: p,
+                        consumer: e.output,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_siblings(s: &Schedule, e: &super::SExpr) -> SchedResult<()> {
+    let first = &s.tensor("validate", e.output)?.domain;
+    for &sib in &e.siblings {
+        let other = &s.tensor("validate", sib)?.domain;
+        let mismatch = |axis: usize, reason: String| ScheduleError::SiblingMismatch {
+            op: e.op.name(),
+            first: e.output,
+            second: sib,
+            axis,
+            reason,
+        };
+        if first.loop_dims.len() != other.loop_dims.len() {
+            return Err(mismatch(
+                first.loop_dims.len().min(other.loop_dims.len()),
+                format!(
+                    "{} vs {} loop dims",
+                    first.loop_dims.len(),
+                    other.loop_dims.len()
+                ),
+            ));
+        }
+        for i in 0..first.loop_dims.len() {
+            let (a, b) = (first.loop_dom(i), other.loop_dom(i));
+            if a.extent != b.extent || a.parallel != b.parallel || a.kind != b.kind {
+                return Err(mismatch(
+                    i,
+                    format!(
+                        "{:?} {:?} {} vs {:?} {:?} {}",
+                        a.kind, a.parallel, a.extent, b.kind, b.parallel, b.extent
+                    ),
+                ));
+            }
+        }
+        let (ca, cb) = (s.tensors[&e.output].compute_at, s.tensors[&sib].compute_at);
+        if ca.map(|c| c.pos) != cb.map(|c| c.pos) {
+            return Err(mismatch(
+                0,
+                format!("computed at position {ca:?} vs {cb:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A grid reduction combines one partial per block; every iteration dim of the tensor
+/// must be bound to a thread or block index so that a block holds whole partials.
+fn check_grid_reduction(tv: ValId, axis: usize, d: &super::TensorDomain) -> SchedResult<()> {
+    let serial_iter = d.loop_dims.iter().any(|&l| {
+        let x = d.dom(l);
+        x.kind == IterKind::Iteration && !x.parallel.is_thread() && x.extent != Extent::Const(1)
+    });
+    if serial_iter {
+        return Err(ScheduleError::ReductionParallel {
+            tensor: tv,
+            axis,
+            ptype: d.loop_dom(axis).parallel,
+            reason: "a grid reduction needs every iteration dim bound to a thread or block index",
+        });
+    }
+    Ok(())
+}
+
+/// A shared-memory tensor split over a block index can only be read by consumers split
+/// over the same block index.
+fn check_block_binding(s: &Schedule, tv: ValId) -> SchedResult<()> {
+    let d = &s.tensors[&tv].domain;
+    for &l in &d.loop_dims {
+        let dom = d.dom(l);
+        if !dom.parallel.is_bid() || dom.kind != IterKind::Iteration {
+            continue;
+        }
+        for u in s.uses(tv) {
+            let c = s.exprs[u].output;
+            let cd = &s.tensors[&c].domain;
+            let has = cd
+                .loop_dims
+                .iter()
+                .any(|&x| cd.dom(x).parallel == dom.parallel);
+            if !has {
+                return Err(ScheduleError::BlockMismatch {
+                    producer: tv,
+                    consumer: c,
+                    ptype: dom.parallel,
+                });
+            }
+        }
     }
     Ok(())
 }
@@ -147,15 +307,17 @@ fn check_reduction_dim(
     extent: &Extent,
 ) -> SchedResult<()> {
     let reason = match pt {
-        ParallelType::BIDx | ParallelType::BIDy | ParallelType::BIDz => {
-            "grid (cross-block) reductions are not supported yet; bind the reduction to threadIdx.x or rfactor it"
+        ParallelType::TIDy | ParallelType::TIDz => {
+            "block reductions run over threadIdx.x only (threadIdx.y/z may index rows)"
         }
-        ParallelType::TIDy | ParallelType::TIDz => "block reductions run over threadIdx.x only",
         ParallelType::Vectorize => "reduction dims cannot be vectorized",
         ParallelType::TIDx => {
             if let Some(c) = extent.as_const() {
                 if c % 32 != 0 {
-                    return Err(ScheduleError::BlockReduceWidth { tensor: tv, extent: c });
+                    return Err(ScheduleError::BlockReduceWidth {
+                        tensor: tv,
+                        extent: c,
+                    });
                 }
             }
             return Ok(());
