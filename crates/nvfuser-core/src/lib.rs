@@ -14,6 +14,7 @@ pub mod ir;
 pub mod philox;
 pub mod print;
 pub mod sched;
+pub mod scheduler;
 
 pub use builder::{FusionDefinition, Size};
 pub use dtype::{DataType, ScalarValue};

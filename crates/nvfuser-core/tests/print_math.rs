@@ -308,31 +308,31 @@ fn layouts_and_inplace() {
     check(
         print_corpus::layouts_and_inplace(),
         expect![[r#"
-        inputs:
-          T0: f32[T0.size(0), T0.size(1)] (contiguity [false, true], order [0, 1])
-          T1: f32[xT1.size(0), T1.size(1)] (contiguity [_, true], order [0, 1])
-          T2: f32[6, 1] (contiguity [true, true], order [1, 0])
-          T3: f32[T3.size(0), T3.size(1)] (contiguity [true, true], order [1, 0])
-          S4: i64
-        exprs:
-          T5 = T0 + T3 : f32[T0.size(0), T0.size(1)]
-          T6 = permute(T0, perm=[1, 0]) : f32[T0.size(1), T0.size(0)]
-          T7 = squeeze(T2, axes=[1]) : f32[6]
-          T8 = broadcast(T7, mask=[true, false]) : f32[b1, 6]
-          T9 = T1 + T8 : f32[xT1.size(0), 6]
-          T10 = reshape(T9, sizes=[-1]) : f32[(T1.size(0) * 6)]
-          T12 = full(7, sizes=[S4, 4]) : i32[S4, 4]
-          T15 = iota(0, 2, length=S4) : i64[S4]
-          T16 = segment_set(T10) : f32[(T1.size(0) * 6)]
-          T17 = set(T16) : f32[(T1.size(0) * 6)]
-        outputs:
-          T5 (in place of T3)
-          T6
-          T9
-          T12
-          T15
-          T17
-    "#]],
+            inputs:
+              T0: f32[T0.size(0), T0.size(1)] (contiguity [false, true], order [0, 1])
+              T1: f32[xT1.size(0), T1.size(1)] (contiguity [_, true], order [1, 0])
+              T2: f32[6, 1] (contiguity [true, true], order [1, 0])
+              T3: f32[T3.size(0), T3.size(1)] (contiguity [true, true], order [1, 0])
+              S4: i64
+            exprs:
+              T5 = T0 + T3 : f32[T0.size(0), T0.size(1)]
+              T6 = permute(T0, perm=[1, 0]) : f32[T0.size(1), T0.size(0)]
+              T7 = squeeze(T2, axes=[1]) : f32[6]
+              T8 = broadcast(T7, mask=[true, false]) : f32[b1, 6]
+              T9 = T1 + T8 : f32[xT1.size(0), 6]
+              T10 = reshape(T9, sizes=[-1]) : f32[(T1.size(0) * 6)]
+              T12 = full(7, sizes=[S4, 4]) : i32[S4, 4]
+              T15 = iota(0, 2, length=S4) : i64[S4]
+              T16 = segment_set(T10) : f32[(T1.size(0) * 6)]
+              T17 = set(T16) : f32[(T1.size(0) * 6)]
+            outputs:
+              T5 (in place of T3)
+              T6
+              T9
+              T12
+              T15
+              T17
+        "#]],
     );
 }
 

@@ -306,33 +306,33 @@ fn layouts_and_inplace() {
         "layouts_and_inplace",
         print_corpus::layouts_and_inplace(),
         expect![[r#"
-        fn layouts_and_inplace(
-            #[layout(contiguity = [false, true], stride_order = [0, 1])] t0: Tensor<f32, [_, _]>,
-            #[layout(stride_order = [0, 1], expanded = [0])] t1: Tensor<f32, [_, _]>,
-            #[layout(static_sizes = true)] t2: Tensor<f32, [6, 1]>,
-            t3: Tensor<f32, [_, _]>,
-            s4: i64,
-        ) -> (
-            Tensor<f32, [_, _]>,
-            Tensor<f32, [_, _]>,
-            Tensor<f32, [_, 6]>,
-            Tensor<i32, [_, 4]>,
-            Tensor<i64, [_]>,
-            Tensor<f32, [_]>,
-        ) {
-            let t5 = t0 + t3;
-            let t6 = t0.permute([1, 0]);
-            let t7 = t2.squeeze([1]);
-            let t8 = t7.broadcast([true, false]);
-            let t9 = t1 + t8;
-            let t10 = t9.reshape([-1]);
-            let t12 = full([s4, 4], 7, i32);
-            let t15 = iota(s4, 0, 2, i64);
-            let t16 = t10.segment_set();
-            let t17 = t16.set();
-            (inplace(t5, t3), t6, t9, t12, t15, t17)
-        }
-    "#]],
+            fn layouts_and_inplace(
+                #[layout(contiguity = [false, true], stride_order = [0, 1])] t0: Tensor<f32, [_, _]>,
+                #[layout(expanded = [0])] t1: Tensor<f32, [_, _]>,
+                #[layout(static_sizes = true)] t2: Tensor<f32, [6, 1]>,
+                t3: Tensor<f32, [_, _]>,
+                s4: i64,
+            ) -> (
+                Tensor<f32, [_, _]>,
+                Tensor<f32, [_, _]>,
+                Tensor<f32, [_, 6]>,
+                Tensor<i32, [_, 4]>,
+                Tensor<i64, [_]>,
+                Tensor<f32, [_]>,
+            ) {
+                let t5 = t0 + t3;
+                let t6 = t0.permute([1, 0]);
+                let t7 = t2.squeeze([1]);
+                let t8 = t7.broadcast([true, false]);
+                let t9 = t1 + t8;
+                let t10 = t9.reshape([-1]);
+                let t12 = full([s4, 4], 7, i32);
+                let t15 = iota(s4, 0, 2, i64);
+                let t16 = t10.segment_set();
+                let t17 = t16.set();
+                (inplace(t5, t3), t6, t9, t12, t15, t17)
+            }
+        "#]],
     );
 }
 

@@ -194,6 +194,13 @@ pub enum CudaError {
         what: String,
     },
 
+    /// The fusion cannot run on a GPU with the default schedule.
+    #[error("cannot run this fusion on the GPU: {reason}")]
+    UnsupportedFusion {
+        /// What is not supported, in plain words.
+        reason: String,
+    },
+
     /// Tensors on different devices given to one operation.
     #[error("{op}: expected tensors on {expected}, found one on {found}")]
     DeviceMismatch {

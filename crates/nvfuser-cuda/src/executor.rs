@@ -9,13 +9,25 @@
 //! result.
 //!
 //! On the CPU reference device the fusion runs on [`nvfuser_core::eval::evaluate`]. On a
-//! GPU it needs generated kernels, whose executor is not wired yet: a GPU device gives
-//! [`CudaError::GpuExecutionUnavailable`] rather than quietly computing on the host.
+//! GPU it runs the kernel of the default schedule
+//! ([`nvfuser_core::scheduler::default_schedule`]), compiled once per input signature
+//! and kept in a bounded LRU of runtimes; a cached call checks the arguments, computes
+//! the signature (a few packed words, no formatting, no hashing of the fusion), finds
+//! the runtime and launches it through [`crate::launch::launch_kernel`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::CudaFunction;
+use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions};
 use nvfuser_core::eval::{evaluate, EvalInput};
 use nvfuser_core::ir::{IterKind, TensorType, ValKind};
-use nvfuser_core::{Fusion, ScalarValue};
+use nvfuser_core::sched::ScheduledFusion;
+use nvfuser_core::scheduler::{default_schedule, DefaultScheduleError};
+use nvfuser_core::{DataType, Fusion, ScalarValue};
+use smallvec::SmallVec;
 
+use crate::launch::{compile_and_load, launch_kernel};
 use crate::{CudaError, Device, Tensor};
 
 /// One argument of a fusion call: a tensor or a scalar.
@@ -47,6 +59,16 @@ scalar_args!(f32, f64, i32, i64, bool);
 
 /// Runs one fusion definition on any device, caching what can be cached.
 ///
+/// On a GPU the first call with a new input signature (see [`InputSignature`])
+/// schedules the fusion with [`nvfuser_core::scheduler::default_schedule`], generates,
+/// compiles and loads its kernel; later calls with the same signature, whatever their
+/// sizes, reuse that runtime without generating or compiling anything. The runtimes are
+/// kept in a bounded LRU ([`FusionExecutorCache::with_capacity`]); the least recently
+/// used one is evicted (its module unloaded when nothing else holds it) instead of
+/// failing. A fusion that the default schedule cannot handle is a
+/// [`CudaError::UnsupportedFusion`] naming what is missing: it never falls back to the
+/// CPU on a GPU device.
+///
 /// ```
 /// use nvfuser_core::prelude::*;
 /// use nvfuser_cuda::{Device, FusionExecutorCache};
@@ -65,12 +87,127 @@ scalar_args!(f32, f64, i32, i64, bool);
 #[derive(Debug)]
 pub struct FusionExecutorCache {
     fusion: Fusion,
+    runtimes: Mutex<RuntimeCache>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+}
+
+/// Counters of a [`FusionExecutorCache`]'s runtime cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecutorStats {
+    /// GPU calls that reused a compiled runtime.
+    pub hits: u64,
+    /// GPU calls that built a runtime (schedule, generate, compile, load).
+    pub misses: u64,
+    /// Runtimes evicted to stay within the capacity.
+    pub evictions: u64,
+    /// Runtimes held now.
+    pub runtimes: usize,
+}
+
+/// Runtimes kept per executor unless [`FusionExecutorCache::with_capacity`] says
+/// otherwise.
+pub const DEFAULT_RUNTIME_CAPACITY: usize = 16;
+
+/// What selects a compiled runtime: device, index width, and per argument the dtype,
+/// rank, which dims are contiguous, size 1 or stride 0 (broadcast/expanded), and the
+/// data pointer's alignment class. Sizes are not part of it: a new batch size reuses
+/// the runtime. Packed into words so a lookup compares a few integers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputSignature(SmallVec<[u64; 8]>);
+
+impl InputSignature {
+    /// The signature of a call (arguments already checked).
+    pub fn of(device: &Device, args: &[Arg<'_>]) -> InputSignature {
+        let mut words: SmallVec<[u64; 8]> = SmallVec::new();
+        let mut wide = false;
+        words.push(device.ordinal().map_or(u64::MAX, |o| o as u64));
+        for arg in args {
+            match arg {
+                Arg::Tensor(t) => {
+                    wide |= crate::launch::extent_elements(t) >= 1 << 31;
+                    let align = t
+                        .cuda_address()
+                        .map_or(0, |p| p.trailing_zeros().min(4) as u64);
+                    words.push(dtype_code(t.dtype()) | (t.rank() as u64) << 8 | align << 16);
+                    let (sizes, strides) = (t.sizes(), t.strides());
+                    let mut word = 0u64;
+                    let mut used = 0;
+                    let mut expected = 1usize;
+                    for axis in (0..sizes.len()).rev() {
+                        let bits = (strides[axis] == expected) as u64
+                            | ((sizes[axis] == 1) as u64) << 1
+                            | ((strides[axis] == 0) as u64) << 2;
+                        expected = strides[axis].saturating_mul(sizes[axis]);
+                        word |= bits << (3 * used);
+                        used += 1;
+                        if used == 21 {
+                            words.push(word);
+                            (word, used) = (0, 0);
+                        }
+                    }
+                    words.push(word);
+                }
+                Arg::Scalar(s) => words.push(dtype_code(s.natural_dtype()) | 1 << 63),
+            }
+        }
+        words[0] |= (wide as u64) << 62;
+        InputSignature(words)
+    }
+
+    /// True when the kernel needs 64-bit index math.
+    fn wide(&self) -> bool {
+        self.0[0] & (1 << 62) != 0
+    }
+}
+
+fn dtype_code(d: DataType) -> u64 {
+    d as u64 + 1
+}
+
+/// A compiled runtime: the schedule, its kernel and the loaded function.
+struct Runtime {
+    sf: ScheduledFusion,
+    kernel: Kernel,
+    function: CudaFunction,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("kernel", &self.kernel.abi.name)
+            .field("launch", &self.kernel.launch)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct RuntimeCache {
+    capacity: usize,
+    tick: u64,
+    entries: Vec<(InputSignature, Arc<Runtime>, u64)>,
 }
 
 impl FusionExecutorCache {
-    /// An executor for `fusion`.
+    /// An executor for `fusion`, keeping up to [`DEFAULT_RUNTIME_CAPACITY`] runtimes.
     pub fn new(fusion: Fusion) -> Self {
-        FusionExecutorCache { fusion }
+        Self::with_capacity(fusion, DEFAULT_RUNTIME_CAPACITY)
+    }
+
+    /// An executor keeping up to `capacity` compiled runtimes (at least 1).
+    pub fn with_capacity(fusion: Fusion, capacity: usize) -> Self {
+        FusionExecutorCache {
+            fusion,
+            runtimes: Mutex::new(RuntimeCache {
+                capacity: capacity.max(1),
+                tick: 0,
+                entries: Vec::new(),
+            }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
     }
 
     /// The fusion this executor runs.
@@ -78,14 +215,48 @@ impl FusionExecutorCache {
         &self.fusion
     }
 
+    /// Runtime cache counters.
+    pub fn stats(&self) -> ExecutorStats {
+        ExecutorStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            runtimes: self.lock().entries.len(),
+        }
+    }
+
+    /// The generated CUDA source of the runtime for these arguments, building it if
+    /// needed (for inspection; GPU devices only).
+    pub fn cuda_source(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, CudaError> {
+        check_args(&self.fusion, device, args)?;
+        Ok(self.runtime(device, args)?.kernel.cuda_source())
+    }
+
+    /// The generated kernel and its loaded function for these arguments (building the
+    /// runtime if needed; GPU devices only), e.g. to compare with a bare launch.
+    pub fn kernel_and_function(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+    ) -> Result<(Kernel, CudaFunction), CudaError> {
+        check_args(&self.fusion, device, args)?;
+        let rt = self.runtime(device, args)?;
+        Ok((rt.kernel.clone(), rt.function.clone()))
+    }
+
+    /// The scheduled IR of the runtime for these arguments (GPU devices only).
+    pub fn scheduled_ir(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, CudaError> {
+        check_args(&self.fusion, device, args)?;
+        Ok(self.runtime(device, args)?.sf.scheduled_ir())
+    }
+
     /// Checks `args` against the fusion's inputs and runs it on `device`; returns the
     /// outputs in the fusion's order.
     pub fn run(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
         check_args(&self.fusion, device, args)?;
         if device.is_gpu() {
-            return Err(CudaError::GpuExecutionUnavailable {
-                what: "running a fusion with generated kernels".into(),
-            });
+            let rt = self.runtime(device, args)?;
+            return launch_kernel(device, rt.sf.fusion(), &rt.kernel, &rt.function, args);
         }
         let inputs = args
             .iter()
@@ -96,6 +267,75 @@ impl FusionExecutorCache {
             .collect::<Result<Vec<_>, _>>()?;
         let outputs = evaluate(&self.fusion, &inputs)?;
         outputs.iter().map(|o| device.tensor_from_host(o)).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RuntimeCache> {
+        // A panic while holding the lock leaves a consistent cache (entries are pushed
+        // whole), so a poisoned lock is still usable.
+        self.runtimes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The runtime for this call: cached, or built and cached.
+    fn runtime(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, CudaError> {
+        let sig = InputSignature::of(device, args);
+        {
+            let mut cache = self.lock();
+            cache.tick += 1;
+            let tick = cache.tick;
+            if let Some(e) = cache.entries.iter_mut().find(|e| e.0 == sig) {
+                e.2 = tick;
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(e.1.clone());
+            }
+        }
+        // Built outside the lock: compiling takes milliseconds.
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let rt = Arc::new(self.build(device, &sig)?);
+        let mut cache = self.lock();
+        cache.tick += 1;
+        let tick = cache.tick;
+        if let Some(e) = cache.entries.iter_mut().find(|e| e.0 == sig) {
+            // Another thread built it meanwhile; keep theirs.
+            e.2 = tick;
+            return Ok(e.1.clone());
+        }
+        if cache.entries.len() >= cache.capacity {
+            if let Some(lru) = (0..cache.entries.len()).min_by_key(|&i| cache.entries[i].2) {
+                cache.entries.swap_remove(lru);
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        cache.entries.push((sig, rt.clone(), tick));
+        Ok(rt)
+    }
+
+    fn build(&self, device: &Device, sig: &InputSignature) -> Result<Runtime, CudaError> {
+        let sf = default_schedule(&self.fusion).map_err(|e| match e {
+            DefaultScheduleError::NotSupported { reason } => CudaError::UnsupportedFusion {
+                reason: format!("{reason} (the default schedule)"),
+            },
+            other => CudaError::UnsupportedFusion {
+                reason: other.to_string(),
+            },
+        })?;
+        let options = KernelOptions {
+            index_type: if sig.wide() {
+                IndexType::I64
+            } else {
+                IndexType::I32
+            },
+            ..KernelOptions::default()
+        };
+        let kernel = codegen::generate(&sf, &options).map_err(|e| CudaError::InvalidInput {
+            kernel: "default schedule".into(),
+            what: e.to_string(),
+        })?;
+        let function = compile_and_load(device, &kernel)?;
+        Ok(Runtime {
+            sf,
+            kernel,
+            function,
+        })
     }
 }
 

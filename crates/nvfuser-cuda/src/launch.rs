@@ -1,19 +1,22 @@
-//! Launching a hand-scheduled fusion's generated kernel on a GPU.
+//! Launching generated kernels on a GPU.
 //!
-//! [`run_scheduled`] is the whole path for one kernel: generate CUDA C++ from a
-//! [`ScheduledFusion`], compile it through the [`KernelCache`] for the device's real
-//! architecture, bind the arguments, check them (declaration, then the kernel's own
-//! requirements: divisibility for vectorized loops, pointer alignment), allocate the
-//! outputs, pack the parameters through the kernel's ABI description and launch. The
-//! automatic schedulers and the executor cache will build on this.
+//! [`launch_kernel`] is the one launch routine: given a generated [`Kernel`] and its
+//! loaded function, it binds the arguments, checks them against the kernel's own
+//! requirements (divisibility for vectorized loops, pointer alignment, 32-bit index
+//! math), allocates the outputs, packs the parameters through the kernel's ABI
+//! description and launches. [`run_scheduled`] (a hand-scheduled fusion: generate,
+//! compile through the [`KernelCache`], load, launch) and the executor cache (cached
+//! runtimes) both go through it. Arguments must already have been checked against the
+//! fusion's declarations ([`check_args`]).
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 
-use nvfuser_core::codegen::{self, Kernel, KernelArg, KernelOptions, Requirement};
-use nvfuser_core::ir::{Extent, ValId, ValKind};
+use cudarc::driver::CudaFunction;
+use nvfuser_core::codegen::{self, IndexType, Kernel, KernelArg, KernelOptions, Requirement};
+use nvfuser_core::ir::{Extent, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
-use nvfuser_core::ScalarValue;
+use nvfuser_core::Fusion;
 
 use crate::executor::{check_args, Arg};
 use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
@@ -25,42 +28,73 @@ pub fn run_scheduled(
     sf: &ScheduledFusion,
     args: &[Arg<'_>],
 ) -> Result<Vec<Tensor>, CudaError> {
-    let fusion = sf.fusion();
-    check_args(fusion, device, args)?;
-    let props = device.properties().ok_or(CudaError::NotAGpu {
-        op: "run_scheduled",
-    })?;
+    check_args(sf.fusion(), device, args)?;
     let kernel = codegen::generate(sf, &KernelOptions::default()).map_err(schedule_error)?;
+    let function = compile_and_load(device, &kernel)?;
+    launch_kernel(device, sf.fusion(), &kernel, &function, args)
+}
 
-    // Runtime values of every input, for extents and the ABI.
-    let mut sizes: BTreeMap<ValId, Vec<i64>> = BTreeMap::new();
-    let mut scalars: BTreeMap<ValId, ScalarValue> = BTreeMap::new();
-    let mut bound: BTreeMap<ValId, KernelArg> = BTreeMap::new();
-    for (&id, arg) in fusion.inputs().iter().zip(args) {
+/// Compiles `kernel` for `device` through the global [`KernelCache`] and loads its
+/// entry point.
+pub fn compile_and_load(device: &Device, kernel: &Kernel) -> Result<CudaFunction, CudaError> {
+    let props = device.properties().ok_or(CudaError::NotAGpu {
+        op: "compile_and_load",
+    })?;
+    let source = kernel.cuda_source();
+    let options = NvrtcOptions::new(props.arch());
+    let compiled =
+        KernelCache::global().compile(KernelRequest::new(&source, &kernel.abi.name, &options))?;
+    device.load_function(&compiled.kernel, &kernel.abi.name)
+}
+
+/// Launches `function`, the loaded `kernel` generated for `fusion`, on `args` (already
+/// checked against the fusion's declarations); waits for it and returns the outputs.
+pub fn launch_kernel(
+    device: &Device,
+    fusion: &Fusion,
+    kernel: &Kernel,
+    function: &CudaFunction,
+    args: &[Arg<'_>],
+) -> Result<Vec<Tensor>, CudaError> {
+    const OP: &str = "launch";
+    let props = device.properties().ok_or(CudaError::NotAGpu { op: OP })?;
+    let inputs = fusion.inputs();
+    // Runtime values of input dims and integer scalars, by position (no maps, no
+    // formatting unless an extent cannot be evaluated).
+    let dim = |t: nvfuser_core::ValId, axis: usize| -> Option<i64> {
+        match args.get(fusion.input_position(t)?)? {
+            Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
+            Arg::Scalar(_) => None,
+        }
+    };
+    let scalar = |v: nvfuser_core::ValId| -> Option<i64> {
+        match args.get(fusion.input_position(v)?)? {
+            Arg::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
+            Arg::Tensor(_) => None,
+        }
+    };
+    let eval = |e: &Extent| -> Result<i64, CudaError> {
+        e.eval(&dim, &scalar)
+            .ok_or_else(|| CudaError::InvalidTensor {
+                op: OP,
+                expected: format!("an extent computable from the inputs: {e}"),
+                found: "an unbound or invalid value".into(),
+            })
+    };
+
+    let mut bound: BTreeMap<nvfuser_core::ValId, KernelArg> = BTreeMap::new();
+    for (&id, arg) in inputs.iter().zip(args) {
         match arg {
             Arg::Tensor(t) => {
-                sizes.insert(id, t.sizes().iter().map(|&s| s as i64).collect());
+                check_index_type(kernel, t)?;
                 bound.insert(id, tensor_arg(t)?);
             }
             Arg::Scalar(s) => {
-                scalars.insert(id, s.cast(fusion.val(id).dtype));
                 bound.insert(id, KernelArg::Scalar(s.cast(fusion.val(id).dtype)));
             }
         }
     }
-    let eval = |e: &Extent| -> Result<i64, CudaError> {
-        e.eval(
-            &|t, axis| sizes.get(&t).and_then(|s| s.get(axis).copied()),
-            &|v| scalars.get(&v).and_then(|s| s.as_i64()),
-        )
-        .ok_or_else(|| CudaError::InvalidTensor {
-            op: "run_scheduled",
-            expected: format!("an extent computable from the inputs: {e}"),
-            found: "an unbound or invalid value".into(),
-        })
-    };
-
-    check_requirements(&kernel, &bound, &eval)?;
+    check_requirements(kernel, &bound, &eval)?;
 
     // Outputs: contiguous, row-major.
     let mut outputs = Vec::with_capacity(fusion.outputs().len());
@@ -68,15 +102,16 @@ pub fn run_scheduled(
         let val = fusion.val(o.val);
         let ValKind::Tensor(tt) = &val.kind else {
             return Err(CudaError::UnsupportedDtype {
-                op: "run_scheduled (scalar output)",
+                op: "launch (scalar output)",
                 dtype: val.dtype,
             });
         };
-        let shape = tt
-            .shape()
-            .map(|d| eval(&d.extent).map(|n| n.max(0) as usize))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut shape = smallvec::SmallVec::<[usize; 6]>::new();
+        for d in tt.shape() {
+            shape.push(eval(&d.extent)?.max(0) as usize);
+        }
         let t = device.zeros(val.dtype, &shape)?;
+        check_index_type(kernel, &t)?;
         bound.insert(o.val, tensor_arg(&t)?);
         outputs.push(t);
     }
@@ -92,30 +127,65 @@ pub fn run_scheduled(
     let threads = block.iter().product::<u32>();
     if threads > props.max_threads_per_block {
         return Err(CudaError::InvalidTensor {
-            op: "run_scheduled",
+            op: OP,
             expected: format!("at most {} threads per block", props.max_threads_per_block),
             found: format!("{threads} (block {block:?})"),
         });
     }
-
-    let source = kernel.cuda_source();
-    let options = NvrtcOptions::new(props.arch());
-    let compiled =
-        KernelCache::global().compile(KernelRequest::new(&source, &kernel.abi.name, &options))?;
-    let function = device.load_function(&compiled.kernel, &kernel.abi.name)?;
-    let mut packed = kernel.abi.pack(&bound).map_err(schedule_error)?;
+    // Grid reductions need global work buffers: partials, and arrival counters that
+    // must be zero at launch (the last block resets them). Zeroed allocations serve
+    // both; they live until the kernel has finished (the synchronize below).
+    let work = kernel.abi.work_buffers();
+    let mut work_tensors = Vec::with_capacity(work.len());
+    let mut work_addresses = Vec::with_capacity(work.len());
+    for wb in &work {
+        let bytes = wb.bytes(eval(&wb.elements)?);
+        let t = device.zeros(nvfuser_core::DataType::I32, [bytes.div_ceil(4)])?;
+        work_addresses.push(t.cuda_address().ok_or(CudaError::NotAGpu { op: OP })?);
+        work_tensors.push(t);
+    }
+    let mut packed = if work.is_empty() {
+        kernel.abi.pack(&bound)
+    } else {
+        kernel.abi.pack_with_buffers(&bound, &work_addresses)
+    }
+    .map_err(schedule_error)?;
     let mut params: Vec<*mut c_void> = packed
         .iter_mut()
         .map(|b| b.as_mut_ptr() as *mut c_void)
         .collect();
-    let stream = device.cuda_stream().ok_or(CudaError::NotAGpu {
-        op: "run_scheduled",
-    })?;
     // SAFETY: `params` holds one pointer per kernel parameter, in the ABI's order, each to
     // bytes of the parameter's type packed by `KernelAbi::pack` from that same
     // description; every tensor pointer belongs to a live buffer (inputs borrowed for
-    // this call, outputs owned by `outputs`) checked against the declared layout and the
-    // kernel's requirements above; the launch dims were checked against the device.
+    // this call, outputs owned by `outputs`) checked against the declared layout (by the
+    // caller, through `check_args`), the kernel's requirements and its index type above;
+    // the launch dims were checked against the device.
+    unsafe { launch_raw(device, function, grid, block, &mut params)? };
+    device.synchronize()?;
+    drop(work_tensors);
+    Ok(outputs)
+}
+
+/// `cuLaunchKernel` of `function` on the device's stream, without any check: the
+/// primitive under [`launch_kernel`], public so that benchmarks can compare against a
+/// bare launch.
+///
+/// # Safety
+///
+/// `params` must hold one pointer per kernel parameter, each to a value of that
+/// parameter's type, every device pointer among them valid for what the kernel accesses,
+/// and `block` within the device's limits.
+pub unsafe fn launch_raw(
+    device: &Device,
+    function: &CudaFunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    params: &mut [*mut c_void],
+) -> Result<(), CudaError> {
+    let stream = device
+        .cuda_stream()
+        .ok_or(CudaError::NotAGpu { op: "launch" })?;
+    // SAFETY: the caller's contract.
     unsafe {
         cudarc::driver::result::launch_kernel(
             function.cu_function(),
@@ -123,12 +193,10 @@ pub fn run_scheduled(
             (block[0], block[1], block[2]),
             0,
             stream.cu_stream(),
-            &mut params,
+            params,
         )
     }
-    .map_err(|e| CudaError::driver("cuLaunchKernel", e))?;
-    device.synchronize()?;
-    Ok(outputs)
+    .map_err(|e| CudaError::driver("cuLaunchKernel", e))
 }
 
 fn schedule_error(e: nvfuser_core::sched::ScheduleError) -> CudaError {
@@ -138,10 +206,38 @@ fn schedule_error(e: nvfuser_core::sched::ScheduleError) -> CudaError {
     }
 }
 
+/// The furthest element offset a tensor's view reaches, plus one.
+pub(crate) fn extent_elements(t: &Tensor) -> u64 {
+    if t.numel() == 0 {
+        return 0;
+    }
+    t.sizes()
+        .iter()
+        .zip(t.strides())
+        .map(|(&n, &s)| (n as u64 - 1) * s as u64)
+        .sum::<u64>()
+        + 1
+}
+
+/// A 32-bit kernel cannot index a tensor that reaches 2^31 elements.
+fn check_index_type(kernel: &Kernel, t: &Tensor) -> Result<(), CudaError> {
+    if kernel.abi.index_type == IndexType::I32
+        && (extent_elements(t) >= 1 << 31 || t.numel() as u64 >= 1 << 31)
+    {
+        return Err(CudaError::InvalidTensor {
+            op: "launch",
+            expected: "tensors of fewer than 2^31 elements for a kernel with 32-bit indexing"
+                .into(),
+            found: format!("sizes {:?}, strides {:?}", t.sizes(), t.strides()),
+        });
+    }
+    Ok(())
+}
+
 fn tensor_arg(t: &Tensor) -> Result<KernelArg, CudaError> {
-    let ptr = t.cuda_address().ok_or(CudaError::NotAGpu {
-        op: "run_scheduled",
-    })?;
+    let ptr = t
+        .cuda_address()
+        .ok_or(CudaError::NotAGpu { op: "launch" })?;
     Ok(KernelArg::Tensor {
         ptr,
         sizes: t.sizes().iter().map(|&s| s as i64).collect(),
@@ -157,7 +253,7 @@ fn dims(
     for (o, e) in out.iter_mut().zip(extents) {
         let v = eval(e)?;
         *o = u32::try_from(v.max(0)).map_err(|_| CudaError::InvalidTensor {
-            op: "run_scheduled",
+            op: "launch",
             expected: "launch dims that fit in 32 bits".into(),
             found: format!("{v} for {e}"),
         })?;
@@ -168,7 +264,7 @@ fn dims(
 /// The kernel's own launch requirements on the actual arguments.
 fn check_requirements(
     kernel: &Kernel,
-    bound: &BTreeMap<ValId, KernelArg>,
+    bound: &BTreeMap<nvfuser_core::ValId, KernelArg>,
     eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
 ) -> Result<(), CudaError> {
     for r in &kernel.requirements {
@@ -177,7 +273,7 @@ fn check_requirements(
                 let v = eval(extent)?;
                 if v % by != 0 {
                     return Err(CudaError::InvalidTensor {
-                        op: "run_scheduled",
+                        op: "launch",
                         expected: format!("{extent} divisible by {by} ({why})"),
                         found: format!("{v}"),
                     });
@@ -187,7 +283,7 @@ fn check_requirements(
                 if let Some(KernelArg::Tensor { ptr, .. }) = bound.get(tensor) {
                     if ptr % *bytes as u64 != 0 {
                         return Err(CudaError::InvalidTensor {
-                            op: "run_scheduled",
+                            op: "launch",
                             expected: format!(
                                 "{tensor} aligned to {bytes} bytes (vectorized access)"
                             ),

@@ -49,7 +49,9 @@ pub use cache::{CacheKey, CacheOrigin, CacheStats, CachedKernel, KernelCache, Ke
 pub use device::{Device, DeviceProperties};
 pub use driver::{DriverInfo, DriverVersion};
 pub use error::{CompileFailure, CudaError};
-pub use executor::{Arg, FusionExecutorCache};
+pub use executor::{
+    Arg, ExecutorStats, FusionExecutorCache, InputSignature, DEFAULT_RUNTIME_CAPACITY,
+};
 pub use nvrtc::{
     compile, compile_with_options, nvrtc_version, CompiledKernel, GpuArch, NvrtcOptions,
     NvrtcVersion,

@@ -10,35 +10,47 @@
 use nvfuser_core::codegen::corpus;
 use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
 use nvfuser_core::sched::ScheduledFusion;
+use nvfuser_core::ScalarValue;
 use nvfuser_cuda::launch::run_scheduled;
 use nvfuser_cuda::testing::require_gpu;
-use nvfuser_cuda::{Arg, Device};
+use nvfuser_cuda::{Arg, Device, Tensor};
 
 fn gpu() -> Option<Device> {
     require_gpu()?;
     Some(Device::cuda(0).unwrap_or_else(|e| panic!("the driver sees a GPU, but: {e}")))
 }
 
-/// Runs `sf` on the GPU and on the CPU reference with random inputs of `shapes`
-/// (one per fusion input) and compares every output.
-fn check(device: &Device, name: &str, sf: &ScheduledFusion, shapes: &[&[usize]], seed: u64) {
+/// Runs `sf` on the GPU and on the CPU reference with the given inputs and compares
+/// every output.
+fn check_inputs(device: &Device, name: &str, sf: &ScheduledFusion, inputs: Vec<EvalInput>) {
     let fusion = sf.fusion();
-    let hosts: Vec<HostTensor> = fusion
-        .inputs()
+    let shapes: Vec<Vec<usize>> = inputs
         .iter()
-        .zip(shapes)
-        .enumerate()
-        .map(|(i, (&id, shape))| HostTensor::random(fusion.val(id).dtype, shape, seed + i as u64))
+        .map(|i| match i {
+            EvalInput::Tensor(h) => h.shape().to_vec(),
+            EvalInput::Scalar(_) => vec![],
+        })
         .collect();
-    let dev: Vec<_> = hosts
+    let dev: Vec<Option<Tensor>> = inputs
         .iter()
-        .map(|h| device.tensor_from_host(h).unwrap())
+        .map(|i| match i {
+            EvalInput::Tensor(h) => Some(device.tensor_from_host(h).unwrap()),
+            EvalInput::Scalar(_) => None,
+        })
         .collect();
-    let args: Vec<Arg<'_>> = dev.iter().map(Arg::from).collect();
+    let args: Vec<Arg<'_>> = inputs
+        .iter()
+        .zip(&dev)
+        .map(|(i, d)| match (i, d) {
+            (_, Some(t)) => Arg::Tensor(t),
+            (EvalInput::Scalar(s), None) => Arg::Scalar(*s),
+            _ => unreachable!("tensors were uploaded"),
+        })
+        .collect();
     let got = run_scheduled(device, sf, &args)
         .unwrap_or_else(|e| panic!("{name} {shapes:?}: {e}\n{}", sf.fusion()));
-    let inputs: Vec<EvalInput> = hosts.into_iter().map(EvalInput::from).collect();
     let want = evaluate(fusion, &inputs).unwrap();
+    assert_eq!(got.len(), want.len());
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         let g = g.to_host_tensor().unwrap();
         compare(&g, w, Tolerance::for_dtype(w.dtype()))
@@ -48,6 +60,40 @@ fn check(device: &Device, name: &str, sf: &ScheduledFusion, shapes: &[&[usize]],
         "{name} {shapes:?}: {} outputs match the CPU reference",
         got.len()
     );
+}
+
+/// [`check_inputs`] with random tensors of `shapes` (one per tensor input, in order);
+/// scalar inputs get 1e-5 (an epsilon in the norms of the corpus).
+fn check(device: &Device, name: &str, sf: &ScheduledFusion, shapes: &[&[usize]], seed: u64) {
+    let fusion = sf.fusion();
+    let mut shapes = shapes.iter();
+    let inputs = fusion
+        .inputs()
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| {
+            let val = fusion.val(id);
+            if val.is_tensor() {
+                let shape = shapes
+                    .next()
+                    .unwrap_or_else(|| panic!("{name}: too few shapes"));
+                HostTensor::random(val.dtype, shape, seed + i as u64).into()
+            } else {
+                EvalInput::Scalar(ScalarValue::Float(1e-5).cast(val.dtype))
+            }
+        })
+        .collect();
+    assert!(shapes.next().is_none(), "{name}: too many shapes");
+    check_inputs(device, name, sf, inputs);
+}
+
+/// Index tensors with values in `0..bound`.
+fn indices(shape: &[usize], bound: i64, seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<i64> = (0..n as u64)
+        .map(|i| ((i.wrapping_mul(2654435761).wrapping_add(seed * 97)) % bound as u64) as i64)
+        .collect();
+    HostTensor::from_vec(v, shape).unwrap()
 }
 
 #[test]
@@ -91,10 +137,42 @@ fn corpus_kernels_match_the_cpu_reference() {
             "outer_sum",
             vec![vec![&[333, 257]], vec![&[1, 128]], vec![&[64, 1]]],
         ),
+        (
+            "softmax_row_in_shared",
+            vec![vec![&[5, 4096]], vec![&[1, 4096]]],
+        ),
+        (
+            "layer_norm_bf16",
+            vec![
+                vec![&[6, 1024], &[1024], &[1024]],
+                vec![&[1, 1024], &[1024], &[1024]],
+            ],
+        ),
+        ("rms_norm_bf16", vec![vec![&[6, 1024], &[1024]]]),
+        (
+            "welford_three_outputs",
+            vec![vec![&[7, 300]], vec![&[2, 1]]],
+        ),
+        ("inner_sum_grid", vec![vec![&[3, 5000]], vec![&[2, 1024]]]),
+        ("inner_sum_2d_block", vec![vec![&[9, 200]], vec![&[4, 32]]]),
+        (
+            "resize_slice_pad_cat",
+            vec![vec![&[5, 9], &[5, 4]], vec![&[1, 3], &[1, 1]]],
+        ),
+        ("reshape_view", vec![vec![&[4, 6, 8]], vec![&[1, 6, 8]]]),
     ];
     let all = corpus::all().unwrap();
-    assert_eq!(all.len(), cases.len(), "every corpus entry has shapes here");
     for (name, sf) in &all {
+        if *name == "gather_select" {
+            // x [n, h], idx [n, 3] in 0..h, rows [4] in 0..n: indices must be in range.
+            for (seed, (n, h)) in [(1u64, (5usize, 7usize)), (2, (2, 130))] {
+                let x = HostTensor::random(nvfuser_core::DataType::F32, &[n, h], seed);
+                let idx = indices(&[n, 3], h as i64, seed);
+                let rows = indices(&[4], n as i64, seed + 1);
+                check_inputs(&device, name, sf, vec![x.into(), idx.into(), rows.into()]);
+            }
+            continue;
+        }
         let (_, shape_sets) = cases
             .iter()
             .find(|(n, _)| n == name)

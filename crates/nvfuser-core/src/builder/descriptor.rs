@@ -234,7 +234,9 @@ pub fn tensor_spec_from_strides(
     // Allocation order: outermost first by decreasing stride; ties keep the later dim
     // inner (so a row-major layout with size-1 dims stays row-major).
     let mut alloc: Vec<usize> = (0..rank).collect();
-    alloc.sort_by(|&a, &b| strides[b].cmp(&strides[a]).then(a.cmp(&b)));
+    // Expanded dims hold no data: they go outermost rather than innermost.
+    let key = |d: usize| if expanded[d] { i64::MAX } else { strides[d] };
+    alloc.sort_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
     let mut stride_order = vec![0; rank];
     for (pos, &d) in alloc.iter().enumerate() {
         stride_order[d] = rank - 1 - pos;

@@ -559,10 +559,15 @@ impl<'a> Lower<'a> {
     fn global_offset(&self, tv: ValId, shape_idx: &[Idx]) -> Idx {
         let t = self.t(tv);
         let doms = shape_doms(&t.domain);
+        // An expanded dim has stride 0 only in a fusion input; a tensor this kernel
+        // writes (an output) is allocated in full, so its expanded dims are indexed.
+        let is_input = self.sf.fusion().input_position(tv).is_some();
         let mut off = Idx::Const(0);
         for (j, &d) in doms.iter().enumerate() {
-            if t.domain.dom(d).kind != IterKind::Iteration {
-                continue;
+            match t.domain.dom(d).kind {
+                IterKind::Iteration => {}
+                IterKind::Expanded if !is_input => {}
+                _ => continue,
             }
             let stride =
                 if t.contiguity.get(j) == Some(&Some(true)) && t.stride_order.get(j) == Some(&0) {

@@ -1,0 +1,105 @@
+//! The default schedule: a simple, correct schedule for any fusion it accepts, used by
+//! the executor until the automatic schedulers (issue 6) replace it.
+//!
+//! [`default_schedule`] picks one of two shapes of kernel, or says in plain words why it
+//! cannot:
+//!
+//! - **Pointwise** (unary, binary, ternary, cast, set, broadcast and expand
+//!   expressions; any number of inputs, outputs and scalars; rank 0 to N): the dims of
+//!   the reference output are merged (adjacent dims only where every tensor agrees on
+//!   which of them are broadcast), the innermost group is split by 128 and bound to
+//!   `blockIdx.x`/`threadIdx.x`, outer groups stay serial loops; every other tensor
+//!   takes the same transforms (`transform_like`/`parallelize_like`) and everything is
+//!   inlined (`inline_most`). See [`pointwise`].
+//! - **Inner reduction** (sum, max, min, mean, prod over the innermost dims of one
+//!   rank, plus pointwise math and broadcasts of per-row values: softmax, RMSNorm-style
+//!   norms): one row per block of 128 threads, a serial loop over the row and a block
+//!   reduction. Values needed by more than one phase of the row (before and after a
+//!   reduction) are recomputed per use rather than kept, so any row length works. See
+//!   [`reduction`].
+//!
+//! Anything else is a [`DefaultScheduleError::NotSupported`] naming what is missing.
+//! The result is checked by lowering it once, so an accepted fusion is known to
+//! generate.
+
+mod analysis;
+pub mod pointwise;
+mod recompute;
+pub mod reduction;
+
+use crate::codegen::{self, KernelOptions};
+use crate::ir::{Fusion, Op};
+use crate::sched::{ScheduleError, ScheduledFusion};
+
+/// Threads per block of the default schedule.
+pub const THREADS: i64 = 128;
+
+/// Why the default schedule did not schedule a fusion.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DefaultScheduleError {
+    /// The fusion has something the default schedule does not handle.
+    #[error("not supported by the default schedule: {reason}")]
+    NotSupported {
+        /// What is not supported, in plain words.
+        reason: String,
+    },
+    /// A scheduling primitive or lowering failed on an accepted fusion.
+    #[error("the default schedule failed: {0}")]
+    Schedule(#[from] ScheduleError),
+}
+
+pub(crate) fn not_supported<T>(reason: impl Into<String>) -> Result<T, DefaultScheduleError> {
+    Err(DefaultScheduleError::NotSupported {
+        reason: reason.into(),
+    })
+}
+
+/// Which kernel shape the default schedule chose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultKind {
+    /// Elementwise work, one thread per output element.
+    Pointwise,
+    /// One row per block with a block reduction.
+    InnerReduction,
+}
+
+/// Schedules `fusion` with the default schedule (see the module documentation).
+///
+/// ```
+/// use nvfuser_core::prelude::*;
+/// use nvfuser_core::scheduler::default_schedule;
+///
+/// let mut fd = FusionDefinition::new();
+/// let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+/// let y = fd.relu(x)?;
+/// fd.add_output(y)?;
+/// let sf = default_schedule(&fd.finish()?).unwrap();
+/// assert!(sf.scheduled_ir().contains("blockIdx.x") || !sf.scheduled_ir().is_empty());
+/// # Ok::<(), nvfuser_core::Error>(())
+/// ```
+pub fn default_schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError> {
+    default_schedule_kind(fusion).map(|(sf, _)| sf)
+}
+
+/// [`default_schedule`], also saying which kernel shape it chose.
+pub fn default_schedule_kind(
+    fusion: &Fusion,
+) -> Result<(ScheduledFusion, DefaultKind), DefaultScheduleError> {
+    analysis::check_common(fusion)?;
+    let live = fusion.live_exprs();
+    let has_reduction = fusion
+        .exprs()
+        .any(|(id, e)| live[id.index()] && matches!(e.op, Op::Reduction { .. }));
+    let (sf, kind) = if has_reduction {
+        (reduction::schedule(fusion)?, DefaultKind::InnerReduction)
+    } else {
+        (pointwise::schedule(fusion)?, DefaultKind::Pointwise)
+    };
+    // Lower once: an accepted fusion must generate.
+    codegen::generate(&sf, &KernelOptions::default())?;
+    Ok((sf, kind))
+}
+
+#[cfg(test)]
+mod tests;

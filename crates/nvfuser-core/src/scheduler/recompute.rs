@@ -1,0 +1,250 @@
+//! Recompute-per-use rewriting for the inner-reduction schedule.
+//!
+//! A one-row-per-block kernel with a serial loop over the row cannot keep a row's
+//! intermediate values in registers when the row length is symbolic. So every pointwise
+//! intermediate gets its own copy of its defining expressions for each use (the
+//! expression is recomputed in the loop that needs it), and every read of an input
+//! tensor other than by a broadcast goes through its own register copy (`set`), as
+//! `cache_after` would make. Reduction results are shared: after the block reduction
+//! every thread of the block holds them.
+//!
+//! The rewritten fusion has the same inputs and outputs (same ids), so arguments bind
+//! to it exactly as to the original.
+
+use std::collections::HashMap;
+
+use smallvec::SmallVec;
+
+use super::{not_supported, DefaultScheduleError};
+use crate::ir::{Expr, Fusion, Op, ValId};
+
+/// Upper bound on the expressions of a rewritten fusion.
+const MAX_EXPRS: usize = 4096;
+
+struct Rewrite<'a> {
+    f: &'a Fusion,
+    nf: Fusion,
+    is_output: Vec<bool>,
+    /// Original reduction outputs, already emitted.
+    shared: HashMap<ValId, ValId>,
+}
+
+/// The fusion with pointwise intermediates recomputed per use.
+pub(crate) fn recompute_per_use(f: &Fusion) -> Result<Fusion, DefaultScheduleError> {
+    let mut nf = f.clone();
+    nf.exprs.clear();
+    for v in nf.vals.iter_mut() {
+        v.definition = None;
+    }
+    let mut is_output = vec![false; f.num_vals()];
+    for o in f.outputs() {
+        is_output[o.val.index()] = true;
+    }
+    let mut rw = Rewrite {
+        f,
+        nf,
+        is_output,
+        shared: HashMap::new(),
+    };
+    let live = f.live_exprs();
+    for (id, e) in f.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let anchor = matches!(e.op, Op::Reduction { .. })
+            || e.outputs.iter().any(|o| rw.is_output[o.index()]);
+        if !anchor {
+            continue;
+        }
+        let inputs = rw.resolve_inputs(e)?;
+        rw.push(Expr {
+            op: e.op.clone(),
+            inputs,
+            outputs: e.outputs.clone(),
+        })?;
+        if matches!(e.op, Op::Reduction { .. }) {
+            for &o in &e.outputs {
+                rw.shared.insert(o, o);
+            }
+        }
+    }
+    Ok(rw.nf)
+}
+
+impl Rewrite<'_> {
+    fn push(&mut self, e: Expr) -> Result<(), DefaultScheduleError> {
+        if self.nf.exprs.len() >= MAX_EXPRS {
+            return not_supported(format!(
+                "recomputing intermediates per use needs more than {MAX_EXPRS} expressions"
+            ));
+        }
+        self.nf.push_expr(e);
+        Ok(())
+    }
+
+    fn resolve_inputs(&mut self, e: &Expr) -> Result<SmallVec<[ValId; 3]>, DefaultScheduleError> {
+        let by_broadcast = matches!(e.op, Op::Broadcast { .. });
+        e.inputs
+            .iter()
+            .map(|&i| self.resolve(i, by_broadcast))
+            .collect()
+    }
+
+    /// A value holding `v` for one use.
+    fn resolve(&mut self, v: ValId, by_broadcast: bool) -> Result<ValId, DefaultScheduleError> {
+        let val = self.f.val(v);
+        if !val.is_tensor() {
+            return Ok(v);
+        }
+        if let Some(&s) = self.shared.get(&v) {
+            return Ok(s);
+        }
+        let (op, inputs) = match val.definition {
+            None => {
+                // A fusion input: a broadcast reads it directly, others through a copy.
+                if by_broadcast {
+                    return Ok(v);
+                }
+                (Op::Set, SmallVec::from_elem(v, 1))
+            }
+            Some(d) => {
+                let e = self.f.expr(d);
+                if e.outputs.len() != 1 {
+                    return not_supported(format!("the multi-output expression {}", e.op.name()));
+                }
+                (e.op.clone(), self.resolve_inputs(e)?)
+            }
+        };
+        let mut copy = val.clone();
+        copy.definition = None;
+        let id = self.nf.push_val(copy);
+        self.push(Expr {
+            op,
+            inputs,
+            outputs: SmallVec::from_elem(id, 1),
+        })?;
+        Ok(id)
+    }
+}
+
+/// The fusion with broadcasts moved above pointwise math: `broadcast(f(a, b))`
+/// becomes `f(broadcast(a), broadcast(b))` (nested broadcasts compose), down to fusion
+/// inputs, reduction results and other ops. Values are unchanged; what changes is that
+/// no computed tensor has fewer dims than the tensors it is combined with (a `[H]` weight
+/// cast to f32 is cast after its broadcast to `[1, H]`), so one loop structure covers
+/// every computed tensor. Fusion outputs keep their ids; a broadcast that is itself an
+/// output is left as it is.
+pub(crate) fn push_broadcasts(f: &Fusion) -> Fusion {
+    let mut nf = f.clone();
+    nf.exprs.clear();
+    for v in nf.vals.iter_mut() {
+        v.definition = None;
+    }
+    let mut is_output = vec![false; f.num_vals()];
+    for o in f.outputs() {
+        is_output[o.val.index()] = true;
+    }
+    // Original value -> the value that replaces it in later expressions.
+    let mut replace: HashMap<ValId, ValId> = HashMap::new();
+    let live = f.live_exprs();
+    for (id, e) in f.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let remap = |v: ValId, replace: &HashMap<ValId, ValId>| *replace.get(&v).unwrap_or(&v);
+        if let Op::Broadcast { mask } = &e.op {
+            let out = e.outputs[0];
+            if !is_output[out.index()] {
+                let template = f.val(out).clone();
+                let new = bcast(f, &mut nf, &replace, e.inputs[0], mask, &template);
+                replace.insert(out, new);
+                continue;
+            }
+        }
+        let inputs = e.inputs.iter().map(|&i| remap(i, &replace)).collect();
+        nf.push_expr(Expr {
+            op: e.op.clone(),
+            inputs,
+            outputs: e.outputs.clone(),
+        });
+    }
+    nf
+}
+
+fn is_elementwise(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(_) | Op::Binary(_) | Op::Ternary(_) | Op::Cast | Op::Set | Op::SegmentSet
+    )
+}
+
+/// `v` broadcast by `mask`, with its dtype and `template`'s dims.
+fn bcast(
+    f: &Fusion,
+    nf: &mut Fusion,
+    replace: &HashMap<ValId, ValId>,
+    v: ValId,
+    mask: &[bool],
+    template: &crate::ir::Val,
+) -> ValId {
+    let val = f.val(v);
+    let mut ty = template.clone();
+    ty.dtype = val.dtype;
+    ty.definition = None;
+    let def = val.definition.map(|d| f.expr(d));
+    match def {
+        Some(e) if is_elementwise(&e.op) && e.outputs.len() == 1 => {
+            let inputs = e
+                .inputs
+                .iter()
+                .map(|&i| {
+                    if f.val(i).is_tensor() {
+                        bcast(f, nf, replace, i, mask, template)
+                    } else {
+                        i
+                    }
+                })
+                .collect();
+            let id = nf.push_val(ty);
+            nf.push_expr(Expr {
+                op: e.op.clone(),
+                inputs,
+                outputs: SmallVec::from_elem(id, 1),
+            });
+            id
+        }
+        Some(e) if matches!(e.op, Op::Broadcast { .. }) => {
+            let Op::Broadcast { mask: inner } = &e.op else {
+                unreachable!("matched above")
+            };
+            // Final dim i is new if the outer mask says so, else it is dim j of the inner
+            // broadcast's output, new if the inner mask says so.
+            let mut j = 0;
+            let composed: Vec<bool> = mask
+                .iter()
+                .map(|&m| {
+                    if m {
+                        true
+                    } else {
+                        let n = inner.get(j).copied().unwrap_or(false);
+                        j += 1;
+                        n
+                    }
+                })
+                .collect();
+            bcast(f, nf, replace, e.inputs[0], &composed, template)
+        }
+        _ => {
+            let src = *replace.get(&v).unwrap_or(&v);
+            let id = nf.push_val(ty);
+            nf.push_expr(Expr {
+                op: Op::Broadcast {
+                    mask: mask.to_vec(),
+                },
+                inputs: SmallVec::from_elem(src, 1),
+                outputs: SmallVec::from_elem(id, 1),
+            });
+            id
+        }
+    }
+}
