@@ -25,6 +25,15 @@
 //! ```
 #![deny(missing_docs)]
 
+pub use nvfuser_macros::fusion;
+
+mod private;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::private::*;
+}
+
 pub use nvfuser_core::{builder, dsl, dtype, eval, ir, philox, print};
 pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
 pub use nvfuser_cuda::{Arg, Device, DeviceProperties, Element, FusionExecutorCache, Tensor};
@@ -38,4 +47,5 @@ pub mod prelude {
     pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
     pub use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
     pub use half::{bf16, f16};
+    pub use nvfuser_macros::fusion;
 }

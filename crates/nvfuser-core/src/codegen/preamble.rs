@@ -130,10 +130,12 @@ template <typename T> __device__ inline T nvf_sign(T x) { return x > (T)0 ? (T)1
 __device__ inline bool nvf_sign(bool x) { return x; }
 template <typename T> __device__ inline bool nvf_isnan(T x) { return x != x; }
 template <typename T> __device__ inline bool nvf_isinf(T x) { return x == (T)(1.0 / 0.0) || x == (T)(-1.0 / 0.0); }
-template <typename T> __device__ inline bool nvf_isfinite(T x) { return !nvf_isnan(x) && !nvf_isinf(x); }
+// Integer and bool overloads come before nvf_isfinite: a call inside a template sees
+// only the overloads declared before it for built-in types.
 __device__ inline bool nvf_isinf(long long) { return false; }
 __device__ inline bool nvf_isinf(int) { return false; }
 __device__ inline bool nvf_isinf(bool) { return false; }
+template <typename T> __device__ inline bool nvf_isfinite(T x) { return !nvf_isnan(x) && !nvf_isinf(x); }
 template <typename T> __device__ inline bool nvf_logical_not(T x) { return x == (T)0; }
 template <typename T> __device__ inline T nvf_bitwise_not(T x) { return ~x; }
 __device__ inline bool nvf_bitwise_not(bool x) { return !x; }

@@ -1,0 +1,556 @@
+//! A checked fusion as ordinary builder calls, verified at compile time.
+//!
+//! The DSL's interpreter built the fusion through the builder's conveniences (keepdim,
+//! half-precision reductions, rank extension), so the fusion holds only primitive
+//! expressions. Replaying those primitives through the builder, one call per expression
+//! in arena order on the same operands, appends exactly those expressions again (the
+//! property the Rust reproducer relies on). This module emits those calls as tokens and,
+//! in the same walk, makes each call here at compile time: every call must append exactly
+//! one expression with the original's outputs, and the replayed fusion must be
+//! structurally equal to the checked one. A violation is a bug in this crate or in the
+//! builder and is reported as an internal error at compile time; it can never produce a
+//! fusion that differs from the one the user's source was checked as.
+//!
+//! The emitted statements build into a local `__nvf_fd: FusionDefinition`, define inputs
+//! with `define_tensor_spec` (the declared layout), constants with `constant_of` on first
+//! use, and name value `vN` of the fusion `__nvf_vN`.
+
+use nvfuser_core::builder::{FusionDefinition, Size, Slice};
+use nvfuser_core::ir::{Expr, Fusion, Op, SizeArg, ValId, ValKind};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::quote;
+
+use crate::paths::{self, private};
+
+mod input;
+
+use input::InputSpec;
+
+/// A fusion as builder calls.
+pub(crate) struct Replayed {
+    /// Statements that build `__nvf_fd` (declared `mut` by the first statement).
+    pub stmts: TokenStream,
+    /// The structural hash of the checked fusion.
+    pub hash: u64,
+}
+
+/// Replays `fusion` (see the module docs); `Err` says what diverged.
+pub(crate) fn replay(fusion: &Fusion) -> Result<Replayed, String> {
+    let mut r = Replayer {
+        src: fusion,
+        fd: FusionDefinition::new(),
+        map: vec![None; fusion.num_vals()],
+        used: used_vals(fusion),
+        stmts: Vec::new(),
+    };
+    let fd = local_fd();
+    let new = private("FusionDefinition");
+    r.stmts.push(quote!(let mut #fd = #new::new();));
+    for &input in fusion.inputs() {
+        r.input(input)?;
+    }
+    for (id, e) in fusion.exprs() {
+        r.expr(e)
+            .map_err(|why| format!("expression {} ({}): {why}", id.0, e.op.name()))?;
+    }
+    for o in fusion.outputs() {
+        let v = r.var(o.val);
+        let val = r.get(o.val)?;
+        match o.alias_of {
+            Some(a) => {
+                let input = r.var(a);
+                let ai = r.get(a)?;
+                r.fd.add_output_alias(val, ai).map_err(|e| e.to_string())?;
+                r.stmts.push(quote!(#fd.add_output_alias(#v, #input)?;));
+            }
+            None => {
+                r.fd.add_output(val).map_err(|e| e.to_string())?;
+                r.stmts.push(quote!(#fd.add_output(#v)?;));
+            }
+        }
+    }
+    let replayed = r.fd.finish().map_err(|e| e.to_string())?;
+    if replayed != *fusion {
+        return Err(format!(
+            "the replayed fusion differs from the checked one\nchecked:\n{fusion}\nreplayed:\n{replayed}"
+        ));
+    }
+    let stmts = r.stmts;
+    Ok(Replayed {
+        stmts: quote!(#(#stmts)*),
+        hash: fusion.structural_hash(),
+    })
+}
+
+/// The generated `FusionDefinition` local.
+pub(crate) fn local_fd() -> Ident {
+    paths::local("fd")
+}
+
+/// Which values something reads after they are defined (so only those get a binding).
+fn used_vals(f: &Fusion) -> Vec<bool> {
+    let mut used = vec![false; f.num_vals()];
+    for (_, e) in f.exprs() {
+        for &i in &e.inputs {
+            used[i.index()] = true;
+        }
+    }
+    for o in f.outputs() {
+        used[o.val.index()] = true;
+        if let Some(a) = o.alias_of {
+            used[a.index()] = true;
+        }
+    }
+    used
+}
+
+/// A size argument, both as a value here and as tokens.
+struct SizeTok {
+    size: Size,
+    tokens: TokenStream,
+}
+
+struct Replayer<'a> {
+    src: &'a Fusion,
+    fd: FusionDefinition,
+    /// Value of the checked fusion -> value of the replay.
+    map: Vec<Option<ValId>>,
+    used: Vec<bool>,
+    stmts: Vec<TokenStream>,
+}
+
+impl Replayer<'_> {
+    /// The generated name of value `v` of the checked fusion.
+    fn var(&self, v: ValId) -> Ident {
+        Ident::new(&format!("__nvf_v{}", v.0), Span::mixed_site())
+    }
+
+    /// The replayed value of `v`.
+    fn get(&self, v: ValId) -> Result<ValId, String> {
+        self.map
+            .get(v.index())
+            .copied()
+            .flatten()
+            .ok_or_else(|| format!("value {v} is read before it is defined"))
+    }
+
+    /// `let __nvf_vN = <call>;`, or just `<call>;` when nothing reads `vN`.
+    fn bind(&mut self, v: ValId, call: TokenStream) {
+        if self.used[v.index()] {
+            let name = self.var(v);
+            self.stmts.push(quote!(let #name = #call;));
+        } else {
+            self.stmts.push(quote!(#call;));
+        }
+    }
+
+    fn input(&mut self, v: ValId) -> Result<(), String> {
+        let fd = local_fd();
+        let val = self.src.val(v);
+        let (id, call) = match &val.kind {
+            ValKind::Tensor(t) => {
+                let spec = InputSpec::of(val.dtype, t)?;
+                let id = self
+                    .fd
+                    .define_tensor_spec(spec.spec())
+                    .map_err(|e| e.to_string())?;
+                let tokens = spec.tokens();
+                (id, quote!(#fd.define_tensor_spec(#tokens)?))
+            }
+            ValKind::Scalar(_) => {
+                let id = self
+                    .fd
+                    .define_scalar(val.dtype)
+                    .map_err(|e| e.to_string())?;
+                let dtype = paths::dtype(val.dtype);
+                (id, quote!(#fd.define_scalar(#dtype)?))
+            }
+        };
+        self.map[v.index()] = Some(id);
+        self.bind(v, call);
+        Ok(())
+    }
+
+    /// Defines the constants among `e`'s operands that are not defined yet.
+    fn constants(&mut self, e: &Expr) -> Result<(), String> {
+        let fd = local_fd();
+        for &i in &e.inputs {
+            if self.map.get(i.index()).copied().flatten().is_some() {
+                continue;
+            }
+            let val = self.src.val(i);
+            let Some(c) = val.constant() else {
+                return Err(format!(
+                    "operand {i} is neither an input, a constant, nor defined earlier"
+                ));
+            };
+            self.map[i.index()] = Some(self.fd.constant_of(c, val.dtype));
+            let (value, dtype) = (paths::scalar(c), paths::dtype(val.dtype));
+            self.bind(i, quote!(#fd.constant_of(#value, #dtype)));
+        }
+        Ok(())
+    }
+
+    fn size(&self, e: &Expr, s: SizeArg) -> Result<SizeTok, String> {
+        let size = private("Size");
+        Ok(match s {
+            SizeArg::Const(c) => {
+                let c_tok = paths::int(c);
+                SizeTok {
+                    size: Size::Const(c),
+                    tokens: quote!(#size::Const(#c_tok)),
+                }
+            }
+            SizeArg::Input(p) => {
+                let v = *e
+                    .inputs
+                    .get(p as usize)
+                    .ok_or_else(|| format!("size argument {p} is not an input"))?;
+                let name = self.var(v);
+                SizeTok {
+                    size: Size::Val(self.get(v)?),
+                    tokens: quote!(#size::Val(#name)),
+                }
+            }
+        })
+    }
+
+    fn sizes(&self, e: &Expr, sizes: &[SizeArg]) -> Result<(Vec<Size>, TokenStream), String> {
+        let all = sizes
+            .iter()
+            .map(|&s| self.size(e, s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tokens = all.iter().map(|s| &s.tokens);
+        let tokens = quote!(&[#(#tokens),*]);
+        Ok((all.into_iter().map(|s| s.size).collect(), tokens))
+    }
+
+    /// Replays one expression: the call here, the call as tokens, and the check that the
+    /// call appended exactly this expression.
+    fn expr(&mut self, e: &Expr) -> Result<(), String> {
+        self.constants(e)?;
+        let fd = local_fd();
+        let ins: Vec<ValId> = e
+            .inputs
+            .iter()
+            .map(|&i| self.get(i))
+            .collect::<Result<_, _>>()?;
+        let names: Vec<Ident> = e.inputs.iter().map(|&i| self.var(i)).collect();
+        let out_dtype = e
+            .outputs
+            .first()
+            .map(|&o| self.src.val(o).dtype)
+            .ok_or("an expression without outputs")?;
+        let arity = |n: usize| -> Result<(), String> {
+            if ins.len() == n {
+                Ok(())
+            } else {
+                Err(format!("{} operands, expected {n}", ins.len()))
+            }
+        };
+        let axes_i64 = |axes: &[usize]| -> (Vec<i64>, TokenStream) {
+            let v: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+            let t: Vec<TokenStream> = v.iter().map(|&a| paths::int(a)).collect();
+            (v, quote!(&[#(#t),*]))
+        };
+        let before = self.fd.fusion().num_exprs();
+        let b = &mut self.fd;
+        let err = |e: nvfuser_core::Error| e.to_string();
+        // (the replayed outputs, the call's tokens)
+        let (outs, call): (Vec<ValId>, TokenStream) = match &e.op {
+            Op::Unary(u) => {
+                arity(1)?;
+                let op = op_variant("UnaryOp", format!("{u:?}"));
+                let x = &names[0];
+                (
+                    vec![b.unary(*u, ins[0]).map_err(err)?],
+                    quote!(#fd.unary(#op, #x)),
+                )
+            }
+            Op::Binary(o) => {
+                arity(2)?;
+                let op = op_variant("BinaryOp", format!("{o:?}"));
+                let (x, y) = (&names[0], &names[1]);
+                (
+                    vec![b.binary(*o, ins[0], ins[1]).map_err(err)?],
+                    quote!(#fd.binary(#op, #x, #y)),
+                )
+            }
+            Op::Ternary(t) => {
+                arity(t.arity())?;
+                let op = op_variant("TernaryOp", format!("{t:?}"));
+                (
+                    vec![b.ternary(*t, &ins).map_err(err)?],
+                    quote!(#fd.ternary(#op, &[#(#names),*])),
+                )
+            }
+            Op::Cast => {
+                arity(1)?;
+                let (x, d) = (&names[0], paths::dtype(out_dtype));
+                (
+                    vec![b.cast(ins[0], out_dtype).map_err(err)?],
+                    quote!(#fd.cast(#x, #d)),
+                )
+            }
+            Op::Set => {
+                arity(1)?;
+                let x = &names[0];
+                (vec![b.set(ins[0]).map_err(err)?], quote!(#fd.set(#x)))
+            }
+            Op::SegmentSet => {
+                arity(1)?;
+                let x = &names[0];
+                (
+                    vec![b.segment_set(ins[0]).map_err(err)?],
+                    quote!(#fd.segment_set(#x)),
+                )
+            }
+            Op::Reduction { op, axes } => {
+                arity(1)?;
+                let rop = op_variant("ReductionOp", format!("{op:?}"));
+                let (a, at) = axes_i64(axes);
+                let x = &names[0];
+                (
+                    vec![b.reduction(*op, ins[0], &a, false).map_err(err)?],
+                    quote!(#fd.reduction(#rop, #x, #at, false)),
+                )
+            }
+            Op::Var { axes, correction } => {
+                arity(1)?;
+                let (a, at) = axes_i64(axes);
+                let (x, c) = (&names[0], paths::int(*correction));
+                (
+                    vec![b.var(ins[0], &a, *correction, false).map_err(err)?],
+                    quote!(#fd.var(#x, #at, #c, false)),
+                )
+            }
+            Op::VarMean { axes, correction } => {
+                arity(1)?;
+                let (a, at) = axes_i64(axes);
+                let (x, c) = (&names[0], paths::int(*correction));
+                let (var, mean) = b.var_mean(ins[0], &a, *correction, false).map_err(err)?;
+                (vec![var, mean], quote!(#fd.var_mean(#x, #at, #c, false)))
+            }
+            Op::Welford { axes } => {
+                arity(1)?;
+                let (a, at) = axes_i64(axes);
+                let x = &names[0];
+                let (mean, var_sum, count) = b.welford(ins[0], &a).map_err(err)?;
+                (vec![mean, var_sum, count], quote!(#fd.welford(#x, #at)))
+            }
+            Op::Broadcast { mask } => {
+                arity(1)?;
+                let x = &names[0];
+                (
+                    vec![b.broadcast(ins[0], mask).map_err(err)?],
+                    quote!(#fd.broadcast(#x, &[#(#mask),*])),
+                )
+            }
+            Op::Expand { sizes } | Op::Reshape { sizes } => {
+                let (s, st) = self.sizes(e, sizes)?;
+                let x = &names[0];
+                let b = &mut self.fd;
+                if matches!(e.op, Op::Expand { .. }) {
+                    (
+                        vec![b.expand(ins[0], &s).map_err(err)?],
+                        quote!(#fd.expand(#x, #st)),
+                    )
+                } else {
+                    (
+                        vec![b.reshape(ins[0], &s).map_err(err)?],
+                        quote!(#fd.reshape(#x, #st)),
+                    )
+                }
+            }
+            Op::Permute { perm } => {
+                arity(1)?;
+                let (p, pt) = axes_i64(perm);
+                let x = &names[0];
+                (
+                    vec![b.permute(ins[0], &p).map_err(err)?],
+                    quote!(#fd.permute(#x, #pt)),
+                )
+            }
+            Op::Squeeze { axes } => {
+                arity(1)?;
+                let (a, at) = axes_i64(axes);
+                let x = &names[0];
+                (
+                    vec![b.squeeze(ins[0], &a).map_err(err)?],
+                    quote!(#fd.squeeze(#x, #at)),
+                )
+            }
+            Op::Slice { ranges } => {
+                let slice = private("Slice");
+                let mut rs = Vec::new();
+                let mut ts = Vec::new();
+                for r in ranges {
+                    let (start, stop) = (self.size(e, r.start)?, self.size(e, r.stop)?);
+                    let (st, sp, step) = (&start.tokens, &stop.tokens, paths::int(r.step));
+                    ts.push(quote!(#slice::step(#st, #sp, #step)));
+                    rs.push(Slice::step(start.size, stop.size, r.step));
+                }
+                let x = &names[0];
+                (
+                    vec![self.fd.slice(ins[0], &rs).map_err(err)?],
+                    quote!(#fd.slice(#x, &[#(#ts),*])),
+                )
+            }
+            Op::Pad { widths } => {
+                arity(2)?;
+                let w = widths.iter().map(|&(lo, hi)| {
+                    let (lo, hi) = (paths::int(lo), paths::int(hi));
+                    quote!((#lo, #hi))
+                });
+                let (x, v) = (&names[0], &names[1]);
+                (
+                    vec![b.pad(ins[0], widths, ins[1]).map_err(err)?],
+                    quote!(#fd.pad(#x, &[#(#w),*], #v)),
+                )
+            }
+            Op::Cat { axis } => {
+                let a = paths::int(*axis as i64);
+                (
+                    vec![b.cat(&ins, *axis as i64).map_err(err)?],
+                    quote!(#fd.cat(&[#(#names),*], #a)),
+                )
+            }
+            Op::Full { sizes } => {
+                let (s, st) = self.sizes(e, sizes)?;
+                let (v, d) = (&names[0], paths::dtype(out_dtype));
+                (
+                    vec![self.fd.full(&s, ins[0], out_dtype).map_err(err)?],
+                    quote!(#fd.full(#st, #v, #d)),
+                )
+            }
+            Op::Iota { length } => {
+                let len = self.size(e, *length)?;
+                let lt = &len.tokens;
+                let (start, step, d) = (&names[0], &names[1], paths::dtype(out_dtype));
+                (
+                    vec![self
+                        .fd
+                        .iota(len.size, ins[0], ins[1], out_dtype)
+                        .map_err(err)?],
+                    quote!(#fd.iota(#lt, #start, #step, #d)),
+                )
+            }
+            Op::Rand { dist, sizes } => {
+                let (s, st) = self.sizes(e, sizes)?;
+                let (a, bb, seed, off) = (&names[0], &names[1], &names[2], &names[3]);
+                let d = paths::dtype(out_dtype);
+                let b = &mut self.fd;
+                let (x, method) = match dist {
+                    nvfuser_core::ir::Distribution::Uniform => (
+                        b.uniform(&s, ins[0], ins[1], ins[2], ins[3], out_dtype),
+                        quote!(uniform),
+                    ),
+                    nvfuser_core::ir::Distribution::Normal => (
+                        b.normal(&s, ins[0], ins[1], ins[2], ins[3], out_dtype),
+                        quote!(normal),
+                    ),
+                };
+                (
+                    vec![x.map_err(err)?],
+                    quote!(#fd.#method(#st, #a, #bb, #seed, #off, #d)),
+                )
+            }
+            Op::IndexSelect { axis } => {
+                arity(2)?;
+                let (x, i, a) = (&names[0], &names[1], paths::int(*axis as i64));
+                (
+                    vec![b.index_select(ins[0], *axis as i64, ins[1]).map_err(err)?],
+                    quote!(#fd.index_select(#x, #a, #i)),
+                )
+            }
+            Op::Select { axis, index } => {
+                let idx = self.size(e, *index)?;
+                let (x, a, it) = (&names[0], paths::int(*axis as i64), &idx.tokens);
+                (
+                    vec![self
+                        .fd
+                        .select(ins[0], *axis as i64, idx.size)
+                        .map_err(err)?],
+                    quote!(#fd.select(#x, #a, #it)),
+                )
+            }
+            Op::Gather { axis } => {
+                arity(2)?;
+                let (x, i, a) = (&names[0], &names[1], paths::int(*axis as i64));
+                (
+                    vec![b.gather(ins[0], *axis as i64, ins[1]).map_err(err)?],
+                    quote!(#fd.gather(#x, #a, #i)),
+                )
+            }
+            Op::TakeAlongAxis { axis } => {
+                arity(2)?;
+                let (x, i, a) = (&names[0], &names[1], paths::int(*axis as i64));
+                (
+                    vec![b
+                        .take_along_axis(ins[0], ins[1], *axis as i64)
+                        .map_err(err)?],
+                    quote!(#fd.take_along_axis(#x, #i, #a)),
+                )
+            }
+            Op::Size { axis } => {
+                arity(1)?;
+                let (x, a) = (&names[0], paths::int(*axis as i64));
+                (
+                    vec![b.size(ins[0], *axis as i64).map_err(err)?],
+                    quote!(#fd.size(#x, #a)),
+                )
+            }
+        };
+        // The call must have appended exactly this expression.
+        let after = self.fd.fusion().num_exprs();
+        if after != before + 1 {
+            return Err(format!(
+                "the builder call appended {} expressions, expected 1",
+                after - before
+            ));
+        }
+        let (_, appended) = self.fd.fusion().exprs().last().ok_or("no expression")?;
+        if appended.op != e.op || appended.outputs.as_slice() != outs.as_slice() {
+            return Err(format!(
+                "the builder call appended {:?}, expected {:?}",
+                appended.op, e.op
+            ));
+        }
+        if outs.len() != e.outputs.len() {
+            return Err(format!(
+                "{} outputs, expected {}",
+                outs.len(),
+                e.outputs.len()
+            ));
+        }
+        for (&o, &r) in e.outputs.iter().zip(&outs) {
+            self.map[o.index()] = Some(r);
+        }
+        let call = quote!(#call?);
+        match e.outputs.as_slice() {
+            [one] => self.bind(*one, call),
+            many => {
+                let pats = many.iter().map(|&o| {
+                    if self.used[o.index()] {
+                        let name = self.var(o);
+                        quote!(#name)
+                    } else {
+                        quote!(_)
+                    }
+                });
+                self.stmts.push(quote!(let (#(#pats),*) = #call;));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `::nvfuser::__private::<Enum>::<Variant>`.
+fn op_variant(ty: &str, variant: String) -> TokenStream {
+    let ty = private(ty);
+    let v = Ident::new(&variant, Span::call_site());
+    quote!(#ty::#v)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,9 @@
+use nvfuser::fusion;
+
+fusion! {
+    fn mask(x: Tensor<f32, [N]>, y: Tensor<f32, [N]>) -> Tensor<f32, [N]> {
+        x & y
+    }
+}
+
+fn main() {}

@@ -1,0 +1,13 @@
+use nvfuser::fusion;
+
+fusion! {
+    fn relu(x: Tensor<f32, [N]>) -> Tensor<f32, [N]> {
+        x.relu()
+    }
+
+    fn relu_fusion(x: Tensor<f32, [N]>) -> Tensor<f32, [N]> {
+        x.relu()
+    }
+}
+
+fn main() {}
