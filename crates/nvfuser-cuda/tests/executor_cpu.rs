@@ -68,7 +68,11 @@ fn arguments_that_contradict_the_declaration_are_errors() {
         "fusion call: expected argument 2: a f32 scalar, found a f32 tensor"
     );
     // A transposed view where a contiguous row-major tensor was declared.
-    let xt = cpu.tensor_from_slice(&vals, [7, 5]).unwrap().permute(&[1, 0]).unwrap();
+    let xt = cpu
+        .tensor_from_slice(&vals, [7, 5])
+        .unwrap()
+        .permute(&[1, 0])
+        .unwrap();
     assert_eq!(
         msg(&[(&xt).into(), (&b).into(), 2.0f32.into()]),
         "fusion call: expected argument 0: stride 1 at dim 1 (declared contiguous), found stride 5 (strides [1, 5]); declare it non-contiguous or pass a contiguous tensor"
@@ -86,5 +90,7 @@ fn arguments_that_contradict_the_declaration_are_errors() {
         "fusion call: expected argument 1: size 1 at dim 0 (declared broadcast), found size 5 (sizes [5, 7])"
     );
     // An integer for a float scalar input converts like a cast.
-    assert!(exec.run(&cpu, &[(&x).into(), (&b).into(), 2i64.into()]).is_ok());
+    assert!(exec
+        .run(&cpu, &[(&x).into(), (&b).into(), 2i64.into()])
+        .is_ok());
 }
