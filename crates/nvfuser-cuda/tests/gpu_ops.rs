@@ -31,10 +31,43 @@ fn gpu() -> Option<Device> {
 
 /// A device view of a random tensor in one of several layouts, with its logical sizes.
 fn view(device: &Device, dtype: DataType, layout: &str, seed: u64) -> Tensor {
+    view_of(device, dtype, layout, seed, false)
+}
+
+/// Random data whose integer values are >= 1 (divisors and exponents of integer ops).
+fn positive_host(dtype: DataType, shape: &[usize], seed: u64) -> HostTensor {
+    let h = HostTensor::random(dtype, shape, seed);
+    let v: Vec<i64> = h.to_f64_vec().iter().map(|x| x.abs() as i64 + 1).collect();
+    match dtype {
+        DataType::I32 => {
+            HostTensor::from_vec(v.iter().map(|&x| x as i32).collect(), shape).unwrap()
+        }
+        DataType::I64 => HostTensor::from_vec(v, shape).unwrap(),
+        _ => h,
+    }
+}
+
+fn positive_host_or_random(
+    dtype: DataType,
+    shape: &[usize],
+    seed: u64,
+    positive: bool,
+) -> HostTensor {
+    if positive {
+        positive_host(dtype, shape, seed)
+    } else {
+        HostTensor::random(dtype, shape, seed)
+    }
+}
+
+fn view_of(device: &Device, dtype: DataType, layout: &str, seed: u64, positive: bool) -> Tensor {
     let up = |shape: &[usize]| {
-        device
-            .tensor_from_host(&HostTensor::random(dtype, shape, seed))
-            .unwrap()
+        let h = if positive {
+            positive_host(dtype, shape, seed)
+        } else {
+            HostTensor::random(dtype, shape, seed)
+        };
+        device.tensor_from_host(&h).unwrap()
     };
     match layout {
         "contiguous" => up(&[37, 129]),
@@ -181,9 +214,16 @@ fn every_binary_op_on_every_dtype_with_broadcast_and_scalars() {
     for &op in BinaryOp::ALL {
         for dtype in DTYPES {
             let transcendental = matches!(op, BinaryOp::Pow | BinaryOp::Atan2);
+            // Integer division, modulo and powers need right operands >= 1 (a zero
+            // divisor or a negative exponent is an error in the reference).
+            let positive = dtype.is_int()
+                && matches!(
+                    op,
+                    BinaryOp::Div | BinaryOp::Fmod | BinaryOp::Remainder | BinaryOp::Pow
+                );
             // Same shapes, both in odd layouts.
             let a = view(&device, dtype, "sliced", 3);
-            let b = view(&device, dtype, "permuted", 4);
+            let b = view_of(&device, dtype, "permuted", 4, positive);
             let mut fd = FusionDefinition::new();
             let (av, bv) = (declare(&mut fd, &a), declare(&mut fd, &b));
             let Ok(y) = fd.binary(op, av, bv) else {
@@ -200,7 +240,7 @@ fn every_binary_op_on_every_dtype_with_broadcast_and_scalars() {
             );
             // [N, H] + [H], and an expanded operand.
             let h = device
-                .tensor_from_host(&HostTensor::random(dtype, &[129], 5))
+                .tensor_from_host(&positive_host_or_random(dtype, &[129], 5, positive))
                 .unwrap();
             let e = view(&device, dtype, "expanded", 6);
             let mut fd = FusionDefinition::new();
@@ -208,10 +248,10 @@ fn every_binary_op_on_every_dtype_with_broadcast_and_scalars() {
             let hv = declare(&mut fd, &h);
             let ev = declare(&mut fd, &e);
             let y = fd.binary(op, av, hv).unwrap();
-            let z = fd.binary(op, ev, av).unwrap();
+            let z = fd.binary(op, ev, hv).unwrap();
             fd.add_output(y).unwrap();
             fd.add_output(z).unwrap();
-            let name = format!("{} {dtype} [N,H]+[H], expanded", op.name());
+            let name = format!("{} {dtype} [N,H]+[H], expanded+[H]", op.name());
             tally.check(
                 &device,
                 &name,
