@@ -34,8 +34,9 @@ pub mod __private {
     pub use crate::private::*;
 }
 
-pub use nvfuser_core::{builder, dsl, dtype, eval, ir, philox, print};
+pub use nvfuser_core::{builder, codegen, dsl, dtype, eval, ir, philox, print, sched, scheduler};
 pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
+pub use nvfuser_cuda::{executor, launch};
 pub use nvfuser_cuda::{Arg, Device, DeviceProperties, Element, FusionExecutorCache, Tensor};
 
 /// The error type of everything that runs: definition errors convert into it.
@@ -43,9 +44,9 @@ pub type Error = nvfuser_cuda::CudaError;
 
 /// The names most programs need.
 pub mod prelude {
+    pub use half::{bf16, f16};
     pub use nvfuser_core::builder::{Contiguity, Slice, TensorSpec};
     pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
     pub use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
-    pub use half::{bf16, f16};
     pub use nvfuser_macros::fusion;
 }
