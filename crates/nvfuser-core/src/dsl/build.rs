@@ -201,9 +201,11 @@ impl Interp<'_> {
     pub(crate) fn builder_error(&mut self, e: Error, span: SpanRange) -> Value {
         let hint = match &e {
             Error::DType { expected, .. } => {
-                let to = if expected.contains("integer") {
+                let to = if expected.contains("floating") {
+                    "f32"
+                } else if expected.contains("integer") {
                     "i64"
-                } else if expected.contains("bool") && !expected.contains("integer") {
+                } else if expected.contains("bool") {
                     "bool"
                 } else {
                     "f32"
