@@ -23,11 +23,13 @@ use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions};
 use nvfuser_core::eval::{evaluate, EvalInput};
 use nvfuser_core::ir::{IterKind, TensorType, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
-use nvfuser_core::scheduler::{default_schedule, DefaultScheduleError};
+use nvfuser_core::scheduler::{default_schedule_kind, DefaultKind, DefaultScheduleError};
 use nvfuser_core::{DataType, Fusion, ScalarValue};
 use smallvec::SmallVec;
 
-use crate::launch::{compile_and_load, launch_kernel};
+use crate::dump::{Dump, DumpFlags};
+use crate::launch::{compile_and_load, launch_kernel_with};
+use crate::profile::{self, KernelProfile, LaunchTimer};
 use crate::{CudaError, Device, Tensor};
 
 /// One argument of a fusion call: a tensor or a scalar.
@@ -91,6 +93,8 @@ pub struct FusionExecutorCache {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    /// This executor's own dump; `None`: the process's `NVFUSER_DUMP`.
+    dump: Option<Dump>,
 }
 
 /// Counters of a [`FusionExecutorCache`]'s runtime cache.
@@ -169,6 +173,8 @@ fn dtype_code(d: DataType) -> u64 {
 /// A compiled runtime: the schedule, its kernel and the loaded function.
 struct Runtime {
     sf: ScheduledFusion,
+    /// The scheduler that produced `sf`, e.g. `default pointwise`.
+    scheduler: &'static str,
     kernel: Kernel,
     function: CudaFunction,
 }
@@ -207,7 +213,19 @@ impl FusionExecutorCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            dump: None,
         }
+    }
+
+    /// Gives this executor its own dump (stages and writer) instead of the process's
+    /// `NVFUSER_DUMP` (see [`crate::dump`]).
+    pub fn with_dump(mut self, dump: Dump) -> Self {
+        self.dump = Some(dump);
+        self
+    }
+
+    fn dump(&self) -> &Dump {
+        self.dump.as_ref().unwrap_or_else(|| Dump::from_env())
     }
 
     /// The fusion this executor runs.
@@ -259,7 +277,15 @@ impl FusionExecutorCache {
                 return Ok(views);
             }
             let rt = self.runtime(device, args)?;
-            return launch_kernel(device, rt.sf.fusion(), &rt.kernel, &rt.function, args);
+            return launch_kernel_with(
+                device,
+                rt.sf.fusion(),
+                &rt.kernel,
+                &rt.function,
+                args,
+                self.dump(),
+                None,
+            );
         }
         let inputs = args
             .iter()
@@ -270,6 +296,52 @@ impl FusionExecutorCache {
             .collect::<Result<Vec<_>, _>>()?;
         let outputs = evaluate(&self.fusion, &inputs)?;
         outputs.iter().map(|o| device.tensor_from_host(o)).collect()
+    }
+
+    /// Runs the fusion on a GPU like [`FusionExecutorCache::run`] and profiles its kernel
+    /// launch: time from CUDA events around the launch, logical bytes read and written,
+    /// bandwidth against the device's peak, launch dims, registers and scheduler (see
+    /// [`KernelProfile`]). The runtime is built first if needed, so compilation is never
+    /// timed.
+    ///
+    /// Errors: [`CudaError::NotAGpu`] on the CPU device, [`CudaError::UnsupportedFusion`]
+    /// for a fusion without a kernel (no expressions), and those of `run`.
+    pub fn run_profiled(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+    ) -> Result<(Vec<Tensor>, KernelProfile), CudaError> {
+        let props = device.properties().ok_or(CudaError::NotAGpu {
+            op: "FusionExecutorCache::run_profiled",
+        })?;
+        check_args(&self.fusion, device, args)?;
+        if self.fusion.num_exprs() == 0 {
+            return Err(CudaError::UnsupportedFusion {
+                reason: "the fusion has no expressions, so no kernel runs to profile".into(),
+            });
+        }
+        let rt = self.runtime(device, args)?;
+        let mut timer = LaunchTimer::default();
+        let outputs = launch_kernel_with(
+            device,
+            rt.sf.fusion(),
+            &rt.kernel,
+            &rt.function,
+            args,
+            self.dump(),
+            Some(&mut timer),
+        )?;
+        let profile = KernelProfile::new(
+            rt.kernel.abi.name.clone(),
+            rt.scheduler.to_owned(),
+            device.to_string(),
+            timer.elapsed_ms()?,
+            (profile::bytes_read(args), profile::bytes_written(&outputs)),
+            props.peak_bandwidth_gb_per_s(),
+            (timer.grid, timer.block),
+            profile::registers_per_thread(&rt.function)?,
+        );
+        Ok((outputs, profile))
     }
 
     /// The no-op case: a fusion without expressions (every output is an input, e.g. a
@@ -330,7 +402,9 @@ impl FusionExecutorCache {
     }
 
     fn build(&self, device: &Device, sig: &InputSignature) -> Result<Runtime, CudaError> {
-        let sf = default_schedule(&self.fusion).map_err(|e| match e {
+        let dump = self.dump();
+        dump.section(DumpFlags::IR, "ir", "fusion", &self.fusion);
+        let (sf, kind) = default_schedule_kind(&self.fusion).map_err(|e| match e {
             DefaultScheduleError::NotSupported { reason } => CudaError::UnsupportedFusion {
                 reason: format!("{reason} (the default schedule)"),
             },
@@ -350,9 +424,25 @@ impl FusionExecutorCache {
             kernel: "default schedule".into(),
             what: e.to_string(),
         })?;
+        let scheduler = match kind {
+            DefaultKind::Pointwise => "default pointwise",
+            DefaultKind::InnerReduction => "default inner reduction",
+        };
+        if !dump.flags().is_empty() {
+            let title = format!("{} ({scheduler})", kernel.abi.name);
+            dump.section(
+                DumpFlags::SCHEDULED,
+                "scheduled",
+                &title,
+                &sf.scheduled_ir(),
+            );
+            dump.section(DumpFlags::CUDA, "cuda", &title, &kernel.cuda_source());
+        }
+        // Dumped before compiling, so a kernel that fails to compile is still shown.
         let function = compile_and_load(device, &kernel)?;
         Ok(Runtime {
             sf,
+            scheduler,
             kernel,
             function,
         })

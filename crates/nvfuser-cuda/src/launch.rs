@@ -18,7 +18,9 @@ use nvfuser_core::ir::{Extent, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::Fusion;
 
+use crate::dump::Dump;
 use crate::executor::{check_args, Arg};
+use crate::profile::LaunchTimer;
 use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 
 /// Generates, compiles and launches the kernel of a scheduled fusion; returns its
@@ -55,6 +57,28 @@ pub fn launch_kernel(
     kernel: &Kernel,
     function: &CudaFunction,
     args: &[Arg<'_>],
+) -> Result<Vec<Tensor>, CudaError> {
+    launch_kernel_with(
+        device,
+        fusion,
+        kernel,
+        function,
+        args,
+        Dump::from_env(),
+        None,
+    )
+}
+
+/// [`launch_kernel`] with an explicit dump and an optional timer that records events
+/// around the launch (profiling).
+pub(crate) fn launch_kernel_with(
+    device: &Device,
+    fusion: &Fusion,
+    kernel: &Kernel,
+    function: &CudaFunction,
+    args: &[Arg<'_>],
+    dump: &Dump,
+    mut timer: Option<&mut LaunchTimer>,
 ) -> Result<Vec<Tensor>, CudaError> {
     const OP: &str = "launch";
     let props = device.properties().ok_or(CudaError::NotAGpu { op: OP })?;
@@ -154,6 +178,12 @@ pub fn launch_kernel(
         .iter_mut()
         .map(|b| b.as_mut_ptr() as *mut c_void)
         .collect();
+    if dump.launch_enabled() {
+        dump_launch(dump, kernel, grid, block, args);
+    }
+    if let Some(t) = timer.as_deref_mut() {
+        t.before(device, grid, block)?;
+    }
     // SAFETY: `params` holds one pointer per kernel parameter, in the ABI's order, each to
     // bytes of the parameter's type packed by `KernelAbi::pack` from that same
     // description; every tensor pointer belongs to a live buffer (inputs borrowed for
@@ -161,6 +191,9 @@ pub fn launch_kernel(
     // caller, through `check_args`), the kernel's requirements and its index type above;
     // the launch dims were checked against the device.
     unsafe { launch_raw(device, function, grid, block, &mut params)? };
+    if let Some(t) = timer {
+        t.after(device)?;
+    }
     device.synchronize()?;
     drop(work_tensors);
     Ok(outputs)
@@ -197,6 +230,23 @@ pub unsafe fn launch_raw(
         )
     }
     .map_err(|e| CudaError::driver("cuLaunchKernel", e))
+}
+
+/// The `launch` dump line: kernel, launch dims and the runtime sizes of the arguments.
+fn dump_launch(dump: &Dump, kernel: &Kernel, grid: [u32; 3], block: [u32; 3], args: &[Arg<'_>]) {
+    let sizes: Vec<String> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Tensor(t) => format!("{:?}", t.sizes()),
+            Arg::Scalar(s) => format!("{s:?}"),
+        })
+        .collect();
+    dump.line(&format!(
+        "{}: launch {}: grid {grid:?} block {block:?} args [{}]",
+        crate::dump::DUMP_VAR,
+        kernel.abi.name,
+        sizes.join(", ")
+    ));
 }
 
 fn schedule_error(e: nvfuser_core::sched::ScheduleError) -> CudaError {

@@ -39,15 +39,18 @@ mod error;
 pub mod cache;
 pub mod device;
 pub mod driver;
+pub mod dump;
 pub mod executor;
 pub mod launch;
 pub mod nvrtc;
+pub mod profile;
 pub mod tensor;
 pub mod testing;
 
 pub use cache::{CacheKey, CacheOrigin, CacheStats, CachedKernel, KernelCache, KernelRequest};
 pub use device::{Device, DeviceProperties};
 pub use driver::{DriverInfo, DriverVersion};
+pub use dump::{Dump, DumpFlags};
 pub use error::{CompileFailure, CudaError};
 pub use executor::{
     Arg, ExecutorStats, FusionExecutorCache, InputSignature, DEFAULT_RUNTIME_CAPACITY,
@@ -56,6 +59,7 @@ pub use nvrtc::{
     compile, compile_with_options, nvrtc_version, CompiledKernel, GpuArch, NvrtcOptions,
     NvrtcVersion,
 };
+pub use profile::KernelProfile;
 pub use tensor::{contiguous_strides, Element, Tensor};
 
 /// The CUDA version of cudarc's bindings, `(major, minor)`.
