@@ -469,3 +469,33 @@ fn unsupported_fusions_are_typed_errors_on_the_gpu() {
     println!("{err}");
     assert!(err.to_string().contains("innermost"), "{err}");
 }
+
+/// A tensor of more than 2^31 elements: the executor picks 64-bit indexing and every
+/// element is computed (checked against the input on the host, element by element).
+#[test]
+fn more_than_2_31_elements_use_64_bit_indexing() {
+    let Some(device) = gpu() else { return };
+    let n = (1usize << 31) + 7;
+    let host: Vec<bool> = (0..n).map(|i| i % 3 == 0 || i % 7 == 5).collect();
+    let x = device.tensor_from_slice(&host, [n]).unwrap();
+    let mut fd = FusionDefinition::new();
+    let xv = fd.define_tensor(DataType::Bool, &[-1]).unwrap();
+    let y = fd.logical_not(xv).unwrap();
+    fd.add_output(y).unwrap();
+    let exec = FusionExecutorCache::new(fd.finish().unwrap());
+    let args = [Arg::from(&x)];
+    let source = exec.cuda_source(&device, &args).unwrap();
+    assert!(
+        source.contains("nvf_shape<1> T0_shape") && source.contains("long long"),
+        "expected a 64-bit index type in the generated kernel"
+    );
+    let out = exec.run(&device, &args).unwrap();
+    let got: Vec<bool> = out[0].to_vec().unwrap();
+    assert_eq!(got.len(), n);
+    let wrong = got.iter().zip(&host).filter(|(g, h)| **g == **h).count();
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of {n} elements are not the logical_not of the input"
+    );
+    println!("logical_not over {n} elements (> 2^31) with 64-bit indexing: 0 mismatches");
+}
