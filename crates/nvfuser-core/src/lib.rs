@@ -15,6 +15,8 @@ pub mod philox;
 pub mod print;
 pub mod sched;
 pub mod scheduler;
+#[doc(hidden)]
+pub mod testing;
 
 pub use builder::{FusionDefinition, Size};
 pub use dtype::{DataType, ScalarValue};

@@ -3,9 +3,11 @@
 //! and its tokens parse as Rust statements.
 
 use nvfuser_core::builder::{Contiguity, Slice, TensorSpec};
-use nvfuser_core::ir::{BinaryOp, ReductionOp, TernaryOp, UnaryOp};
+use nvfuser_core::ir::ReductionOp;
 use nvfuser_core::prelude::*;
 use quote::quote;
+
+use nvfuser_core::testing::{binary_cases, ternary_cases, try_build, unary_cases};
 
 use super::replay;
 
@@ -20,102 +22,17 @@ fn check(what: &str, fusion: &Fusion) {
     }
 }
 
-/// Builds `body` over fresh inputs; `None` when the builder rejects the combination.
-fn try_build(body: impl FnOnce(&mut FusionDefinition) -> Result<ValId>) -> Option<Fusion> {
-    let mut fd = FusionDefinition::new();
-    let out = body(&mut fd).ok()?;
-    if !fd.fusion().val(out).is_tensor() {
-        let t = fd.define_tensor(DataType::F32, &[-1]).ok()?;
-        let d = fd.fusion().val(out).dtype;
-        let t = fd.cast(t, d).ok()?;
-        let y = fd.add(t, out).ok()?;
-        fd.add_output(y).ok()?;
-    } else {
-        fd.add_output(out).ok()?;
-    }
-    fd.finish().ok()
-}
-
-/// A tensor of each rank, a scalar input, or a constant, of dtype `d`.
-fn operand(fd: &mut FusionDefinition, kind: usize, d: DataType) -> Result<ValId> {
-    match kind {
-        0 => fd.define_tensor(d, &[-1, 4]),
-        1 => fd.define_tensor(d, &[4]),
-        2 => fd.define_scalar(d),
-        _ => Ok(match d {
-            DataType::Bool => fd.constant(true),
-            d if d.is_int() => fd.constant_of(3, d),
-            d => fd.constant_of(0.5, d),
-        }),
-    }
-}
-
 #[test]
-fn every_unary_op_on_every_dtype() {
-    let mut count = 0;
-    for &op in UnaryOp::ALL {
-        for d in DataType::ALL {
-            for kind in [0, 2, 3] {
-                if let Some(f) = try_build(|fd| {
-                    let x = operand(fd, kind, d)?;
-                    fd.unary(op, x)
-                }) {
-                    check(&format!("{} on {d} ({kind})", op.name()), &f);
-                    count += 1;
-                }
-            }
-        }
+fn every_unary_binary_and_ternary_op() {
+    let cases = [unary_cases(), binary_cases(), ternary_cases()];
+    let counts: Vec<usize> = cases.iter().map(Vec::len).collect();
+    assert!(
+        counts[0] > 200 && counts[1] > 1000 && counts[2] >= 20,
+        "{counts:?}"
+    );
+    for (what, f) in cases.iter().flatten() {
+        check(what, f);
     }
-    assert!(count > 200, "{count}");
-}
-
-#[test]
-fn every_binary_op_on_every_dtype_pair() {
-    let mut count = 0;
-    for &op in BinaryOp::ALL {
-        for a in DataType::ALL {
-            for b in DataType::ALL {
-                for (ka, kb) in [(0, 1), (0, 2), (3, 0), (2, 3)] {
-                    if let Some(f) = try_build(|fd| {
-                        let x = operand(fd, ka, a)?;
-                        let y = operand(fd, kb, b)?;
-                        fd.binary(op, x, y)
-                    }) {
-                        check(&format!("{} on {a}, {b} ({ka}, {kb})", op.name()), &f);
-                        count += 1;
-                    }
-                }
-            }
-        }
-    }
-    assert!(count > 1000, "{count}");
-}
-
-#[test]
-fn every_ternary_op() {
-    let mut count = 0;
-    for &op in TernaryOp::ALL {
-        for d in [DataType::F32, DataType::BF16, DataType::I64, DataType::Bool] {
-            for kinds in [[0, 1, 2, 3], [0, 3, 3, 2], [2, 0, 1, 0]] {
-                if let Some(f) = try_build(|fd| {
-                    let mut args = Vec::new();
-                    for (i, &k) in kinds.iter().take(op.arity()).enumerate() {
-                        let dt = if op == TernaryOp::Where && i == 0 {
-                            DataType::Bool
-                        } else {
-                            d
-                        };
-                        args.push(operand(fd, k, dt)?);
-                    }
-                    fd.ternary(op, &args)
-                }) {
-                    check(&format!("{} on {d} {kinds:?}", op.name()), &f);
-                    count += 1;
-                }
-            }
-        }
-    }
-    assert!(count >= 20, "{count}");
 }
 
 #[test]

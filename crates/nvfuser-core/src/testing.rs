@@ -1,0 +1,109 @@
+//! Shared test corpora (not part of the stable API).
+//!
+//! Several layers check a property over "every op on every dtype it accepts": the
+//! reproducer round trip (`tests/print_every_op.rs`), the macro's builder-call replay
+//! (`nvfuser-macros`), and more. They share one enumeration here so that adding an op
+//! extends every check at once.
+
+use crate::builder::FusionDefinition;
+use crate::dtype::DataType;
+use crate::error::Result;
+use crate::ir::{BinaryOp, Fusion, TernaryOp, UnaryOp, ValId};
+
+/// Builds `body` over fresh inputs and makes its result an output (a scalar result is
+/// added to an f32 tensor first); `None` when the builder rejects the combination.
+pub fn try_build(body: impl FnOnce(&mut FusionDefinition) -> Result<ValId>) -> Option<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let out = body(&mut fd).ok()?;
+    if !fd.fusion().val(out).is_tensor() {
+        let t = fd.define_tensor(DataType::F32, &[-1]).ok()?;
+        let d = fd.fusion().val(out).dtype;
+        let t = fd.cast(t, d).ok()?;
+        let y = fd.add(t, out).ok()?;
+        fd.add_output(y).ok()?;
+    } else {
+        fd.add_output(out).ok()?;
+    }
+    fd.finish().ok()
+}
+
+/// An operand of dtype `d`: kind 0 a `[N, 4]` tensor, 1 a `[4]` tensor, 2 a scalar
+/// input, anything else a constant.
+pub fn operand(fd: &mut FusionDefinition, kind: usize, d: DataType) -> Result<ValId> {
+    match kind {
+        0 => fd.define_tensor(d, &[-1, 4]),
+        1 => fd.define_tensor(d, &[4]),
+        2 => fd.define_scalar(d),
+        _ => Ok(match d {
+            DataType::Bool => fd.constant(true),
+            d if d.is_int() => fd.constant_of(3, d),
+            d => fd.constant_of(0.5, d),
+        }),
+    }
+}
+
+/// Every unary op on every dtype and operand kind the builder accepts, named.
+pub fn unary_cases() -> Vec<(String, Fusion)> {
+    let mut out = Vec::new();
+    for &op in UnaryOp::ALL {
+        for d in DataType::ALL {
+            for kind in [0, 2, 3] {
+                if let Some(f) = try_build(|fd| {
+                    let x = operand(fd, kind, d)?;
+                    fd.unary(op, x)
+                }) {
+                    out.push((format!("{} on {d} (operand kind {kind})", op.name()), f));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every binary op on every dtype pair and several operand-kind pairs the builder
+/// accepts (tensor-tensor with broadcasting, tensor-scalar, constant-tensor, ...).
+pub fn binary_cases() -> Vec<(String, Fusion)> {
+    let mut out = Vec::new();
+    for &op in BinaryOp::ALL {
+        for a in DataType::ALL {
+            for b in DataType::ALL {
+                for (ka, kb) in [(0, 1), (0, 2), (3, 0), (2, 3)] {
+                    if let Some(f) = try_build(|fd| {
+                        let x = operand(fd, ka, a)?;
+                        let y = operand(fd, kb, b)?;
+                        fd.binary(op, x, y)
+                    }) {
+                        out.push((format!("{} on {a}, {b} ({ka}, {kb})", op.name()), f));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every ternary op on a few dtypes and operand-kind mixes.
+pub fn ternary_cases() -> Vec<(String, Fusion)> {
+    let mut out = Vec::new();
+    for &op in TernaryOp::ALL {
+        for d in [DataType::F32, DataType::BF16, DataType::I64, DataType::Bool] {
+            for kinds in [[0, 1, 2, 3], [0, 3, 3, 2], [2, 0, 1, 0]] {
+                if let Some(f) = try_build(|fd| {
+                    let mut args = Vec::new();
+                    for (i, &k) in kinds.iter().take(op.arity()).enumerate() {
+                        let dt = if op == TernaryOp::Where && i == 0 {
+                            DataType::Bool
+                        } else {
+                            d
+                        };
+                        args.push(operand(fd, k, dt)?);
+                    }
+                    fd.ternary(op, &args)
+                }) {
+                    out.push((format!("{} on {d} {kinds:?}", op.name()), f));
+                }
+            }
+        }
+    }
+    out
+}
