@@ -37,7 +37,9 @@ pub mod __private {
 pub use nvfuser_core::{builder, codegen, dsl, dtype, eval, ir, philox, print, sched, scheduler};
 pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
 pub use nvfuser_cuda::{executor, launch};
-pub use nvfuser_cuda::{Arg, Device, DeviceProperties, Element, FusionExecutorCache, Tensor};
+pub use nvfuser_cuda::{
+    Arg, Device, DeviceProperties, Element, FusionCache, FusionExecutorCache, KernelProfile, Tensor,
+};
 
 /// The error type of everything that runs: definition errors convert into it.
 pub type Error = nvfuser_cuda::CudaError;

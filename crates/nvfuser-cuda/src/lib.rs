@@ -41,6 +41,7 @@ pub mod device;
 pub mod driver;
 pub mod dump;
 pub mod executor;
+pub mod fusion_cache;
 pub mod launch;
 pub mod nvrtc;
 pub mod profile;
@@ -55,6 +56,7 @@ pub use error::{CompileFailure, CudaError};
 pub use executor::{
     Arg, ExecutorStats, FusionExecutorCache, InputSignature, DEFAULT_RUNTIME_CAPACITY,
 };
+pub use fusion_cache::{FusionCache, FusionCacheStats};
 pub use nvrtc::{
     compile, compile_with_options, nvrtc_version, CompiledKernel, GpuArch, NvrtcOptions,
     NvrtcVersion,
