@@ -238,20 +238,20 @@ fn slice_pad_cat() {
     check(
         print_corpus::slice_pad_cat(),
         expect![[r#"
-        inputs:
-          T0: f32[T0.size(0), 16] (contiguity [true, true], order [1, 0])
-          S1: i64
-        exprs:
-          T2 = slice(T0, ranges=[0:end, 0:8]) : f32[max((min(9223372036854775807, T0.size(0)) - min(0, T0.size(0))), 0), 8]
-          T3 = slice(T0, ranges=[0:end, 8:end]) : f32[max((min(9223372036854775807, T0.size(0)) - min(0, T0.size(0))), 0), 8]
-          T5 = pad(T2, 0.0, widths=[(0, 0), (1, 2)]) : f32[max((min(9223372036854775807, T0.size(0)) - min(0, T0.size(0))), 0), 11]
-          T6 = pad(T3, 0.0, widths=[(0, 0), (2, 1)]) : f32[max((min(9223372036854775807, T0.size(0)) - min(0, T0.size(0))), 0), 11]
-          T7 = cat(T5, T6, axis=1) : f32[max((min(9223372036854775807, T0.size(0)) - min(0, T0.size(0))), 0), 22]
-          T8 = slice(T7, ranges=[S1:-1:2, 0:end:3]) : f32[ceildiv(max((max((max((min(9223372036854775807, T0.size(0)) - min(0, T0.size(0))), 0) + -1), 0) - min(S1, max((min(9223372036854775807, T0.size(0)) - min(0, T0.size(0))), 0))), 0), 2), 8]
-        outputs:
-          T7
-          T8
-    "#]],
+            inputs:
+              T0: f32[T0.size(0), 16] (contiguity [true, true], order [1, 0])
+              S1: i64
+            exprs:
+              T2 = slice(T0, ranges=[0:end, 0:8]) : f32[max(T0.size(0), 0), 8]
+              T3 = slice(T0, ranges=[0:end, 8:end]) : f32[max(T0.size(0), 0), 8]
+              T5 = pad(T2, 0.0, widths=[(0, 0), (1, 2)]) : f32[max(T0.size(0), 0), 11]
+              T6 = pad(T3, 0.0, widths=[(0, 0), (2, 1)]) : f32[max(T0.size(0), 0), 11]
+              T7 = cat(T5, T6, axis=1) : f32[max(T0.size(0), 0), 22]
+              T8 = slice(T7, ranges=[S1:-1:2, 0:end:3]) : f32[ceildiv(max((max((max(T0.size(0), 0) + -1), 0) - min(S1, max(T0.size(0), 0))), 0), 2), 8]
+            outputs:
+              T7
+              T8
+        "#]],
     );
 }
 

@@ -460,11 +460,12 @@ fn softmax_and_rms_norm_match_on_row_lengths() {
 fn unsupported_fusions_are_typed_errors_on_the_gpu() {
     let Some(device) = gpu() else { return };
     let mut fd = FusionDefinition::new();
-    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
-    let y = fd.sum(x, &[0], false).unwrap();
+    // A reduction over a middle dim: neither inner nor outer.
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1]).unwrap();
+    let y = fd.sum(x, &[1], false).unwrap();
     fd.add_output(y).unwrap();
     let exec = FusionExecutorCache::new(fd.finish().unwrap());
-    let t = device.tensor_from_slice(&[1.0f32; 6], [2, 3]).unwrap();
+    let t = device.tensor_from_slice(&[1.0f32; 24], [2, 3, 4]).unwrap();
     let err = exec.run(&device, &[(&t).into()]).unwrap_err();
     println!("{err}");
     assert!(err.to_string().contains("innermost"), "{err}");

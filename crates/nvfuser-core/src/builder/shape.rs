@@ -359,6 +359,11 @@ impl FusionDefinition {
             let size = d.extent.clone();
             let norm = |a: SizeArg, e: &Extent| -> Extent {
                 match a {
+                    // `i64::MAX` ("to the end") is the size itself, so the extent never
+                    // carries a huge constant into 32-bit index math.
+                    SizeArg::Const(i64::MAX) => size.clone(),
+                    // Sizes are never negative: min(0, size) is 0.
+                    SizeArg::Const(0) => Extent::Const(0),
                     SizeArg::Const(c) if c < 0 => {
                         (size.clone() + Extent::Const(c)).max(Extent::Const(0))
                     }

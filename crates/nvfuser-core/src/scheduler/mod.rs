@@ -5,7 +5,9 @@
 //! cannot:
 //!
 //! - **Pointwise** (unary, binary, ternary, cast, set, broadcast and expand
-//!   expressions; any number of inputs, outputs and scalars; rank 0 to N): the dims of
+//!   expressions, the creation ops full, iota, uniform and normal, which need no
+//!   tensor input, and permute, pad and cat of fusion inputs, read from global memory
+//!   as in the corpus resize entries, in fusions of one output; any number of inputs, outputs and scalars; rank 0 to N): the dims of
 //!   the reference output are merged (adjacent dims only where every tensor agrees on
 //!   which of them are broadcast), the innermost group is split by 128 and bound to
 //!   `blockIdx.x`/`threadIdx.x`, outer groups stay serial loops; every other tensor
@@ -16,19 +18,27 @@
 //!   norms): one row per block of 128 threads, a serial loop over the row and a block
 //!   reduction. Values needed by more than one phase of the row (before and after a
 //!   reduction) are recomputed per use rather than kept, so any row length works. See
-//!   [`reduction`].
+//!   [`reduction`]. Var, var_mean and welford over the innermost dims take the same
+//!   shape with a block Welford combine (as the corpus `welford_three_outputs` and
+//!   `layer_norm_bf16`).
+//!
+//! - **Outer reduction** (sum, max, min, mean, prod over the outermost dims, as the
+//!   corpus `outer_sum`): columns split by 128 onto blocks and threads, each thread
+//!   reducing its column in a serial loop over the rows (no block reduction). Reported
+//!   as [`DefaultKind::Pointwise`]: one thread per output element. See [`outer`].
 //!
 //! Anything else is a [`DefaultScheduleError::NotSupported`] naming what is missing.
 //! The result is checked by lowering it once, so an accepted fusion is known to
 //! generate.
 
 mod analysis;
+pub mod outer;
 pub mod pointwise;
 mod recompute;
 pub mod reduction;
 
 use crate::codegen::{self, KernelOptions};
-use crate::ir::{Fusion, Op};
+use crate::ir::Fusion;
 use crate::sched::{ScheduleError, ScheduledFusion};
 
 /// Threads per block of the default schedule.
@@ -90,8 +100,20 @@ pub fn default_schedule_kind(
     let live = fusion.live_exprs();
     let has_reduction = fusion
         .exprs()
-        .any(|(id, e)| live[id.index()] && matches!(e.op, Op::Reduction { .. }));
-    let (sf, kind) = if has_reduction {
+        .any(|(id, e)| live[id.index()] && analysis::reduction_axes(&e.op).is_some());
+    if has_reduction
+        && fusion
+            .exprs()
+            .any(|(id, e)| live[id.index()] && analysis::is_creation(&e.op))
+    {
+        return not_supported(
+            "creation ops (full, iota, uniform, normal) in a fusion with reductions (only pointwise fusions)",
+        );
+    }
+    let (sf, kind) = if has_reduction && outer::outer_shape(fusion).is_some() {
+        // One thread per output column: the pointwise kernel shape.
+        (outer::schedule(fusion)?, DefaultKind::Pointwise)
+    } else if has_reduction {
         (reduction::schedule(fusion)?, DefaultKind::InnerReduction)
     } else {
         (pointwise::schedule(fusion)?, DefaultKind::Pointwise)

@@ -51,7 +51,7 @@ pub(crate) fn recompute_per_use(f: &Fusion) -> Result<Fusion, DefaultScheduleErr
         if !live[id.index()] {
             continue;
         }
-        let anchor = matches!(e.op, Op::Reduction { .. })
+        let anchor = super::analysis::reduction_axes(&e.op).is_some()
             || e.outputs.iter().any(|o| rw.is_output[o.index()]);
         if !anchor {
             continue;
@@ -62,7 +62,7 @@ pub(crate) fn recompute_per_use(f: &Fusion) -> Result<Fusion, DefaultScheduleErr
             inputs,
             outputs: e.outputs.clone(),
         })?;
-        if matches!(e.op, Op::Reduction { .. }) {
+        if super::analysis::reduction_axes(&e.op).is_some() {
             for &o in &e.outputs {
                 rw.shared.insert(o, o);
             }

@@ -12,9 +12,10 @@
 //! loop and `threadIdx.x` (the last chunk predicated, so any row length works);
 //! sum/max/min/prod reductions are rfactored over the serial loop (per-thread partial
 //! results, then a block reduction), a mean reduces serially and across the block
-//! directly. Per-row tensors merge their dims onto `blockIdx.x`. Everything is inlined.
+//! directly, and so do var, var_mean and welford (a serial Welford update, then a block
+//! Welford combine; their sibling outputs follow the first). Per-row tensors merge their dims onto `blockIdx.x`. Everything is inlined.
 
-use super::analysis::logical_rank;
+use super::analysis::{is_welford, logical_rank, reduction_axes};
 use super::recompute::{push_broadcasts, recompute_per_use};
 use super::{not_supported, DefaultScheduleError, THREADS};
 use crate::ir::{Fusion, Op, ReductionOp, ValId};
@@ -30,7 +31,7 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
         if !live[id.index()] {
             continue;
         }
-        let Op::Reduction { axes, .. } = &e.op else {
+        let Some(axes) = reduction_axes(&e.op) else {
             continue;
         };
         let r = logical_rank(fusion, e.outputs[0]).unwrap_or(0);
@@ -65,6 +66,7 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     // Classify computed tensors and check broadcasts.
     let mut full: Vec<ValId> = Vec::new();
     let mut per_row: Vec<ValId> = Vec::new();
+    // Welford-style reductions (var, var_mean, welford) count as a mean: no rfactor.
     let mut reductions: Vec<(ValId, ReductionOp)> = Vec::new();
     for (id, e) in f.exprs() {
         if !live[id.index()] {
@@ -74,6 +76,11 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
         let r = logical_rank(f, out).unwrap_or(0);
         if let Op::Reduction { op, .. } = &e.op {
             reductions.push((out, *op));
+            continue;
+        }
+        if is_welford(&e.op) {
+            // Siblings follow the first output's transforms.
+            reductions.push((out, ReductionOp::Mean));
             continue;
         }
         if let Op::Broadcast { mask } = &e.op {
@@ -99,6 +106,28 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     }
 
     let mut s = ScheduledFusion::new(rewritten.clone())?;
+    // A reduction result that is a fusion output and also read by the kernel: only
+    // thread 0 of the block stores it, so the readers get a register copy (`cache_fork`,
+    // as the corpus `layer_norm_bf16`) and the output itself is only stored, per row.
+    let is_output = |v: ValId| f.outputs().iter().any(|o| o.val == v);
+    let is_read = |v: ValId| {
+        f.exprs()
+            .any(|(id, e)| live[id.index()] && e.inputs.contains(&v))
+    };
+    for (id, e) in f.exprs() {
+        if !live[id.index()] || reduction_axes(&e.op).is_none() {
+            continue;
+        }
+        for &o in &e.outputs {
+            if is_output(o) && is_read(o) {
+                let c = s.cache_fork(o)?;
+                for r in reductions.iter_mut().filter(|r| r.0 == o) {
+                    r.0 = c;
+                }
+                per_row.push(o);
+            }
+        }
+    }
     // Row dim (when there is one) at 0, the row's elements from `ax`.
     let ax: i64 = if outer > 0 { 1 } else { 0 };
     let bind_full = |s: &mut ScheduledFusion, tv: ValId| -> Result<(), DefaultScheduleError> {

@@ -3,7 +3,7 @@
 use super::*;
 use crate::builder::FusionDefinition;
 use crate::dtype::DataType;
-use crate::ir::{BinaryOp, UnaryOp};
+use crate::ir::{BinaryOp, Op, UnaryOp};
 
 type R = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -109,7 +109,180 @@ pub(crate) fn accepted_corpus() -> crate::Result<Vec<(&'static str, Fusion, Defa
     let r = fd.sum(x, &[0], false)?;
     fd.add_output(r)?;
     out.push(("full_sum", fd.finish()?, InnerReduction));
+    out.extend(outer_corpus()?);
+    out.extend(welford_corpus()?);
+    out.extend(creation_corpus()?);
+    out.extend(movement_corpus()?);
     Ok(out)
+}
+
+/// Outer reductions (one thread per output column), by name.
+pub(crate) fn outer_corpus() -> crate::Result<Vec<(&'static str, Fusion, DefaultKind)>> {
+    use crate::ir::ReductionOp;
+    use DefaultKind::*;
+    let mut out = Vec::new();
+    for (name, op) in [
+        ("outer_sum", ReductionOp::Sum),
+        ("outer_max", ReductionOp::Max),
+        ("outer_min", ReductionOp::Min),
+        ("outer_mean", ReductionOp::Mean),
+        ("outer_prod", ReductionOp::Prod),
+    ] {
+        let mut fd = FusionDefinition::new();
+        let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+        let r = match op {
+            ReductionOp::Sum => fd.sum(x, &[0], false)?,
+            ReductionOp::Max => fd.max(x, &[0], false)?,
+            ReductionOp::Min => fd.min(x, &[0], false)?,
+            ReductionOp::Mean => fd.mean(x, &[0], false)?,
+            ReductionOp::Prod => fd.prod(x, &[0], false)?,
+        };
+        fd.add_output(r)?;
+        out.push((name, fd.finish()?, Pointwise));
+    }
+    // bf16 in, f32 math: sum(x * x) over rows, then a per-column sqrt.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::BF16, &[-1, -1])?;
+    let xf = fd.cast(x, DataType::F32)?;
+    let sq = fd.mul(xf, xf)?;
+    let s = fd.sum(sq, &[0], false)?;
+    let n = fd.sqrt(s)?;
+    fd.add_output(n)?;
+    out.push(("outer_norm_bf16", fd.finish()?, Pointwise));
+    // Rank 3 reduced over its two outer dims, and over one outer dim of two inner ones.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+    let r = fd.mean(x, &[0, 1], false)?;
+    fd.add_output(r)?;
+    out.push(("outer_mean_2of3", fd.finish()?, Pointwise));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+    let r = fd.max(x, &[0], false)?;
+    fd.add_output(r)?;
+    out.push(("outer_max_1of3", fd.finish()?, Pointwise));
+    // Column centering: x - mean(x, 0), with the mean as a second output.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let m = fd.mean(x, &[0], true)?;
+    let y = fd.sub(x, m)?;
+    fd.add_output(y)?;
+    out.push(("outer_center", fd.finish()?, Pointwise));
+    Ok(out)
+}
+
+/// Var, var_mean and welford over the innermost dims (block Welford), by name.
+pub(crate) fn welford_corpus() -> crate::Result<Vec<(&'static str, Fusion, DefaultKind)>> {
+    use DefaultKind::*;
+    let mut out = Vec::new();
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let v = fd.var(x, &[1], 1, false)?;
+    fd.add_output(v)?;
+    out.push(("var_inner", fd.finish()?, InnerReduction));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+    let (v, m) = fd.var_mean(x, &[1, 2], 0, false)?;
+    fd.add_output(v)?;
+    fd.add_output(m)?;
+    out.push(("var_mean_inner2", fd.finish()?, InnerReduction));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let (avg, m2, n) = fd.welford(x, &[1])?;
+    fd.add_output(avg)?;
+    fd.add_output(m2)?;
+    fd.add_output(n)?;
+    out.push(("welford_three_outputs", fd.finish()?, InnerReduction));
+    // LayerNorm forward, bf16 in and out, any row length.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::BF16, &[-1, -1])?;
+    let w = fd.define_tensor(DataType::BF16, &[-1])?;
+    let b = fd.define_tensor(DataType::BF16, &[-1])?;
+    let xf = fd.cast(x, DataType::F32)?;
+    let (var, mean) = fd.var_mean(xf, &[1], 0, false)?;
+    let mb = fd.broadcast(mean, &[false, true])?;
+    let xc = fd.sub(xf, mb)?;
+    let eps = fd.constant(1e-5);
+    let ve = fd.add(var, eps)?;
+    let rstd = fd.rsqrt(ve)?;
+    let rb = fd.broadcast(rstd, &[false, true])?;
+    let xn = fd.mul(xc, rb)?;
+    let wf = fd.cast(w, DataType::F32)?;
+    let bf = fd.cast(b, DataType::F32)?;
+    let yw = fd.mul(xn, wf)?;
+    let y = fd.add(yw, bf)?;
+    let y = fd.cast(y, DataType::BF16)?;
+    fd.add_output(y)?;
+    fd.add_output(mean)?;
+    fd.add_output(rstd)?;
+    out.push(("layer_norm_bf16", fd.finish()?, InnerReduction));
+    Ok(out)
+}
+
+/// Creation ops with no tensor input, as pointwise fusions, by name.
+pub(crate) fn creation_corpus() -> crate::Result<Vec<(&'static str, Fusion, DefaultKind)>> {
+    use crate::builder::Size;
+    use DefaultKind::*;
+    let mut out = Vec::new();
+    // full([n, 7], v) * 2, with the row count and the value as scalar inputs.
+    let mut fd = FusionDefinition::new();
+    let n = fd.define_scalar(DataType::I64)?;
+    let v = fd.define_scalar(DataType::F32)?;
+    let t = fd.full(&[Size::Val(n), Size::Const(7)], v, DataType::F32)?;
+    let two = fd.constant(2.0);
+    let y = fd.mul(t, two)?;
+    fd.add_output(y)?;
+    out.push(("full_times_two", fd.finish()?, Pointwise));
+    // iota(n, start, step) as i64 and as f32 (exp of it).
+    let mut fd = FusionDefinition::new();
+    let n = fd.define_scalar(DataType::I64)?;
+    let start = fd.define_scalar(DataType::I64)?;
+    let step = fd.define_scalar(DataType::I64)?;
+    let i = fd.iota(Size::Val(n), start, step, DataType::I64)?;
+    fd.add_output(i)?;
+    out.push(("iota_i64", fd.finish()?, Pointwise));
+    // uniform and normal [n, m] f32, plus their sum.
+    let mut fd = FusionDefinition::new();
+    let n = fd.define_scalar(DataType::I64)?;
+    let m = fd.define_scalar(DataType::I64)?;
+    let seed = fd.define_scalar(DataType::I64)?;
+    let off = fd.define_scalar(DataType::I64)?;
+    let lo = fd.constant(-1.0);
+    let hi = fd.constant(3.0);
+    let u = fd.uniform(
+        &[Size::Val(n), Size::Val(m)],
+        lo,
+        hi,
+        seed,
+        off,
+        DataType::F32,
+    )?;
+    let g = fd.normal(
+        &[Size::Val(n), Size::Val(m)],
+        lo,
+        hi,
+        seed,
+        off,
+        DataType::F32,
+    )?;
+    let y = fd.add(u, g)?;
+    fd.add_output(u)?;
+    fd.add_output(g)?;
+    fd.add_output(y)?;
+    out.push(("uniform_normal", fd.finish()?, Pointwise));
+    Ok(out)
+}
+
+#[test]
+fn creation_ops_are_rejected_next_to_reductions() -> R {
+    use crate::builder::Size;
+    let mut fd = FusionDefinition::new();
+    let n = fd.define_scalar(DataType::I64)?;
+    let v = fd.define_scalar(DataType::F32)?;
+    let t = fd.full(&[Size::Val(n), Size::Const(7)], v, DataType::F32)?;
+    let r = fd.sum(t, &[1], false)?;
+    fd.add_output(r)?;
+    rejects(&fd.finish()?, "creation ops");
+    Ok(())
 }
 
 #[test]
@@ -122,12 +295,36 @@ fn accepts_pointwise_and_inner_reductions() -> R {
 }
 
 #[test]
-fn rejects_outer_reductions() -> R {
+fn rejects_middle_and_mixed_inner_outer_reductions() -> R {
     let mut fd = FusionDefinition::new();
-    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
-    let r = fd.sum(x, &[0], false)?;
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+    let r = fd.sum(x, &[1], false)?;
     fd.add_output(r)?;
     rejects(&fd.finish()?, "only the innermost dims can be reduced");
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let a = fd.sum(x, &[0], false)?;
+    let b = fd.sum(x, &[1], false)?;
+    fd.add_output(a)?;
+    fd.add_output(b)?;
+    rejects(&fd.finish()?, "only the innermost dims can be reduced");
+    Ok(())
+}
+
+#[test]
+fn outer_reductions_loop_over_rows_per_thread() -> R {
+    for (name, f, kind) in outer_corpus()? {
+        let (sf, k) = default_schedule_kind(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(k, kind, "{name}");
+        let src = codegen::generate(&sf, &KernelOptions::default())?.cuda_source();
+        assert!(
+            src.contains("threadIdx.x") && src.contains("blockIdx.x"),
+            "{name}\n{src}"
+        );
+        // No block reduction: each thread owns its column (the preamble has helpers).
+        let body = src.split("__global__").nth(1).ok_or("no kernel")?;
+        assert!(!body.contains("__syncthreads"), "{name}\n{body}");
+    }
     Ok(())
 }
 
@@ -135,14 +332,15 @@ fn rejects_outer_reductions() -> R {
 fn rejects_ops_it_does_not_know() -> R {
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
-    let y = fd.permute(x, &[1, 0])?;
+    let y = fd.reshape(x, &[crate::builder::Size::Const(-1)])?;
     fd.add_output(y)?;
-    rejects(&fd.finish()?, "the op permute");
+    rejects(&fd.finish()?, "the op reshape");
+    // Welford-style reductions only over the innermost dims.
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
-    let y = fd.var(x, &[1], 1, false)?;
+    let y = fd.var(x, &[0], 1, false)?;
     fd.add_output(y)?;
-    rejects(&fd.finish()?, "var");
+    rejects(&fd.finish()?, "only the innermost dims can be reduced");
     Ok(())
 }
 
@@ -210,5 +408,84 @@ fn recompute_keeps_inputs_and_outputs() -> R {
         .filter(|(_, e)| e.op == Op::Unary(UnaryOp::Exp))
         .count();
     assert_eq!(exps, 2, "{g}");
+    Ok(())
+}
+
+/// A reduction result that is both an output and read by the kernel is read from a
+/// register copy, never back from global memory (only thread 0 stores it).
+#[test]
+fn reduction_outputs_read_by_the_kernel_are_forked() -> R {
+    for (name, f, _) in welford_corpus()? {
+        let sf = default_schedule(&f)?;
+        let src = codegen::generate(&sf, &KernelOptions::default())?.cuda_source();
+        let body = src.split("__global__").nth(1).ok_or("no kernel")?;
+        let outputs: Vec<&str> = body
+            .lines()
+            .filter(|l| l.contains("* __restrict__ T") && !l.contains("const"))
+            .filter_map(|l| l.split_whitespace().last())
+            .map(|t| t.trim_end_matches(','))
+            .collect();
+        assert!(!outputs.is_empty(), "{name}\n{body}");
+        for o in outputs {
+            assert!(
+                !body.contains(&format!("({o}[")),
+                "{name} reads {o}\n{body}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Permute, pad and cat of fusion inputs feeding pointwise math, one output.
+pub(crate) fn movement_corpus() -> crate::Result<Vec<(&'static str, Fusion, DefaultKind)>> {
+    use DefaultKind::*;
+    let mut out = Vec::new();
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let y = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let p = fd.permute(x, &[1, 0])?;
+    let t = fd.add(p, y)?;
+    fd.add_output(t)?;
+    out.push(("permute_add", fd.finish()?, Pointwise));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let y = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let zero = fd.constant(0.0);
+    let pd = fd.pad(x, &[(0, 0), (2, 3)], zero)?;
+    let ct = fd.cat(&[x, y], 1)?;
+    let t = fd.add(pd, ct)?;
+    fd.add_output(t)?;
+    out.push(("pad_plus_cat", fd.finish()?, Pointwise));
+    Ok(out)
+}
+
+#[test]
+fn movement_ops_need_input_operands_and_one_output() -> R {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let e = fd.exp(x)?;
+    let p = fd.permute(e, &[1, 0])?;
+    fd.add_output(p)?;
+    rejects(&fd.finish()?, "must read fusion inputs");
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let p = fd.permute(x, &[1, 0])?;
+    let e = fd.exp(x)?;
+    fd.add_output(p)?;
+    fd.add_output(e)?;
+    rejects(&fd.finish()?, "more than one output");
+    // Slice is not taken (see `analysis::is_movement`).
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let sl = fd.slice(
+        x,
+        &[
+            crate::builder::Slice::all(),
+            crate::builder::Slice::range(1, -1),
+        ],
+    )?;
+    let t = fd.relu(sl)?;
+    fd.add_output(t)?;
+    rejects(&fd.finish()?, "the op slice");
     Ok(())
 }
