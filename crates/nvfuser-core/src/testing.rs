@@ -8,7 +8,7 @@
 use crate::builder::FusionDefinition;
 use crate::dtype::DataType;
 use crate::error::Result;
-use crate::ir::{BinaryOp, Fusion, TernaryOp, UnaryOp, ValId};
+use crate::ir::{BinaryOp, Fusion, ReductionOp, TernaryOp, UnaryOp, ValId};
 
 /// Builds `body` over fresh inputs and makes its result an output (a scalar result is
 /// added to an f32 tensor first); `None` when the builder rejects the combination.
@@ -103,6 +103,45 @@ pub fn ternary_cases() -> Vec<(String, Fusion)> {
                     out.push((format!("{} on {d} {kinds:?}", op.name()), f));
                 }
             }
+        }
+    }
+    out
+}
+
+/// Every reduction on every dtype it accepts (with and without keepdim, negative axes),
+/// and the var / var_mean / welford family on a half and a double type.
+pub fn reduction_cases() -> Vec<(String, Fusion)> {
+    let mut out = Vec::new();
+    for &op in ReductionOp::ALL {
+        for d in DataType::ALL {
+            for (axes, keepdim) in [
+                (&[1i64][..], false),
+                (&[0, -1][..], true),
+                (&[-2][..], true),
+            ] {
+                if let Some(f) = try_build(|fd| {
+                    let x = fd.define_tensor(d, &[-1, -1, 5])?;
+                    fd.reduction(op, x, axes, keepdim)
+                }) {
+                    let name = format!("{} on {d} {axes:?} keepdim {keepdim}", op.name());
+                    out.push((name, f));
+                }
+            }
+        }
+    }
+    for d in [DataType::F16, DataType::F64] {
+        if let Some(f) = try_build(|fd| {
+            let x = fd.define_tensor(d, &[-1, 3])?;
+            let v = fd.var(x, &[1], 0, true)?;
+            let (v2, m) = fd.var_mean(x, &[0], 2, false)?;
+            let (wm, wv, _) = fd.welford(x, &[1])?;
+            let s = fd.add(wm, wv)?;
+            fd.add_output(s)?;
+            fd.add_output(v2)?;
+            fd.add_output(m)?;
+            Ok(v)
+        }) {
+            out.push((format!("var family on {d}"), f));
         }
     }
     out

@@ -427,6 +427,7 @@ impl FusionExecutorCache {
         let scheduler = match kind {
             DefaultKind::Pointwise => "default pointwise",
             DefaultKind::InnerReduction => "default inner reduction",
+            DefaultKind::OuterReduction => "default outer reduction",
         };
         if !dump.flags().is_empty() {
             let title = format!("{} ({scheduler})", kernel.abi.name);

@@ -152,7 +152,7 @@ fn outer_cases() -> Vec<Case> {
         out.push(Case {
             name: format!("outer {op:?} [N, H] f32"),
             fusion: fd.finish().unwrap(),
-            kind: DefaultKind::Pointwise,
+            kind: DefaultKind::OuterReduction,
             scalars: Vec::new(),
             dtypes: vec![DataType::F32],
             shapes: two_d(),
@@ -170,7 +170,7 @@ fn outer_cases() -> Vec<Case> {
     out.push(Case {
         name: "outer column norm bf16".into(),
         fusion: fd.finish().unwrap(),
-        kind: DefaultKind::Pointwise,
+        kind: DefaultKind::OuterReduction,
         scalars: Vec::new(),
         dtypes: vec![DataType::BF16],
         shapes: two_d(),
@@ -198,7 +198,7 @@ fn outer_cases() -> Vec<Case> {
         out.push(Case {
             name: name.into(),
             fusion: fd.finish().unwrap(),
-            kind: DefaultKind::Pointwise,
+            kind: DefaultKind::OuterReduction,
             scalars: Vec::new(),
             dtypes: vec![DataType::F32],
             shapes: three_d.clone(),
@@ -215,7 +215,7 @@ fn outer_cases() -> Vec<Case> {
     out.push(Case {
         name: "outer column centering".into(),
         fusion: fd.finish().unwrap(),
-        kind: DefaultKind::Pointwise,
+        kind: DefaultKind::OuterReduction,
         scalars: Vec::new(),
         dtypes: vec![DataType::F32],
         shapes: two_d(),

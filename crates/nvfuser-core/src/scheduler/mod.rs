@@ -72,6 +72,8 @@ pub enum DefaultKind {
     Pointwise,
     /// One row per block with a block reduction.
     InnerReduction,
+    /// One thread per output column, a serial loop over the reduced rows.
+    OuterReduction,
 }
 
 /// Schedules `fusion` with the default schedule (see the module documentation).
@@ -111,8 +113,7 @@ pub fn default_schedule_kind(
         );
     }
     let (sf, kind) = if has_reduction && outer::outer_shape(fusion).is_some() {
-        // One thread per output column: the pointwise kernel shape.
-        (outer::schedule(fusion)?, DefaultKind::Pointwise)
+        (outer::schedule(fusion)?, DefaultKind::OuterReduction)
     } else if has_reduction {
         (reduction::schedule(fusion)?, DefaultKind::InnerReduction)
     } else {

@@ -138,7 +138,7 @@ pub(crate) fn outer_corpus() -> crate::Result<Vec<(&'static str, Fusion, Default
             ReductionOp::Prod => fd.prod(x, &[0], false)?,
         };
         fd.add_output(r)?;
-        out.push((name, fd.finish()?, Pointwise));
+        out.push((name, fd.finish()?, OuterReduction));
     }
     // bf16 in, f32 math: sum(x * x) over rows, then a per-column sqrt.
     let mut fd = FusionDefinition::new();
@@ -148,25 +148,25 @@ pub(crate) fn outer_corpus() -> crate::Result<Vec<(&'static str, Fusion, Default
     let s = fd.sum(sq, &[0], false)?;
     let n = fd.sqrt(s)?;
     fd.add_output(n)?;
-    out.push(("outer_norm_bf16", fd.finish()?, Pointwise));
+    out.push(("outer_norm_bf16", fd.finish()?, OuterReduction));
     // Rank 3 reduced over its two outer dims, and over one outer dim of two inner ones.
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
     let r = fd.mean(x, &[0, 1], false)?;
     fd.add_output(r)?;
-    out.push(("outer_mean_2of3", fd.finish()?, Pointwise));
+    out.push(("outer_mean_2of3", fd.finish()?, OuterReduction));
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
     let r = fd.max(x, &[0], false)?;
     fd.add_output(r)?;
-    out.push(("outer_max_1of3", fd.finish()?, Pointwise));
+    out.push(("outer_max_1of3", fd.finish()?, OuterReduction));
     // Column centering: x - mean(x, 0), with the mean as a second output.
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
     let m = fd.mean(x, &[0], true)?;
     let y = fd.sub(x, m)?;
     fd.add_output(y)?;
-    out.push(("outer_center", fd.finish()?, Pointwise));
+    out.push(("outer_center", fd.finish()?, OuterReduction));
     Ok(out)
 }
 

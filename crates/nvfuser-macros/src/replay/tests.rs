@@ -3,11 +3,10 @@
 //! and its tokens parse as Rust statements.
 
 use nvfuser_core::builder::{Contiguity, Slice, TensorSpec};
-use nvfuser_core::ir::ReductionOp;
 use nvfuser_core::prelude::*;
 use quote::quote;
 
-use nvfuser_core::testing::{binary_cases, ternary_cases, try_build, unary_cases};
+use nvfuser_core::testing::{binary_cases, reduction_cases, ternary_cases, try_build, unary_cases};
 
 use super::replay;
 
@@ -37,32 +36,18 @@ fn every_unary_binary_and_ternary_op() {
 
 #[test]
 fn every_reduction_and_the_var_family() {
-    for &op in ReductionOp::ALL {
-        for d in DataType::ALL {
-            for (axes, keepdim) in [(&[1i64][..], false), (&[0, -1][..], true)] {
-                if let Some(f) = try_build(|fd| {
-                    let x = fd.define_tensor(d, &[-1, -1, 5])?;
-                    fd.reduction(op, x, axes, keepdim)
-                }) {
-                    check(&format!("{} on {d} {axes:?} {keepdim}", op.name()), &f);
-                }
-            }
-        }
-    }
-    for d in [DataType::F16, DataType::F64] {
-        let f = try_build(|fd| {
-            let x = fd.define_tensor(d, &[-1, 3])?;
-            let v = fd.var(x, &[1], 0, true)?;
-            let (v2, m) = fd.var_mean(x, &[0], 2, false)?;
-            let (wm, wv, _) = fd.welford(x, &[1])?;
-            let s = fd.add(wm, wv)?;
-            fd.add_output(s)?;
-            fd.add_output(v2)?;
-            fd.add_output(m)?;
-            Ok(v)
-        })
-        .expect("var family");
-        check(&format!("var family on {d}"), &f);
+    let cases = reduction_cases();
+    // Every reduction op on several dtypes, plus the two var-family fusions.
+    assert!(cases.len() > 5 * 3 * 4, "{} cases", cases.len());
+    assert_eq!(
+        cases
+            .iter()
+            .filter(|(n, _)| n.starts_with("var family"))
+            .count(),
+        2
+    );
+    for (what, f) in &cases {
+        check(what, f);
     }
 }
 
