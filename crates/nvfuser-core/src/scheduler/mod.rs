@@ -36,6 +36,9 @@ pub mod outer;
 pub mod pointwise;
 mod recompute;
 pub mod reduction;
+pub mod registry;
+
+pub use registry::{can_schedule, Rejection, Rejections, SchedulerKind};
 
 use crate::codegen::{self, KernelOptions};
 use crate::ir::Fusion;
