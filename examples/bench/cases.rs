@@ -1,0 +1,348 @@
+//! The benchmark cases: each a fusion (defined with `fusion!` or the builder), its
+//! input shapes, the logical bytes it moves, and how to check a slice of its output
+//! against the CPU reference evaluator.
+//!
+//! Case names and shapes are shared with `scripts/bench/torch_baseline.py`; the report
+//! (`scripts/bench/report.py`) joins the two by `name`.
+
+use nvfuser::builder::Slice;
+use nvfuser::eval::Tolerance;
+use nvfuser::prelude::*;
+use nvfuser::{fusion, Error};
+
+fusion! {
+    /// GELU with the tanh approximation, bf16 in and out, f32 math.
+    pub fn gelu_tanh(x: Tensor<bf16, [N, H]>) -> Tensor<bf16, [N, H]> {
+        let y = (x as f32).gelu_tanh();
+        y as bf16
+    }
+
+    /// SwiGLU's elementwise half: `silu(gate) * up`, bf16 in and out, f32 math.
+    pub fn silu_mul(gate: Tensor<bf16, [N, H]>, up: Tensor<bf16, [N, H]>) -> Tensor<bf16, [N, H]> {
+        let y = (gate as f32).silu() * (up as f32);
+        y as bf16
+    }
+
+    /// Softmax over the last dim, bf16 in and out, f32 math.
+    pub fn softmax(x: Tensor<bf16, [N, H]>) -> Tensor<bf16, [N, H]> {
+        let x = x as f32;
+        let m = x.max([1], keepdim = true);
+        let e = (x - m).exp();
+        let y = e / e.sum([1], keepdim = true);
+        y as bf16
+    }
+
+    /// LayerNorm over the last dim with weight and bias, bf16 in and out, f32 math;
+    /// mean and variance from one `var_mean` (Welford).
+    pub fn layer_norm(x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, b: Tensor<bf16, [H]>, eps: f32)
+        -> Tensor<bf16, [N, H]>
+    {
+        let x = x as f32;
+        let (var, mean) = x.var_mean([1], correction = 0, keepdim = true);
+        let y = (x - mean) * rsqrt(var + eps) * (w as f32) + (b as f32);
+        y as bf16
+    }
+
+    /// RMSNorm over the last dim with weight, bf16 in and out, f32 math.
+    pub fn rms_norm(x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, eps: f32) -> Tensor<bf16, [N, H]> {
+        let x = x as f32;
+        let ms = (x * x).mean([1], keepdim = true);
+        let y = x * rsqrt(ms + eps) * (w as f32);
+        y as bf16
+    }
+
+    /// Sum over the innermost dim.
+    pub fn inner_sum(x: Tensor<f32, [N, H]>) -> Tensor<f32, [N]> {
+        x.sum([1])
+    }
+
+    /// Sum over the outermost dim.
+    pub fn outer_sum(x: Tensor<f32, [N, H]>) -> Tensor<f32, [H]> {
+        x.sum([0])
+    }
+
+    /// A materialized transpose.
+    pub fn transpose(x: Tensor<f32, [N, H]>) -> Tensor<f32, [H, N]> {
+        x.permute([1, 0])
+    }
+}
+
+/// SiLU-mul on one `[N, 2H]` input, `silu(x[:, :H]) * x[:, H:]`, built at run time with
+/// the builder (the slice bounds are computed from the input's size).
+fn silu_mul_sliced_fusion() -> Result<Fusion, Error> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::BF16, &[-1, -1])?;
+    let width = fd.size(x, 1)?;
+    let two = fd.constant(2i64);
+    let half = fd.div(width, two)?;
+    let gate = fd.slice(x, &[Slice::all(), Slice::range(0, half)])?;
+    let up = fd.slice(x, &[Slice::all(), Slice::range(half, i64::MAX)])?;
+    let gate = fd.cast(gate, DataType::F32)?;
+    let up = fd.cast(up, DataType::F32)?;
+    let gate = fd.silu(gate)?;
+    let y = fd.mul(gate, up)?;
+    let y = fd.cast(y, DataType::BF16)?;
+    fd.add_output(y)?;
+    Ok(fd.finish()?)
+}
+
+/// One input of a case.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A tensor filled with deterministic values in [-2, 2).
+    Tensor { dtype: DataType, shape: Vec<usize> },
+    /// A scalar argument (eps).
+    Scalar(ScalarValue),
+}
+
+/// How a slice of the output is checked: rank-2 inputs are sliced along `input_axis`,
+/// the output along `output_axis`, with the same index range (rank-1 inputs, the
+/// weights, are passed whole). Valid because the fusions treat the sliced index
+/// independently (rows of a norm, columns of an outer sum, ...).
+#[derive(Clone, Copy, Debug)]
+pub struct CheckPlan {
+    pub input_axis: usize,
+    pub output_axis: usize,
+    /// Indices per checked range.
+    pub width: usize,
+    pub tolerance: Tolerance,
+}
+
+/// A benchmark case.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// The key shared with the PyTorch baseline, e.g. `layernorm` or
+    /// `sweep/rmsnorm/h4096`.
+    pub name: String,
+    /// `main` (the cases) or `sweep` (hidden-size sweep of the norms).
+    pub group: &'static str,
+    /// The kernel family for the sweep plot: `softmax`, `layernorm`, `rmsnorm`, ...
+    pub kernel: &'static str,
+    /// The problem shape (of the main input).
+    pub shape: Vec<usize>,
+    /// The main input's dtype.
+    pub dtype: DataType,
+    pub fusion: Fusion,
+    pub inputs: Vec<Input>,
+    /// Logical bytes: every input and output once.
+    pub bytes: u64,
+    pub check: CheckPlan,
+    /// What a reader should know about the definition.
+    pub note: &'static str,
+}
+
+const BF16_TOL: Tolerance = Tolerance {
+    rtol: 1.6e-2,
+    atol: 1e-3,
+};
+
+fn tensor(dtype: DataType, shape: &[usize]) -> Input {
+    Input::Tensor {
+        dtype,
+        shape: shape.to_vec(),
+    }
+}
+
+fn input_bytes(inputs: &[Input]) -> u64 {
+    inputs
+        .iter()
+        .map(|i| match i {
+            Input::Tensor { dtype, shape } => {
+                shape.iter().product::<usize>() as u64 * dtype.size_bytes() as u64
+            }
+            Input::Scalar(_) => 0,
+        })
+        .sum()
+}
+
+fn rows(input_axis: usize, output_axis: usize, width: usize, tolerance: Tolerance) -> CheckPlan {
+    CheckPlan {
+        input_axis,
+        output_axis,
+        width,
+        tolerance,
+    }
+}
+
+/// A row-wise bf16 case `[n, h] -> [n, h]` (pointwise or a norm over the last dim).
+fn rowwise(
+    name: String,
+    kernel: &'static str,
+    fusion: &Fusion,
+    inputs: Vec<Input>,
+    n: usize,
+    h: usize,
+    note: &'static str,
+) -> Case {
+    let bytes = input_bytes(&inputs) + (n * h * 2) as u64;
+    Case {
+        group: group_of(&name),
+        name,
+        kernel,
+        shape: vec![n, h],
+        dtype: DataType::BF16,
+        fusion: fusion.clone(),
+        inputs,
+        bytes,
+        check: rows(0, 0, 4, BF16_TOL),
+        note,
+    }
+}
+
+/// `sweep` for the hidden-size sweep (`sweep/...` names), else `main`.
+fn group_of(name: &str) -> &'static str {
+    if name.starts_with("sweep/") {
+        "sweep"
+    } else {
+        "main"
+    }
+}
+
+fn eps() -> Input {
+    Input::Scalar(ScalarValue::from(1e-5f32))
+}
+
+/// Softmax, LayerNorm or RMSNorm over `[n, h]` bf16.
+fn norm(kernel: &'static str, name: String, n: usize, h: usize) -> Result<Case, Error> {
+    let x = tensor(DataType::BF16, &[n, h]);
+    let w = tensor(DataType::BF16, &[h]);
+    Ok(match kernel {
+        "softmax" => rowwise(name, kernel, softmax_fusion()?, vec![x], n, h, "f32 math"),
+        "layernorm" => rowwise(
+            name,
+            kernel,
+            layer_norm_fusion()?,
+            vec![x, w.clone(), w, eps()],
+            n,
+            h,
+            "weight + bias, var_mean, f32 math",
+        ),
+        _ => rowwise(
+            name,
+            kernel,
+            rms_norm_fusion()?,
+            vec![x, w, eps()],
+            n,
+            h,
+            "weight, f32 math",
+        ),
+    })
+}
+
+/// Divides every size by `shrink` (at least 1): tiny shapes for a CPU smoke run.
+fn s(size: usize, shrink: usize) -> usize {
+    (size / shrink).max(1)
+}
+
+/// The cases. `shrink` > 1 divides every dim (for the CPU smoke run).
+pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
+    let mut cases = Vec::new();
+    let (n, h) = (s(16384, shrink), s(32768, shrink));
+    cases.push(rowwise(
+        "gelu_tanh".into(),
+        "gelu_tanh",
+        gelu_tanh_fusion()?,
+        vec![tensor(DataType::BF16, &[n, h])],
+        n,
+        h,
+        "f32 math",
+    ));
+    let (n, h) = (s(8192, shrink), s(14336, shrink));
+    cases.push(rowwise(
+        "silu_mul".into(),
+        "silu_mul",
+        silu_mul_fusion()?,
+        vec![
+            tensor(DataType::BF16, &[n, h]),
+            tensor(DataType::BF16, &[n, h]),
+        ],
+        n,
+        h,
+        "two inputs gate, up: [N, H] each (the [N, 2H] problem as two tensors)",
+    ));
+    let mut sliced = rowwise(
+        "silu_mul_sliced".into(),
+        "silu_mul",
+        &silu_mul_sliced_fusion()?,
+        vec![tensor(DataType::BF16, &[n, 2 * h])],
+        n,
+        h,
+        "one input [N, 2H], silu(x[:, :H]) * x[:, H:] (slice ops, builder-defined)",
+    );
+    sliced.shape = vec![n, 2 * h];
+    cases.push(sliced);
+    let (n, h) = (s(32768, shrink), s(8192, shrink));
+    cases.push(norm("softmax", "softmax".into(), n, h)?);
+    cases.push(norm("layernorm", "layernorm".into(), n, h)?);
+    cases.push(norm("rmsnorm", "rmsnorm".into(), n, h)?);
+    let (n2, h2) = (s(8192, shrink), s(4096, shrink));
+    cases.push(norm("rmsnorm", "rmsnorm_8192x4096".into(), n2, h2)?);
+
+    let f32_case = |name: &str, kernel: &'static str, fusion: &Fusion, shape: [usize; 2], out: usize, check: CheckPlan, note: &'static str| {
+        let inputs = vec![tensor(DataType::F32, &shape)];
+        Case {
+            name: name.into(),
+            group: "main",
+            kernel,
+            shape: shape.to_vec(),
+            dtype: DataType::F32,
+            fusion: fusion.clone(),
+            bytes: input_bytes(&inputs) + out as u64 * 4,
+            inputs,
+            check,
+            note,
+        }
+    };
+    // f32 sums: the GPU accumulates in f32, the reference in f64; the rounding error grows
+    // with the reduced length (about sqrt(len) * 2^-24 * |values|), so atol scales with it.
+    let sum_tol = |len: usize| Tolerance::new(1e-4, 1e-6 * len as f64);
+    let (n, h) = (s(32768, shrink), s(8192, shrink));
+    cases.push(f32_case(
+        "inner_sum",
+        "inner_sum",
+        inner_sum_fusion()?,
+        [n, h],
+        n,
+        rows(0, 0, 8, sum_tol(h)),
+        "sum over the last dim",
+    ));
+    let (n, h) = (s(8192, shrink), s(32768, shrink));
+    cases.push(f32_case(
+        "outer_sum",
+        "outer_sum",
+        outer_sum_fusion()?,
+        [n, h],
+        h,
+        rows(1, 0, 160, sum_tol(n)),
+        "sum over the first dim",
+    ));
+    let n = s(8192, shrink);
+    cases.push(f32_case(
+        "transpose",
+        "transpose",
+        transpose_fusion()?,
+        [n, n],
+        n * n,
+        rows(0, 1, 8, Tolerance::exact()),
+        "permute([1, 0]) written contiguous",
+    ));
+    Ok(cases)
+}
+
+/// The hidden sizes of the sweep.
+pub const SWEEP_HIDDEN: [usize; 6] = [1024, 2048, 4096, 8192, 16384, 32768];
+
+/// Softmax, LayerNorm and RMSNorm with `rows * hidden = 2^28` elements (512 MiB of
+/// bf16 in, as much out) for each hidden size; `shrink` divides the element count.
+pub fn sweep_cases(shrink: usize) -> Result<Vec<Case>, Error> {
+    let total = (1usize << 28) / shrink.max(1);
+    let mut cases = Vec::new();
+    for kernel in ["softmax", "layernorm", "rmsnorm"] {
+        for h in SWEEP_HIDDEN {
+            let h = s(h, shrink.isqrt().max(1));
+            let n = (total / h).max(1);
+            cases.push(norm(kernel, format!("sweep/{kernel}/h{h}"), n, h)?);
+        }
+    }
+    Ok(cases)
+}

@@ -1,0 +1,244 @@
+//! Timing: CUDA events on the device's stream, L2 flushed before every repeat, medians;
+//! the device-to-device copy that results are compared with; the input data.
+//!
+//! The flush writes a buffer of twice the L2 size (from `DeviceProperties`) with a
+//! memset on the same stream, so every repeat starts with none of the case's data in
+//! L2. The PyTorch baseline (`scripts/bench/torch_baseline.py`) does the same.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use nvfuser::prelude::*;
+use nvfuser::{Error, KernelProfile};
+
+/// Errors of the benchmark's own CUDA calls and of the library, as one boxed error.
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Median, minimum and maximum of repeated measurements, in microseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Stats {
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+}
+
+impl Stats {
+    /// Statistics of `samples_us` (not empty).
+    pub fn of(mut samples_us: Vec<f64>) -> Stats {
+        samples_us.sort_by(f64::total_cmp);
+        let n = samples_us.len();
+        let median_us = if n % 2 == 1 {
+            samples_us[n / 2]
+        } else {
+            0.5 * (samples_us[n / 2 - 1] + samples_us[n / 2])
+        };
+        Stats {
+            median_us,
+            min_us: samples_us[0],
+            max_us: samples_us[n - 1],
+        }
+    }
+}
+
+/// Writes a buffer larger than L2 before each timed repeat.
+pub struct Flusher {
+    stream: Arc<CudaStream>,
+    buffer: CudaSlice<u8>,
+}
+
+impl Flusher {
+    /// A flush buffer of twice the device's L2 (at least 8 MiB).
+    pub fn new(device: &Device) -> BenchResult<Flusher> {
+        let props = device.properties().ok_or("the L2 flush needs a GPU")?;
+        let stream = device.cuda_stream().ok_or("the L2 flush needs a GPU")?.clone();
+        let bytes = (2 * props.l2_cache_bytes as usize).max(8 << 20);
+        let buffer = stream.alloc_zeros::<u8>(bytes)?;
+        Ok(Flusher { stream, buffer })
+    }
+
+    /// The flush buffer's size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Queues the flush on the device's stream.
+    pub fn flush(&mut self) -> BenchResult<()> {
+        self.stream.memset_zeros(&mut self.buffer)?;
+        Ok(())
+    }
+}
+
+fn record(stream: &Arc<CudaStream>) -> BenchResult<CudaEvent> {
+    Ok(stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
+}
+
+/// Milliseconds between two events, after the end event completed.
+fn elapsed_us(start: &CudaEvent, end: &CudaEvent) -> BenchResult<f64> {
+    Ok(f64::from(start.elapsed_ms(end)?) * 1e3)
+}
+
+/// The device-to-device copy: `bytes` copied with `cuMemcpyDtoDAsync`, timed with
+/// events, L2 flushed before each repeat. Returns the statistics and the median
+/// bandwidth in GB/s (bytes read + bytes written over time).
+pub fn copy_bandwidth(
+    device: &Device,
+    flusher: &mut Flusher,
+    bytes: usize,
+    repeats: usize,
+) -> BenchResult<(Stats, f64)> {
+    let stream = device.cuda_stream().ok_or("the copy needs a GPU")?.clone();
+    let src = stream.alloc_zeros::<u8>(bytes)?;
+    let mut dst = stream.alloc_zeros::<u8>(bytes)?;
+    stream.memcpy_dtod(&src, &mut dst)?; // warm-up
+    let mut samples = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        flusher.flush()?;
+        let start = record(&stream)?;
+        stream.memcpy_dtod(&src, &mut dst)?;
+        let end = record(&stream)?;
+        samples.push(elapsed_us(&start, &end)?);
+    }
+    let stats = Stats::of(samples);
+    Ok((stats, gb_per_s(2 * bytes as u64, stats.median_us)))
+}
+
+/// `bytes / time` in GB/s (10^9 bytes per second).
+pub fn gb_per_s(bytes: u64, time_us: f64) -> f64 {
+    if time_us > 0.0 {
+        bytes as f64 / (time_us * 1e-6) / 1e9
+    } else {
+        0.0
+    }
+}
+
+/// What timing one case gave.
+pub struct Timing {
+    /// Kernel time: events right around the launch (`run_profiled`), L2 flushed before.
+    pub kernel: Stats,
+    /// Time of a whole `FusionExecutorCache::run` on the device's timeline (output
+    /// allocation, launch, and any host gaps in between), L2 flushed before. `None` on
+    /// the CPU.
+    pub call: Option<Stats>,
+    /// The last profile (scheduler, launch dims, registers); `None` on the CPU.
+    pub profile: Option<KernelProfile>,
+}
+
+/// Times `exec` on `args`: `warmup` untimed calls, then `repeats` timed ones.
+///
+/// On a GPU the kernel time comes from `FusionExecutorCache::run_profiled` (events
+/// recorded on the device's stream right around the launch) after an L2 flush; the
+/// call time from events around a whole `run`. On the CPU device, host time of `run`.
+pub fn time_case(
+    device: &Device,
+    flusher: Option<&mut Flusher>,
+    exec: &FusionExecutorCache,
+    args: &[Arg<'_>],
+    warmup: usize,
+    repeats: usize,
+) -> BenchResult<Timing> {
+    let Some(flusher) = flusher else {
+        let mut samples = Vec::with_capacity(repeats);
+        for _ in 0..repeats {
+            let start = Instant::now();
+            exec.run(device, args)?;
+            samples.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+        return Ok(Timing {
+            kernel: Stats::of(samples),
+            call: None,
+            profile: None,
+        });
+    };
+    for _ in 0..warmup {
+        exec.run_profiled(device, args)?;
+    }
+    let mut kernel = Vec::with_capacity(repeats);
+    let mut profile = None;
+    for _ in 0..repeats {
+        flusher.flush()?;
+        let (outputs, p) = exec.run_profiled(device, args)?;
+        drop(outputs);
+        kernel.push(p.time_ms * 1e3);
+        profile = Some(p);
+    }
+    let stream = device.cuda_stream().ok_or("timing needs a GPU")?.clone();
+    let mut call = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        flusher.flush()?;
+        let start = record(&stream)?;
+        let outputs = exec.run(device, args)?;
+        let end = record(&stream)?;
+        call.push(elapsed_us(&start, &end)?);
+        drop(outputs);
+    }
+    Ok(Timing {
+        kernel: Stats::of(kernel),
+        call: Some(Stats::of(call)),
+        profile,
+    })
+}
+
+/// A tensor of `shape` with deterministic values uniform in [-2, 2) (SplitMix64 per
+/// chunk, filled on every core: the largest inputs have 2^29 elements).
+pub fn random_tensor(
+    device: &Device,
+    dtype: DataType,
+    shape: &[usize],
+    seed: u64,
+) -> Result<Tensor, Error> {
+    let n: usize = shape.iter().product();
+    match dtype {
+        DataType::BF16 => device.tensor_from_slice(&fill(n, seed, bf16::from_f32), shape),
+        DataType::F16 => device.tensor_from_slice(&fill(n, seed, f16::from_f32), shape),
+        _ => device.tensor_from_slice(&fill(n, seed, |v| v), shape),
+    }
+}
+
+fn fill<T: Copy + Default + Send>(n: usize, seed: u64, convert: fn(f32) -> T) -> Vec<T> {
+    let mut values = vec![T::default(); n];
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let chunk = n.div_ceil(threads).max(1 << 16);
+    std::thread::scope(|scope| {
+        for (c, part) in values.chunks_mut(chunk).enumerate() {
+            scope.spawn(move || {
+                let mut state = seed ^ (c as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                for v in part {
+                    state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = state;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^= z >> 31;
+                    let unit = (z >> 40) as f32 / (1u64 << 24) as f32;
+                    *v = convert(-2.0 + 4.0 * unit);
+                }
+            });
+        }
+    });
+    values
+}
+
+/// Now, as an ISO 8601 UTC timestamp (`2026-11-22T10:04:05Z`).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
