@@ -262,7 +262,7 @@ pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     ));
     let mut sliced = rowwise(
         "silu_mul_sliced".into(),
-        "silu_mul",
+        "silu_mul_sliced",
         &silu_mul_sliced_fusion()?,
         vec![tensor(DataType::BF16, &[n, 2 * h])],
         n,

@@ -144,6 +144,10 @@ fn run(mut opts: Options) -> BenchResult<ExitCode> {
                  bench: smoke-checking every case at tiny shapes on the CPU reference evaluator \
                  instead (host times, not a benchmark)."
             );
+            match measure::check_spin_kernel() {
+                Ok(()) => println!("bench: the L2-flush spin kernel compiles with NVRTC for sm_90"),
+                Err(e) => println!("bench: the spin kernel did not compile with NVRTC: {e}"),
+            }
             opts.repeats = opts.repeats.min(3);
             opts.warmup = 0;
             (Device::cpu(), None, 64)
@@ -205,9 +209,14 @@ fn run(mut opts: Options) -> BenchResult<ExitCode> {
         timing: if device.is_gpu() {
             format!(
                 "Kernel time from CUDA events around the launch (FusionExecutorCache::run_profiled), \
-                 L2 flushed before every repeat by writing {} MiB, median of {} after {} warm-up calls; \
+                 L2 flushed before every repeat by writing {} MiB{}, median of {} after {} warm-up calls; \
                  GB/s = logical bytes (each input and output once) / time.",
                 flush_bytes >> 20,
+                if flusher.as_ref().is_some_and(Flusher::spins) {
+                    " then a 50 us GPU spin to hide host overhead"
+                } else {
+                    ""
+                },
                 opts.repeats,
                 opts.warmup
             )

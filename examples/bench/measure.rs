@@ -3,13 +3,17 @@
 //!
 //! The flush writes a buffer of twice the L2 size (from `DeviceProperties`) with a
 //! memset on the same stream, so every repeat starts with none of the case's data in
-//! L2. The PyTorch baseline (`scripts/bench/torch_baseline.py`) does the same.
+//! L2, then queues a short spin kernel (about 50 us) so that the host has queued the
+//! timed work before the GPU reaches the start event: the events then measure GPU work,
+//! not host overhead. The PyTorch baseline (`scripts/bench/torch_baseline.py`) does the
+//! same (`zero_()` of a buffer twice the L2, `torch.cuda._sleep`).
 
+use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 use nvfuser::prelude::*;
 use nvfuser::{Error, KernelProfile};
 
@@ -42,20 +46,54 @@ impl Stats {
     }
 }
 
-/// Writes a buffer larger than L2 before each timed repeat.
+/// Writes a buffer larger than L2 before each timed repeat, then keeps the GPU busy
+/// for a moment.
 pub struct Flusher {
+    device: Device,
     stream: Arc<CudaStream>,
     buffer: CudaSlice<u8>,
+    /// The spin kernel and its length in clock cycles; `None` when NVRTC could not
+    /// build it (the flush still works, host overhead may then show in short cases).
+    spin: Option<(CudaFunction, i64)>,
 }
 
+const SPIN_SOURCE: &str = r#"extern "C" __global__ void nvf_bench_spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+}"#;
+
+/// Compiles the spin kernel for sm_90 with NVRTC (the CPU smoke run's check that the
+/// GPU run will have it).
+pub fn check_spin_kernel() -> Result<(), Error> {
+    nvfuser_cuda::nvrtc::compile(SPIN_SOURCE, "nvf_bench_spin", nvfuser_cuda::GpuArch::SM90).map(|_| ())
+}
+
+/// The GPU time the spin kernel waits after each flush.
+const SPIN_US: f64 = 50.0;
+
 impl Flusher {
-    /// A flush buffer of twice the device's L2 (at least 8 MiB).
+    /// A flush buffer of twice the device's L2 (at least 8 MiB) and the spin kernel.
     pub fn new(device: &Device) -> BenchResult<Flusher> {
         let props = device.properties().ok_or("the L2 flush needs a GPU")?;
         let stream = device.cuda_stream().ok_or("the L2 flush needs a GPU")?.clone();
         let bytes = (2 * props.l2_cache_bytes as usize).max(8 << 20);
         let buffer = stream.alloc_zeros::<u8>(bytes)?;
-        Ok(Flusher { stream, buffer })
+        let spin = nvfuser_cuda::nvrtc::compile(SPIN_SOURCE, "nvf_bench_spin", props.arch())
+            .and_then(|k| device.load_function(&k, "nvf_bench_spin"));
+        let spin = match spin {
+            Ok(f) => Some((f, (f64::from(props.sm_clock_khz) * 1e3 * SPIN_US * 1e-6) as i64)),
+            Err(e) => {
+                eprintln!("bench: no spin kernel after the L2 flush ({e}); host overhead may show in short cases");
+                None
+            }
+        };
+        Ok(Flusher {
+            device: device.clone(),
+            stream,
+            buffer,
+            spin,
+        })
     }
 
     /// The flush buffer's size in bytes.
@@ -63,9 +101,21 @@ impl Flusher {
         self.buffer.len()
     }
 
-    /// Queues the flush on the device's stream.
+    /// Whether a spin kernel follows each flush.
+    pub fn spins(&self) -> bool {
+        self.spin.is_some()
+    }
+
+    /// Queues the flush (and the spin) on the device's stream.
     pub fn flush(&mut self) -> BenchResult<()> {
         self.stream.memset_zeros(&mut self.buffer)?;
+        if let Some((f, cycles)) = &self.spin {
+            let mut cycles = *cycles;
+            let mut params = [&mut cycles as *mut i64 as *mut c_void];
+            // SAFETY: the spin kernel takes one `long long` by value; `params` points at
+            // an i64 that lives across the call; one thread is within every limit.
+            unsafe { nvfuser::launch::launch_raw(&self.device, f, [1; 3], [1; 3], &mut params)? };
+        }
         Ok(())
     }
 }
