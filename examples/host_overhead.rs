@@ -1,33 +1,74 @@
 //! Host overhead of a cached `FusionExecutorCache::run` of a tiny one-kernel fusion
 //! (`a * 2 + b` on 1024 f32) against a bare launch of the same compiled kernel.
 //!
-//! What is timed, per call (median of 2000 calls after 200 warm-up calls):
-//! - `executor run`: `exec.run(&gpu, &[a, b])`: argument checks, input signature,
-//!   runtime lookup, output allocation, ABI packing, `cuLaunchKernel`, synchronize;
-//! - `bare launch`: `cuLaunchKernel` of the same function with parameters packed once
-//!   beforehand into a preallocated output, then synchronize.
+//! Two measurements, each the median over 2000 calls after 200 warm-up calls:
 //!
-//! Both end with one stream synchronize, so the difference is the executor's host work.
+//! - **synchronized**: every call is followed by a stream synchronize, inside the timed
+//!   region, for both paths, so the difference is the executor's host work per call;
+//! - **queued**: only the call itself is timed (the executor returns before its kernel
+//!   has run; launches are stream-ordered), with a synchronize every 64 calls outside
+//!   the timed region so the launch queue never fills. This is the host cost per call
+//!   when a program queues several fusions before reading a result.
+//!
+//! The executor path is `exec.run(&gpu, &[a, b])`: argument checks, input signature,
+//! runtime lookup, output allocation (no memset), ABI packing into inline storage,
+//! `cuLaunchKernel`; the bare path is `cuLaunchKernel` of the same function with
+//! parameters packed once beforehand for a preallocated output.
+//!
 //! Run: `cargo run --release --example host_overhead` (needs a GPU and NVRTC; on a
 //! machine without a GPU it says so and exits successfully).
 
-use std::collections::BTreeMap;
-use std::ffi::c_void;
 use std::time::Instant;
 
-use nvfuser_core::codegen::KernelArg;
+use nvfuser_core::codegen::abi::{ArgRef, PackedArgs};
 use nvfuser_core::eval::HostTensor;
 use nvfuser_core::{DataType, FusionDefinition};
 use nvfuser_cuda::launch::launch_raw;
-use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
+use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
 
 const N: usize = 1024;
 const WARMUP: usize = 200;
 const CALLS: usize = 2000;
+/// Queued calls between two synchronizes in the queued measurement.
+const QUEUE: usize = 64;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
+}
+
+/// Times `call` `WARMUP + CALLS` times; with `sync_each`, the synchronize after each call
+/// is inside the timed region, otherwise a synchronize every `QUEUE` calls is outside it.
+fn measure(
+    device: &Device,
+    sync_each: bool,
+    mut call: impl FnMut() -> Result<(), Box<dyn std::error::Error>>,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let mut us = Vec::with_capacity(CALLS);
+    for i in 0..WARMUP + CALLS {
+        let start = Instant::now();
+        call()?;
+        if sync_each {
+            device.synchronize()?;
+        }
+        let dt = start.elapsed().as_secs_f64() * 1e6;
+        if !sync_each && i % QUEUE == QUEUE - 1 {
+            device.synchronize()?;
+        }
+        if i >= WARMUP {
+            us.push(dt);
+        }
+    }
+    device.synchronize()?;
+    Ok(median(us))
+}
+
+fn tensor_ref(t: &Tensor) -> Option<ArgRef<'_>> {
+    Some(ArgRef::Tensor {
+        ptr: t.cuda_address()?,
+        sizes: t.sizes(),
+        strides: t.strides(),
+    })
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -51,68 +92,65 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tb = device.tensor_from_host(&HostTensor::random(DataType::F32, &[N], 2))?;
     let args = [Arg::from(&ta), Arg::from(&tb)];
 
-    // Executor: first call compiles, the rest hit the runtime cache.
-    let mut exec_us = Vec::with_capacity(CALLS);
-    for i in 0..WARMUP + CALLS {
-        let start = Instant::now();
-        let out = exec.run(&device, &args)?;
-        let dt = start.elapsed().as_secs_f64() * 1e6;
-        drop(out);
-        if i >= WARMUP {
-            exec_us.push(dt);
-        }
-    }
+    // The first call compiles; the rest hit the runtime cache.
+    exec.run(&device, &args)?;
+    let mut run = || -> Result<(), Box<dyn std::error::Error>> {
+        drop(exec.run(&device, &args)?);
+        Ok(())
+    };
+    let exec_sync = measure(&device, true, &mut run)?;
+    let exec_queued = measure(&device, false, &mut run)?;
 
-    // Bare launch of the same kernel, parameters packed once.
+    // Bare launch of the same kernel, parameters packed once by the kernel's ABI.
     let (kernel, function) = exec.kernel_and_function(&device, &args)?;
     let fusion = exec.fusion();
     let out = device.zeros(DataType::F32, [N])?;
-    let mut bound = BTreeMap::new();
-    for (&id, t) in fusion.inputs().iter().zip([&ta, &tb]) {
-        bound.insert(id, tensor_arg(t));
-    }
-    bound.insert(fusion.outputs()[0].val, tensor_arg(&out));
-    let mut packed = kernel
+    let (ia, ib, io) = (
+        fusion.inputs()[0],
+        fusion.inputs()[1],
+        fusion.outputs()[0].val,
+    );
+    let mut packed = PackedArgs::new();
+    kernel
         .abi
-        .pack(&bound)
+        .pack_into(
+            |id| match id {
+                _ if id == ia => tensor_ref(&ta),
+                _ if id == ib => tensor_ref(&tb),
+                _ if id == io => tensor_ref(&out),
+                _ => None,
+            },
+            &[],
+            &mut packed,
+        )
         .map_err(|e| format!("packing: {e}"))?;
-    let mut params: Vec<*mut c_void> = packed
-        .iter_mut()
-        .map(|p| p.as_mut_ptr() as *mut c_void)
-        .collect();
+    let mut params = packed.kernel_params();
     let grid = [N.div_ceil(128) as u32, 1, 1];
     let block = [128, 1, 1];
-    let mut bare_us = Vec::with_capacity(CALLS);
-    for i in 0..WARMUP + CALLS {
-        let start = Instant::now();
+    let mut bare = || -> Result<(), Box<dyn std::error::Error>> {
         // SAFETY: the parameters were packed by the kernel's own ABI for live buffers
         // (`ta`, `tb`, `out`) of N elements; grid and block are the default schedule's
         // (blockIdx.x over N/128 blocks of 128 threads).
-        unsafe { launch_raw(&device, &function, grid, block, &mut params)? };
-        device.synchronize()?;
-        if i >= WARMUP {
-            bare_us.push(start.elapsed().as_secs_f64() * 1e6);
-        }
-    }
-    let (e, b) = (median(exec_us), median(bare_us));
+        unsafe { launch_raw(&device, &function, grid, block, params.as_mut_slice())? };
+        Ok(())
+    };
+    let bare_sync = measure(&device, true, &mut bare)?;
+    let bare_queued = measure(&device, false, &mut bare)?;
+
     let stats = exec.stats();
-    println!("a * 2 + b on {N} f32, median of {CALLS} calls, each ending in a synchronize");
-    println!("| path | us per call |");
-    println!("|---|---|");
-    println!("| executor run (cached) | {e:.2} |");
-    println!("| bare launch | {b:.2} |");
-    println!("| executor overhead | {:.2} |", e - b);
+    println!("a * 2 + b on {N} f32, median of {CALLS} calls after {WARMUP} warm-up calls");
+    println!("| path | synchronized, us per call | queued, us per call |");
+    println!("|---|---|---|");
+    println!("| executor run (cached) | {exec_sync:.2} | {exec_queued:.2} |");
+    println!("| bare launch | {bare_sync:.2} | {bare_queued:.2} |");
+    println!(
+        "| executor overhead | {:.2} | {:.2} |",
+        exec_sync - bare_sync,
+        exec_queued - bare_queued
+    );
     println!(
         "runtime cache: {} miss(es), {} hits",
         stats.misses, stats.hits
     );
     Ok(())
-}
-
-fn tensor_arg(t: &nvfuser_cuda::Tensor) -> KernelArg {
-    KernelArg::Tensor {
-        ptr: t.cuda_address().unwrap_or(0),
-        sizes: t.sizes().iter().map(|&s| s as i64).collect(),
-        strides: t.strides().iter().map(|&s| s as i64).collect(),
-    }
 }

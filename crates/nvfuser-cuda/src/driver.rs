@@ -62,9 +62,11 @@ const REQUIRED_SYMBOLS: &[&str] = &[
 ];
 
 /// Every driver function that cudarc calls for this crate's device work: opening a
-/// context, reading attributes, allocating, copying, events, modules and launches.
+/// context, reading attributes, allocating, copying, events, modules, launches,
+/// function attributes (registers, in profiles) and memory info.
 /// [`check_device_symbols`] checks them once before the first device is opened, because
-/// cudarc resolves each lazily and panics on a missing one.
+/// cudarc resolves each lazily and panics on a missing one. A unit test checks that
+/// every `cu*` function the crate names in a `CudaError::driver` call is listed.
 const DEVICE_SYMBOLS: &[&str] = &[
     "cuDeviceGet",
     "cuDeviceGetAttribute",
@@ -92,7 +94,9 @@ const DEVICE_SYMBOLS: &[&str] = &[
     "cuModuleLoadData",
     "cuModuleUnload",
     "cuModuleGetFunction",
+    "cuFuncGetAttribute",
     "cuLaunchKernel",
+    "cuMemGetInfo_v2",
 ];
 
 static DRIVER: OnceLock<DriverInfo> = OnceLock::new();
@@ -211,6 +215,50 @@ fn check(call: &'static str, status: sys::CUresult) -> Result<(), CudaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every driver call the crate reports by name (`CudaError::driver("cuX", ..)`,
+    /// `call: "cuX"`) is among the checked symbols, possibly under its versioned name
+    /// (`cuMemGetInfo` is looked up as `cuMemGetInfo_v2`).
+    #[test]
+    fn every_named_driver_call_is_checked() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![src.clone()];
+        let mut named = std::collections::BTreeSet::new();
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                for entry in std::fs::read_dir(&path).unwrap() {
+                    files.push(entry.unwrap().path());
+                }
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (i, _) in text.match_indices("\"cu") {
+                let rest = &text[i + 1..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let is_call = name.len() > 3
+                    && name.as_bytes()[2].is_ascii_uppercase()
+                    && rest[name.len()..].starts_with('"');
+                if is_call {
+                    named.insert(name);
+                }
+            }
+        }
+        assert!(named.contains("cuLaunchKernel"), "{named:?}");
+        let known = |n: &str| {
+            REQUIRED_SYMBOLS.contains(&n)
+                || DEVICE_SYMBOLS
+                    .iter()
+                    .any(|s| *s == n || s.strip_suffix("_v2") == Some(n))
+        };
+        let missing: Vec<&String> = named.iter().filter(|n| !known(n)).collect();
+        assert!(missing.is_empty(), "not in DEVICE_SYMBOLS: {missing:?}");
+    }
 
     #[test]
     fn driver_versions_decode() {

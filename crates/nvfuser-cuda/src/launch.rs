@@ -8,15 +8,22 @@
 //! compile through the [`KernelCache`], load, launch) and the executor cache (cached
 //! runtimes) both go through it. Arguments must already have been checked against the
 //! fusion's declarations ([`check_args`]).
+//!
+//! Launches are stream-ordered and asynchronous: nothing here waits for a kernel.
+//! Outputs are allocated from the device's stream-ordered pool without a memset (the
+//! kernel writes every element), handed back at once, and read back by downloads that
+//! wait on the same stream; several launches can be queued before one download.
 
-use std::collections::BTreeMap;
 use std::ffi::c_void;
+use std::sync::Arc;
 
-use cudarc::driver::CudaFunction;
-use nvfuser_core::codegen::{self, IndexType, Kernel, KernelArg, KernelOptions, Requirement};
+use cudarc::driver::{CudaFunction, CudaStream};
+use nvfuser_core::codegen::abi::{ArgRef, PackedArgs};
+use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions, Requirement};
 use nvfuser_core::ir::{Extent, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::Fusion;
+use smallvec::SmallVec;
 
 use crate::dump::Dump;
 use crate::executor::{check_args, Arg};
@@ -50,7 +57,15 @@ pub fn compile_and_load(device: &Device, kernel: &Kernel) -> Result<CudaFunction
 }
 
 /// Launches `function`, the loaded `kernel` generated for `fusion`, on `args` (already
-/// checked against the fusion's declarations); waits for it and returns the outputs.
+/// checked against the fusion's declarations) and returns the outputs.
+///
+/// The launch is asynchronous: it is queued on the device's stream and this returns
+/// before the kernel has finished. Everything that reads the outputs on the host
+/// ([`Tensor::to_vec`], [`Tensor::to_host_tensor`], [`Tensor::to_device`]) is ordered
+/// after it on that stream and waits for it, later launches on the device read the
+/// outputs in stream order, and [`Device::synchronize`] waits for everything queued. An
+/// error the kernel raises on the device (an illegal address, say) surfaces at that wait
+/// as a driver error.
 pub fn launch_kernel(
     device: &Device,
     fusion: &Fusion,
@@ -71,6 +86,11 @@ pub fn launch_kernel(
 
 /// [`launch_kernel`] with an explicit dump and an optional timer that records events
 /// around the launch (profiling).
+///
+/// The hot path of a cached executor call: no formatting (unless an error or the
+/// `launch` dump), no maps, no synchronize; arguments are packed into inline storage
+/// ([`PackedArgs`]); the only allocations are the output tensors themselves (and the
+/// `Vec` that returns them), plus grid-reduction work buffers for kernels that have them.
 pub(crate) fn launch_kernel_with(
     device: &Device,
     fusion: &Fusion,
@@ -81,8 +101,7 @@ pub(crate) fn launch_kernel_with(
     mut timer: Option<&mut LaunchTimer>,
 ) -> Result<Vec<Tensor>, CudaError> {
     const OP: &str = "launch";
-    let props = device.properties().ok_or(CudaError::NotAGpu { op: OP })?;
-    let inputs = fusion.inputs();
+    let gpu = device.require_gpu(OP)?;
     // Runtime values of input dims and integer scalars, by position (no maps, no
     // formatting unless an extent cannot be evaluated).
     let dim = |t: nvfuser_core::ValId, axis: usize| -> Option<i64> {
@@ -105,23 +124,15 @@ pub(crate) fn launch_kernel_with(
                 found: "an unbound or invalid value".into(),
             })
     };
-
-    let mut bound: BTreeMap<nvfuser_core::ValId, KernelArg> = BTreeMap::new();
-    for (&id, arg) in inputs.iter().zip(args) {
-        match arg {
-            Arg::Tensor(t) => {
-                check_index_type(kernel, t)?;
-                bound.insert(id, tensor_arg(t)?);
-            }
-            Arg::Scalar(s) => {
-                bound.insert(id, KernelArg::Scalar(s.cast(fusion.val(id).dtype)));
-            }
+    for arg in args {
+        if let Arg::Tensor(t) = arg {
+            check_index_type(kernel, t)?;
         }
     }
-    check_requirements(kernel, &bound, &eval)?;
 
-    // Outputs: contiguous, row-major.
-    let mut outputs = Vec::with_capacity(fusion.outputs().len());
+    // Output shapes (contiguous, row-major) and launch dims, before anything is
+    // allocated.
+    let mut shapes: SmallVec<[SmallVec<[usize; 6]>; 4]> = SmallVec::new();
     for o in fusion.outputs() {
         let val = fusion.val(o.val);
         let ValKind::Tensor(tt) = &val.kind else {
@@ -130,73 +141,157 @@ pub(crate) fn launch_kernel_with(
                 dtype: val.dtype,
             });
         };
-        let mut shape = smallvec::SmallVec::<[usize; 6]>::new();
+        let mut shape = SmallVec::new();
         for d in tt.shape() {
             shape.push(eval(&d.extent)?.max(0) as usize);
         }
-        let t = device.zeros(val.dtype, &shape)?;
-        check_index_type(kernel, &t)?;
-        bound.insert(o.val, tensor_arg(&t)?);
-        outputs.push(t);
+        shapes.push(shape);
     }
-    if outputs.iter().all(|t| t.numel() == 0) {
-        return Ok(outputs);
+    let any_elements = shapes
+        .iter()
+        .any(|s| s.iter().try_fold(1usize, |a, &n| a.checked_mul(n)) != Some(0));
+    let (grid, block) = if any_elements {
+        (
+            dims(&kernel.launch.grid, &eval)?,
+            dims(&kernel.launch.block, &eval)?,
+        )
+    } else {
+        ([0; 3], [0; 3])
+    };
+    let launches = any_elements && !grid.contains(&0);
+    if launches {
+        let threads = block.iter().product::<u32>();
+        if threads > gpu.properties.max_threads_per_block {
+            return Err(CudaError::InvalidTensor {
+                op: OP,
+                expected: format!(
+                    "at most {} threads per block",
+                    gpu.properties.max_threads_per_block
+                ),
+                found: format!("{threads} (block {block:?})"),
+            });
+        }
     }
 
-    let grid = dims(&kernel.launch.grid, &eval)?;
-    let block = dims(&kernel.launch.block, &eval)?;
-    if grid.contains(&0) {
+    // Outputs. A generated kernel writes every in-range element of every output: its
+    // loops cover each output's whole logical domain (split and merged, never
+    // narrowed), predicated only against the extents, with the launch dims covering
+    // the parallelized loops; reductions write their init value for empty rows. So
+    // when the kernel runs, outputs need no memset. When it does not run (no elements,
+    // or an empty grid), they are zeroed instead, as before.
+    let mut outputs = Vec::with_capacity(shapes.len());
+    for (o, shape) in fusion.outputs().iter().zip(&shapes) {
+        let dtype = fusion.val(o.val).dtype;
+        let t = if launches {
+            device.uninit(dtype, shape)?
+        } else {
+            device.zeros(dtype, shape)?
+        };
+        check_index_type(kernel, &t)?;
+        outputs.push(t);
+    }
+    if !launches {
         return Ok(outputs);
     }
-    let threads = block.iter().product::<u32>();
-    if threads > props.max_threads_per_block {
-        return Err(CudaError::InvalidTensor {
-            op: OP,
-            expected: format!("at most {} threads per block", props.max_threads_per_block),
-            found: format!("{threads} (block {block:?})"),
-        });
-    }
-    // Grid reductions need global work buffers: partials, and arrival counters that
-    // must be zero at launch (the last block resets them). Zeroed allocations serve
-    // both; they live until the kernel has finished (the synchronize below).
-    let work = kernel.abi.work_buffers();
-    let mut work_tensors = Vec::with_capacity(work.len());
-    let mut work_addresses = Vec::with_capacity(work.len());
-    for wb in &work {
-        let bytes = wb.bytes(eval(&wb.elements)?);
-        let t = device.zeros(nvfuser_core::DataType::I32, [bytes.div_ceil(4)])?;
+    check_requirements(kernel, &|id| arg_ref(fusion, args, &outputs, id), &eval)?;
+
+    // Grid reductions need global work buffers: partials (any contents) and arrival
+    // counters that must be zero at launch (the last block resets them). They are
+    // freed when dropped below, in stream order after the kernel.
+    let mut work_tensors: SmallVec<[Tensor; 2]> = SmallVec::new();
+    let mut work_addresses: SmallVec<[u64; 2]> = SmallVec::new();
+    for wb in kernel.abi.work_buffer_refs() {
+        let words = [wb.bytes(eval(wb.elements)?).div_ceil(4)];
+        let t = if wb.kind.zeroed() {
+            device.zeros(nvfuser_core::DataType::I32, words)?
+        } else {
+            device.uninit(nvfuser_core::DataType::I32, &words)?
+        };
         work_addresses.push(t.cuda_address().ok_or(CudaError::NotAGpu { op: OP })?);
         work_tensors.push(t);
     }
-    let mut packed = if work.is_empty() {
-        kernel.abi.pack(&bound)
-    } else {
-        kernel.abi.pack_with_buffers(&bound, &work_addresses)
-    }
-    .map_err(schedule_error)?;
-    let mut params: Vec<*mut c_void> = packed
-        .iter_mut()
-        .map(|b| b.as_mut_ptr() as *mut c_void)
-        .collect();
+    let mut packed = PackedArgs::new();
+    kernel
+        .abi
+        .pack_into(
+            |id| arg_ref(fusion, args, &outputs, id),
+            &work_addresses,
+            &mut packed,
+        )
+        .map_err(schedule_error)?;
+    let mut params = packed.kernel_params();
     if dump.launch_enabled() {
         dump_launch(dump, kernel, grid, block, args);
+    }
+
+    // Inputs on another stream (buffers another library owns, on its own stream): the
+    // kernel waits for the work queued there, and that stream (where the owner frees
+    // or overwrites the buffer) waits for the kernel. Buffers of this crate are on the
+    // device's stream and need nothing.
+    let stream = &gpu.stream;
+    let mut foreign: SmallVec<[&Arc<CudaStream>; 2]> = SmallVec::new();
+    for arg in args {
+        if let Arg::Tensor(t) = arg {
+            if let Some(s) = t.buffer_stream() {
+                if !Arc::ptr_eq(s, stream) && **s != **stream && !foreign.iter().any(|f| f == &s) {
+                    foreign.push(s);
+                }
+            }
+        }
+    }
+    for f in &foreign {
+        stream
+            .join(f)
+            .map_err(|e| CudaError::driver("cuStreamWaitEvent", e))?;
     }
     if let Some(t) = timer.as_deref_mut() {
         t.before(device, grid, block)?;
     }
     // SAFETY: `params` holds one pointer per kernel parameter, in the ABI's order, each to
-    // bytes of the parameter's type packed by `KernelAbi::pack` from that same
-    // description; every tensor pointer belongs to a live buffer (inputs borrowed for
-    // this call, outputs owned by `outputs`) checked against the declared layout (by the
-    // caller, through `check_args`), the kernel's requirements and its index type above;
-    // the launch dims were checked against the device.
-    unsafe { launch_raw(device, function, grid, block, &mut params)? };
+    // bytes of the parameter's type packed by `KernelAbi::pack_into` from that same
+    // description (and kept borrowed by `params`); every tensor pointer belongs to a live
+    // buffer checked against the declared layout (by the caller, through `check_args`),
+    // the kernel's requirements and its index type above, and stays allocated until the
+    // kernel has finished: inputs are freed by their owners in stream order (on this
+    // stream, or on a foreign one that waits for this launch below), outputs and work
+    // buffers are this crate's and are freed in stream order on this stream; the launch
+    // dims were checked against the device.
+    unsafe { launch_raw(device, function, grid, block, params.as_mut_slice())? };
     if let Some(t) = timer {
         t.after(device)?;
     }
-    device.synchronize()?;
+    for f in &foreign {
+        f.join(stream)
+            .map_err(|e| CudaError::driver("cuStreamWaitEvent", e))?;
+    }
     drop(work_tensors);
     Ok(outputs)
+}
+
+/// The runtime value of fusion tensor or scalar `id` for the ABI: an input argument or
+/// an output tensor.
+fn arg_ref<'a>(
+    fusion: &Fusion,
+    args: &[Arg<'a>],
+    outputs: &'a [Tensor],
+    id: nvfuser_core::ValId,
+) -> Option<ArgRef<'a>> {
+    if let Some(p) = fusion.input_position(id) {
+        return match *args.get(p)? {
+            Arg::Tensor(t) => tensor_ref(t),
+            Arg::Scalar(s) => Some(ArgRef::Scalar(s.cast(fusion.val(id).dtype))),
+        };
+    }
+    let k = fusion.outputs().iter().position(|o| o.val == id)?;
+    tensor_ref(outputs.get(k)?)
+}
+
+fn tensor_ref(t: &Tensor) -> Option<ArgRef<'_>> {
+    Some(ArgRef::Tensor {
+        ptr: t.cuda_address()?,
+        sizes: t.sizes(),
+        strides: t.strides(),
+    })
 }
 
 /// `cuLaunchKernel` of `function` on the device's stream, without any check: the
@@ -284,17 +379,6 @@ fn check_index_type(kernel: &Kernel, t: &Tensor) -> Result<(), CudaError> {
     Ok(())
 }
 
-fn tensor_arg(t: &Tensor) -> Result<KernelArg, CudaError> {
-    let ptr = t
-        .cuda_address()
-        .ok_or(CudaError::NotAGpu { op: "launch" })?;
-    Ok(KernelArg::Tensor {
-        ptr,
-        sizes: t.sizes().iter().map(|&s| s as i64).collect(),
-        strides: t.strides().iter().map(|&s| s as i64).collect(),
-    })
-}
-
 fn dims(
     extents: &[Extent; 3],
     eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
@@ -312,9 +396,9 @@ fn dims(
 }
 
 /// The kernel's own launch requirements on the actual arguments.
-fn check_requirements(
+fn check_requirements<'a>(
     kernel: &Kernel,
-    bound: &BTreeMap<nvfuser_core::ValId, KernelArg>,
+    arg: &dyn Fn(nvfuser_core::ValId) -> Option<ArgRef<'a>>,
     eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
 ) -> Result<(), CudaError> {
     for r in &kernel.requirements {
@@ -330,7 +414,7 @@ fn check_requirements(
                 }
             }
             Requirement::Aligned { tensor, bytes } => {
-                if let Some(KernelArg::Tensor { ptr, .. }) = bound.get(tensor) {
+                if let Some(ArgRef::Tensor { ptr, .. }) = arg(*tensor) {
                     if ptr % *bytes as u64 != 0 {
                         return Err(CudaError::InvalidTensor {
                             op: "launch",

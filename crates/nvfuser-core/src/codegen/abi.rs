@@ -1,8 +1,10 @@
 //! The kernel ABI: the one description of a kernel's parameters.
 //!
 //! The CUDA signature ([`KernelAbi::signature`]) and the launch-argument bytes
-//! ([`KernelAbi::pack`]) are both derived from [`KernelAbi::params`], so the two cannot
-//! drift apart. Each tensor is two parameters: a `__restrict__` data pointer and a
+//! ([`KernelAbi::pack_into`], and its allocating convenience [`KernelAbi::pack`]) are
+//! both derived from [`KernelAbi::params`], so the two cannot drift apart. The launcher
+//! packs into a [`PackedArgs`], whose inline storage holds typical argument lists, so a
+//! cached launch packs its arguments without a heap allocation. Each tensor is two parameters: a `__restrict__` data pointer and a
 //! shape struct `nvf_shape<N>` of `N` sizes followed by `N` strides (in elements), both
 //! of the kernel's index type (a rank-0 tensor carries one unused size and stride).
 //!
@@ -18,6 +20,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::dtype::{DataType, ScalarValue};
 use crate::ir::ValId;
@@ -234,25 +237,37 @@ impl KernelAbi {
 
     /// The work buffers the launcher must allocate, in parameter order.
     pub fn work_buffers(&self) -> Vec<WorkBuffer> {
+        self.work_buffer_refs()
+            .map(|w| WorkBuffer {
+                name: w.name.to_owned(),
+                param: w.param,
+                kind: w.kind,
+                elements: w.elements.clone(),
+            })
+            .collect()
+    }
+
+    /// [`KernelAbi::work_buffers`] without copying anything (the launcher's hot path).
+    pub fn work_buffer_refs(&self) -> impl Iterator<Item = WorkBufferRef<'_>> + '_ {
         self.params
             .iter()
             .enumerate()
             .filter_map(|(i, p)| match &p.kind {
-                ParamKind::WorkBuffer { kind, elements, .. } => Some(WorkBuffer {
-                    name: p.name.clone(),
+                ParamKind::WorkBuffer { kind, elements, .. } => Some(WorkBufferRef {
+                    name: &p.name,
                     param: i,
                     kind: *kind,
-                    elements: elements.clone(),
+                    elements,
                 }),
                 _ => None,
             })
-            .collect()
     }
 
     /// The argument bytes for each parameter, in order, checked against the ABI: every
     /// tensor and scalar must be bound, ranks must match, sizes must fit the index type
     /// and scalars must have the parameter's category. A kernel with work buffers needs
-    /// [`KernelAbi::pack_with_buffers`].
+    /// [`KernelAbi::pack_with_buffers`]. (A convenience over [`KernelAbi::pack_into`],
+    /// which the launcher uses without allocating.)
     pub fn pack(&self, args: &BTreeMap<ValId, KernelArg>) -> SchedResult<Vec<Vec<u8>>> {
         self.pack_with_buffers(args, &[])
     }
@@ -265,7 +280,54 @@ impl KernelAbi {
         buffers: &[u64],
     ) -> SchedResult<Vec<Vec<u8>>> {
         let bad = |m: String| ScheduleError::Unsupported(format!("launch arguments: {m}"));
-        let needed = self.work_buffers().len();
+        // Unsigned copies of the sizes and strides, so that they can be lent as `ArgRef`s.
+        let mut dims: BTreeMap<ValId, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+        for (&id, arg) in args {
+            if let KernelArg::Tensor { sizes, strides, .. } = arg {
+                let unsigned = |list: &[i64]| -> SchedResult<Vec<usize>> {
+                    list.iter()
+                        .map(|&v| {
+                            usize::try_from(v)
+                                .map_err(|_| bad(format!("{id}: a negative size or stride ({v})")))
+                        })
+                        .collect()
+                };
+                dims.insert(id, (unsigned(sizes)?, unsigned(strides)?));
+            }
+        }
+        let mut packed = PackedArgs::new();
+        self.pack_into(
+            |id| match args.get(&id)? {
+                KernelArg::Tensor { ptr, .. } => {
+                    let (sizes, strides) = dims.get(&id)?;
+                    Some(ArgRef::Tensor {
+                        ptr: *ptr,
+                        sizes,
+                        strides,
+                    })
+                }
+                KernelArg::Scalar(v) => Some(ArgRef::Scalar(*v)),
+            },
+            buffers,
+            &mut packed,
+        )?;
+        Ok(packed.to_vecs())
+    }
+
+    /// Packs the launch arguments into `out` (cleared first), one parameter after the
+    /// other in [`KernelAbi::params`] order, with the same checks as [`KernelAbi::pack`].
+    /// `arg` gives the runtime value of each fusion tensor and scalar the parameters
+    /// name; `buffers` the device address of each work buffer, in order. Nothing is
+    /// allocated unless the arguments outgrow [`PackedArgs`]'s inline storage.
+    pub fn pack_into<'a>(
+        &self,
+        arg: impl Fn(ValId) -> Option<ArgRef<'a>>,
+        buffers: &[u64],
+        out: &mut PackedArgs,
+    ) -> SchedResult<()> {
+        let bad = |m: String| ScheduleError::Unsupported(format!("launch arguments: {m}"));
+        out.clear();
+        let needed = self.work_buffer_refs().count();
         if buffers.len() != needed {
             return Err(bad(format!(
                 "the kernel has {needed} work buffers (KernelAbi::work_buffers), {} addresses given",
@@ -273,7 +335,6 @@ impl KernelAbi {
             )));
         }
         let mut next_buffer = buffers.iter();
-        let mut out = Vec::with_capacity(self.params.len());
         for p in &self.params {
             let id = match &p.kind {
                 ParamKind::TensorData { tensor, .. } | ParamKind::TensorShape { tensor, .. } => {
@@ -285,18 +346,19 @@ impl KernelAbi {
                     if ptr == 0 {
                         return Err(bad(format!("{}: a null work buffer", p.name)));
                     }
-                    out.push(ptr.to_le_bytes().to_vec());
+                    out.begin_param();
+                    out.put(&ptr.to_le_bytes());
                     continue;
                 }
             };
-            let arg = args
-                .get(&id)
-                .ok_or_else(|| bad(format!("{} (for {}) is not bound", p.name, id)))?;
-            let bytes = match (&p.kind, arg) {
-                (ParamKind::TensorData { .. }, KernelArg::Tensor { ptr, .. }) => {
-                    ptr.to_le_bytes().to_vec()
+            let value =
+                arg(id).ok_or_else(|| bad(format!("{} (for {}) is not bound", p.name, id)))?;
+            match (&p.kind, value) {
+                (ParamKind::TensorData { .. }, ArgRef::Tensor { ptr, .. }) => {
+                    out.begin_param();
+                    out.put(&ptr.to_le_bytes());
                 }
-                (ParamKind::TensorShape { rank, .. }, KernelArg::Tensor { sizes, strides, .. }) => {
+                (ParamKind::TensorShape { rank, .. }, ArgRef::Tensor { sizes, strides, .. }) => {
                     if sizes.len() != *rank || strides.len() != *rank {
                         return Err(bad(format!(
                             "{}: expected rank {rank}, found {} sizes and {} strides",
@@ -305,60 +367,405 @@ impl KernelAbi {
                             strides.len()
                         )));
                     }
+                    out.begin_param();
+                    // A rank-0 tensor carries one unused size and stride.
                     let n = (*rank).max(1);
-                    let mut b = Vec::with_capacity(2 * n * self.index_type.bytes());
                     for list in [sizes, strides] {
                         for k in 0..n {
                             let v = list.get(k).copied().unwrap_or(0);
+                            let fits = |_| {
+                                bad(format!(
+                                    "{}: {v} does not fit the kernel's {}-bit index type",
+                                    p.name,
+                                    8 * self.index_type.bytes()
+                                ))
+                            };
                             match self.index_type {
                                 IndexType::I32 => {
-                                    let v = i32::try_from(v).map_err(|_| {
-                                        bad(format!(
-                                            "{}: {v} does not fit the kernel's 32-bit index type",
-                                            p.name
-                                        ))
-                                    })?;
-                                    b.extend_from_slice(&v.to_le_bytes());
+                                    out.put(&i32::try_from(v).map_err(fits)?.to_le_bytes())
                                 }
-                                IndexType::I64 => b.extend_from_slice(&v.to_le_bytes()),
+                                IndexType::I64 => {
+                                    out.put(&i64::try_from(v).map_err(fits)?.to_le_bytes())
+                                }
                             }
                         }
                     }
-                    b
                 }
-                (ParamKind::Scalar { dtype, .. }, KernelArg::Scalar(v)) => scalar_bytes(*dtype, *v)
-                    .ok_or_else(|| {
-                        bad(format!("{}: expected a {dtype} scalar, found {v}", p.name))
-                    })?,
+                (ParamKind::Scalar { dtype, .. }, ArgRef::Scalar(v)) => {
+                    out.begin_param();
+                    if !put_scalar(out, *dtype, v) {
+                        return Err(bad(format!(
+                            "{}: expected a {dtype} scalar, found {v}",
+                            p.name
+                        )));
+                    }
+                }
                 _ => {
                     return Err(bad(format!(
                         "{}: tensor/scalar kind does not match",
                         p.name
                     )))
                 }
-            };
-            out.push(bytes);
+            }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
-fn scalar_bytes(d: DataType, v: ScalarValue) -> Option<Vec<u8>> {
+/// A work buffer of [`KernelAbi::work_buffer_refs`], borrowed from the ABI.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkBufferRef<'a> {
+    /// Its parameter name (`T3_work`, `T3_sem`).
+    pub name: &'a str,
+    /// Position of its parameter in [`KernelAbi::params`].
+    pub param: usize,
+    /// What it holds.
+    pub kind: WorkKind,
+    /// Number of elements, over the fusion's input sizes and scalars.
+    pub elements: &'a crate::ir::Extent,
+}
+
+impl WorkBufferRef<'_> {
+    /// Bytes to allocate for `elements` evaluated to `n` (as [`WorkBuffer::bytes`]).
+    pub fn bytes(&self, n: i64) -> usize {
+        n.max(1) as usize * self.kind.elem_bytes()
+    }
+}
+
+/// The runtime value of one fusion tensor or scalar for [`KernelAbi::pack_into`],
+/// borrowed from the caller (no copies of sizes and strides).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ArgRef<'a> {
+    /// A device tensor.
+    Tensor {
+        /// Device address of element 0.
+        ptr: u64,
+        /// Sizes.
+        sizes: &'a [usize],
+        /// Strides in elements.
+        strides: &'a [usize],
+    },
+    /// A scalar.
+    Scalar(ScalarValue),
+}
+
+/// Words of inline storage in [`PackedArgs`] (512 bytes: a dozen rank-4 tensors with
+/// 32-bit indexing, or six with 64-bit indexing).
+const INLINE_WORDS: usize = 64;
+/// Parameters with inline offsets in [`PackedArgs`].
+const INLINE_PARAMS: usize = 32;
+
+/// Packed kernel arguments: every parameter's bytes, each starting at an 8-byte
+/// boundary of one buffer, as `cuLaunchKernel` reads them through one pointer per
+/// parameter. Inline storage covers typical kernels, so packing allocates nothing;
+/// reuse one value across launches to keep a spilled buffer.
+#[derive(Clone, Debug, Default)]
+pub struct PackedArgs {
+    words: SmallVec<[u64; INLINE_WORDS]>,
+    /// Per parameter: byte offset into `words` and byte length.
+    params: SmallVec<[(u32, u32); INLINE_PARAMS]>,
+    /// Bytes used.
+    len: usize,
+}
+
+impl PackedArgs {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forgets every parameter, keeping the storage.
+    pub fn clear(&mut self) {
+        self.words.clear();
+        self.params.clear();
+        self.len = 0;
+    }
+
+    /// Number of packed parameters.
+    pub fn len(&self) -> usize {
+        self.params.len()
+    }
+
+    /// True when nothing is packed.
+    pub fn is_empty(&self) -> bool {
+        self.params.is_empty()
+    }
+
+    /// True when the arguments outgrew the inline storage (a heap allocation was made).
+    pub fn spilled(&self) -> bool {
+        self.words.spilled() || self.params.spilled()
+    }
+
+    /// The bytes of parameter `i`.
+    pub fn param(&self, i: usize) -> Option<Vec<u8>> {
+        let &(off, len) = self.params.get(i)?;
+        let (off, len) = (off as usize, len as usize);
+        Some(
+            (off..off + len)
+                .map(|b| self.words[b / 8].to_ne_bytes()[b % 8])
+                .collect(),
+        )
+    }
+
+    /// Every parameter's bytes (tests and tools; the launcher uses
+    /// [`PackedArgs::kernel_params`]).
+    pub fn to_vecs(&self) -> Vec<Vec<u8>> {
+        (0..self.len()).filter_map(|i| self.param(i)).collect()
+    }
+
+    /// One pointer per parameter, to its bytes, in order: the `kernelParams` array of
+    /// `cuLaunchKernel`. The pointers stay valid while the returned value lives (it
+    /// borrows `self` mutably, so the buffer can neither move nor change meanwhile).
+    pub fn kernel_params(&mut self) -> KernelParams<'_> {
+        let base = self.words.as_mut_ptr().cast::<u8>();
+        let pointers = self
+            .params
+            .iter()
+            .map(|&(off, _)| base.wrapping_add(off as usize).cast::<std::ffi::c_void>())
+            .collect();
+        KernelParams {
+            pointers,
+            _buffer: std::marker::PhantomData,
+        }
+    }
+
+    /// Starts a new parameter at the next 8-byte boundary.
+    fn begin_param(&mut self) {
+        self.len = self.len.next_multiple_of(8);
+        self.params.push((self.len as u32, 0));
+    }
+
+    /// Appends bytes to the current parameter.
+    fn put(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            let (w, k) = (self.len / 8, self.len % 8);
+            if w == self.words.len() {
+                self.words.push(0);
+            }
+            let mut word = self.words[w].to_ne_bytes();
+            word[k] = b;
+            self.words[w] = u64::from_ne_bytes(word);
+            self.len += 1;
+        }
+        if let Some(last) = self.params.last_mut() {
+            last.1 += bytes.len() as u32;
+        }
+    }
+}
+
+/// The `kernelParams` array of one launch, borrowing the [`PackedArgs`] it points into.
+#[derive(Debug)]
+pub struct KernelParams<'a> {
+    pointers: SmallVec<[*mut std::ffi::c_void; INLINE_PARAMS]>,
+    _buffer: std::marker::PhantomData<&'a mut PackedArgs>,
+}
+
+impl KernelParams<'_> {
+    /// The pointers, one per parameter, for `cuLaunchKernel`.
+    pub fn as_mut_slice(&mut self) -> &mut [*mut std::ffi::c_void] {
+        &mut self.pointers
+    }
+}
+
+/// Writes a scalar of parameter type `d`; false when `v` cannot be one (a float for an
+/// integer parameter).
+fn put_scalar(out: &mut PackedArgs, d: DataType, v: ScalarValue) -> bool {
+    match scalar_bytes(d, v) {
+        Some((bytes, n)) => {
+            out.put(&bytes[..n]);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The little-endian bytes of scalar `v` as parameter type `d` (in the first `n` of 8),
+/// or `None` when `v` cannot be one (a float for an integer parameter).
+fn scalar_bytes(d: DataType, v: ScalarValue) -> Option<([u8; 8], usize)> {
     let float = matches!(v, ScalarValue::Float(_));
-    Some(match d {
-        DataType::Bool => vec![matches!(v, ScalarValue::Bool(true)) as u8],
-        DataType::I32 if !float => (v.as_i64()? as i32).to_le_bytes().to_vec(),
-        DataType::I64 if !float => v.as_i64()?.to_le_bytes().to_vec(),
-        DataType::F32 => (v.as_f64() as f32).to_le_bytes().to_vec(),
-        DataType::F64 => v.as_f64().to_le_bytes().to_vec(),
-        DataType::F16 => half::f16::from_f64(v.as_f64())
-            .to_bits()
-            .to_le_bytes()
-            .to_vec(),
-        DataType::BF16 => half::bf16::from_f64(v.as_f64())
-            .to_bits()
-            .to_le_bytes()
-            .to_vec(),
+    let mut b = [0u8; 8];
+    let n = match d {
+        DataType::Bool => {
+            b[0] = matches!(v, ScalarValue::Bool(true)) as u8;
+            1
+        }
+        DataType::I32 if !float => {
+            b[..4].copy_from_slice(&(v.as_i64()? as i32).to_le_bytes());
+            4
+        }
+        DataType::I64 if !float => {
+            b.copy_from_slice(&v.as_i64()?.to_le_bytes());
+            8
+        }
+        DataType::F32 => {
+            b[..4].copy_from_slice(&(v.as_f64() as f32).to_le_bytes());
+            4
+        }
+        DataType::F64 => {
+            b.copy_from_slice(&v.as_f64().to_le_bytes());
+            8
+        }
+        DataType::F16 => {
+            b[..2].copy_from_slice(&half::f16::from_f64(v.as_f64()).to_bits().to_le_bytes());
+            2
+        }
+        DataType::BF16 => {
+            b[..2].copy_from_slice(&half::bf16::from_f64(v.as_f64()).to_bits().to_le_bytes());
+            2
+        }
         _ => return None,
-    })
+    };
+    Some((b, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codegen::{corpus, generate, KernelOptions};
+
+    /// Binds every tensor parameter of `abi` to a made-up `[5, 3000]`-like layout of
+    /// its rank, and every scalar to 1.
+    fn bind(abi: &KernelAbi) -> BTreeMap<ValId, KernelArg> {
+        let mut args = BTreeMap::new();
+        for (i, p) in abi.params.iter().enumerate() {
+            match &p.kind {
+                ParamKind::TensorShape { tensor, rank } => {
+                    let sizes: Vec<i64> = (0..*rank as i64).map(|d| 3 + d).collect();
+                    let mut strides = vec![1i64; *rank];
+                    for d in (0..rank.saturating_sub(1)).rev() {
+                        strides[d] = strides[d + 1] * sizes[d + 1];
+                    }
+                    args.insert(
+                        *tensor,
+                        KernelArg::Tensor {
+                            ptr: 0x1000 * (i as u64 + 1),
+                            sizes,
+                            strides,
+                        },
+                    );
+                }
+                ParamKind::Scalar { val, .. } => {
+                    args.insert(*val, KernelArg::Scalar(ScalarValue::Int(1)));
+                }
+                _ => {}
+            }
+        }
+        args
+    }
+
+    #[test]
+    fn pack_into_matches_pack_and_stays_inline() {
+        for (name, sf) in corpus::all().unwrap() {
+            let k = generate(&sf, &KernelOptions::default()).unwrap();
+            let args = bind(&k.abi);
+            let buffers: Vec<u64> = (0..k.abi.work_buffer_refs().count())
+                .map(|i| 0x9000 + 0x100 * i as u64)
+                .collect();
+            let expected = k.abi.pack_with_buffers(&args, &buffers).unwrap();
+            let dims: BTreeMap<ValId, (Vec<usize>, Vec<usize>)> = args
+                .iter()
+                .filter_map(|(&id, a)| match a {
+                    KernelArg::Tensor { sizes, strides, .. } => Some((
+                        id,
+                        (
+                            sizes.iter().map(|&v| v as usize).collect(),
+                            strides.iter().map(|&v| v as usize).collect(),
+                        ),
+                    )),
+                    KernelArg::Scalar(_) => None,
+                })
+                .collect();
+            let mut packed = PackedArgs::new();
+            k.abi
+                .pack_into(
+                    |id| match args.get(&id)? {
+                        KernelArg::Tensor { ptr, .. } => Some(ArgRef::Tensor {
+                            ptr: *ptr,
+                            sizes: &dims[&id].0,
+                            strides: &dims[&id].1,
+                        }),
+                        KernelArg::Scalar(v) => Some(ArgRef::Scalar(*v)),
+                    },
+                    &buffers,
+                    &mut packed,
+                )
+                .unwrap();
+            assert_eq!(packed.to_vecs(), expected, "{name}");
+            assert_eq!(packed.len(), k.abi.params.len(), "{name}");
+            assert!(!packed.spilled(), "{name}: packing allocated");
+            let mut params = packed.kernel_params();
+            let ptrs = params.as_mut_slice();
+            assert_eq!(ptrs.len(), k.abi.params.len());
+            for p in ptrs.iter() {
+                assert_eq!(
+                    *p as usize % 8,
+                    0,
+                    "{name}: parameters start 8-byte aligned"
+                );
+            }
+            // Reading through the pointers gives the packed bytes.
+            for (i, p) in ptrs.iter().enumerate() {
+                let want = &expected[i];
+                // SAFETY: each pointer points at `want.len()` initialized bytes of the
+                // packed buffer, which `params` keeps borrowed.
+                let got = unsafe { std::slice::from_raw_parts(*p as *const u8, want.len()) };
+                assert_eq!(got, &want[..], "{name} param {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn scalars_pack_to_their_parameter_type() {
+        let mut out = PackedArgs::new();
+        for (d, v, bytes) in [
+            (
+                DataType::F32,
+                ScalarValue::Float(1.5),
+                1.5f32.to_le_bytes().to_vec(),
+            ),
+            (
+                DataType::I64,
+                ScalarValue::Int(-2),
+                (-2i64).to_le_bytes().to_vec(),
+            ),
+            (
+                DataType::I32,
+                ScalarValue::Int(7),
+                7i32.to_le_bytes().to_vec(),
+            ),
+            (DataType::Bool, ScalarValue::Bool(true), vec![1]),
+            (
+                DataType::BF16,
+                ScalarValue::Float(1.0),
+                half::bf16::ONE.to_bits().to_le_bytes().to_vec(),
+            ),
+        ] {
+            out.clear();
+            out.begin_param();
+            assert!(put_scalar(&mut out, d, v));
+            assert_eq!(out.param(0).unwrap(), bytes, "{d}");
+        }
+        out.begin_param();
+        assert!(!put_scalar(
+            &mut out,
+            DataType::I64,
+            ScalarValue::Float(1.5)
+        ));
+    }
+
+    #[test]
+    fn large_argument_lists_spill_but_stay_correct() {
+        let mut out = PackedArgs::new();
+        for i in 0..100u64 {
+            out.begin_param();
+            out.put(&i.to_le_bytes());
+            out.put(&[i as u8; 3]);
+        }
+        assert!(out.spilled());
+        for i in 0..100u64 {
+            let mut want = i.to_le_bytes().to_vec();
+            want.extend([i as u8; 3]);
+            assert_eq!(out.param(i as usize).unwrap(), want);
+        }
+    }
 }

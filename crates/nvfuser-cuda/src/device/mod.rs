@@ -16,9 +16,9 @@ mod properties;
 
 use std::fmt;
 use std::io::Write;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex, Once, Weak};
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaModule, CudaStream};
 
 pub use module::cubin_runs_on;
 pub use properties::DeviceProperties;
@@ -53,7 +53,15 @@ pub(crate) struct CudaDevice {
     pub(crate) ordinal: usize,
     pub(crate) context: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
+    /// The same stream (the legacy default stream of the same primary context) seen
+    /// through a second, private cudarc context object that never creates a stream and
+    /// has cudarc's event tracking off: this crate's own allocations come from here, so
+    /// they do not create and destroy two CUDA events each (see `Device::cuda`).
+    pub(crate) alloc_stream: Arc<CudaStream>,
     pub(crate) properties: DeviceProperties,
+    /// The modules loaded through this device, to count the live ones
+    /// ([`Device::loaded_modules`]); dead entries are pruned on each load.
+    pub(crate) modules: Mutex<Vec<Weak<CudaModule>>>,
 }
 
 impl CudaDevice {
@@ -102,11 +110,28 @@ impl Device {
         // blocking stream on the device, the safe default while tensors are shared with
         // other libraries. The executor may move to a dedicated stream.
         let stream = context.default_stream();
+        // A second handle on the same primary context, private to this crate, for its
+        // own allocations. cudarc creates two events per allocation while event
+        // tracking is on, but only consults them once a context object has created a
+        // stream of its own ("multi-stream mode"); this object never creates one and is
+        // never handed out, so the events would only cost two driver calls to create
+        // and two to destroy per allocation. The public context (`cuda_context`) keeps
+        // cudarc's defaults for whatever users do with it.
+        let private =
+            CudaContext::new(ordinal).map_err(|e| CudaError::driver("CudaContext::new", e))?;
+        // SAFETY: cudarc's contract is that the user orders work across streams. This
+        // context object only ever uses its default stream, which is the same CUDA
+        // stream (the legacy default stream) that `stream` launches on, so everything
+        // allocated, written, read and freed through it is ordered by that one stream.
+        unsafe { private.disable_event_tracking() };
+        let alloc_stream = private.default_stream();
         let device = Arc::new(CudaDevice {
             ordinal,
             context,
             stream,
+            alloc_stream,
             properties,
+            modules: Mutex::new(Vec::new()),
         });
         opened.push(Arc::clone(&device));
         Ok(Device {
@@ -184,6 +209,40 @@ impl Device {
         }
     }
 
+    /// Free and total device memory as the driver reports them (`cuMemGetInfo`): the
+    /// whole GPU, all processes included. Memory this crate frees goes back to the
+    /// stream-ordered pool first, which returns it to the driver at the next
+    /// synchronize (the pool's default release threshold is 0), so call
+    /// [`Device::synchronize`] before reading it.
+    ///
+    /// Errors: [`CudaError::NotAGpu`] on the CPU device; driver errors.
+    pub fn memory_info(&self) -> Result<MemoryInfo, CudaError> {
+        let gpu = self.require_gpu("Device::memory_info")?;
+        let (free, total) = gpu
+            .context
+            .mem_get_info()
+            .map_err(|e| CudaError::driver("cuMemGetInfo", e))?;
+        Ok(MemoryInfo {
+            free_bytes: free,
+            total_bytes: total,
+        })
+    }
+
+    /// How many modules loaded through this device ([`Device::load_module`],
+    /// [`Device::load_function`]) are still loaded: a module is unloaded when the last
+    /// `CudaModule`/`CudaFunction` handle to it is dropped (for the executor, when its
+    /// runtime is evicted or the executor dropped). 0 on the CPU device.
+    pub fn loaded_modules(&self) -> usize {
+        self.gpu().map_or(0, |g| {
+            g.modules
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|m| m.strong_count() > 0)
+                .count()
+        })
+    }
+
     pub(crate) fn gpu(&self) -> Option<&Arc<CudaDevice>> {
         match &self.kind {
             Kind::Cuda(d) => Some(d),
@@ -195,6 +254,15 @@ impl Device {
     pub(crate) fn require_gpu(&self, op: &'static str) -> Result<&Arc<CudaDevice>, CudaError> {
         self.gpu().ok_or(CudaError::NotAGpu { op })
     }
+}
+
+/// Device memory as the driver reports it ([`Device::memory_info`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryInfo {
+    /// Free bytes.
+    pub free_bytes: usize,
+    /// Total bytes.
+    pub total_bytes: usize,
 }
 
 impl PartialEq for Device {

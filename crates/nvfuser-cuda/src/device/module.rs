@@ -38,9 +38,14 @@ impl Device {
                 device_arch,
             });
         }
-        gpu.context
+        let module = gpu
+            .context
             .load_module(Ptx::from_binary(kernel.cubin.clone()))
-            .map_err(|e| CudaError::driver("cuModuleLoadData", e))
+            .map_err(|e| CudaError::driver("cuModuleLoadData", e))?;
+        let mut loaded = gpu.modules.lock().unwrap_or_else(|p| p.into_inner());
+        loaded.retain(|m| m.strong_count() > 0);
+        loaded.push(Arc::downgrade(&module));
+        Ok(module)
     }
 
     /// Loads a compiled kernel and looks up its `extern "C" __global__` function

@@ -59,6 +59,27 @@ impl Device {
         })
     }
 
+    /// A new contiguous tensor of `shape` whose elements are **not initialized** (on the
+    /// CPU device: zeros), for a kernel to fill: the launcher allocates outputs with it
+    /// when the kernel writes every element (see `launch`). Reading it before a kernel
+    /// wrote it gives arbitrary values (never undefined behavior: elements are decoded
+    /// from plain bytes).
+    pub(crate) fn uninit(&self, dtype: DataType, shape: &[usize]) -> Result<Tensor, CudaError> {
+        const OP: &str = "Device::uninit";
+        let layout = Layout::contiguous(OP, shape)?;
+        let num_bytes = byte_size(OP, layout.numel(), dtype)?;
+        let storage = match self.gpu() {
+            None => Storage::host(HostBuffer::zeroed(num_bytes)?),
+            Some(gpu) => Storage::cuda(alloc_uninit(gpu, num_bytes)?),
+        };
+        Ok(Tensor {
+            dtype,
+            layout,
+            storage,
+            device: self.clone(),
+        })
+    }
+
     /// A tensor with `layout` over a new buffer holding exactly `bytes`.
     pub(super) fn tensor_from_bytes(
         &self,
@@ -114,11 +135,28 @@ fn alloc_error<'a>(
 
 /// A zeroed device buffer of `num_bytes` (at least one byte is allocated: the driver
 /// rejects empty allocations, and an empty tensor still needs a buffer to point at).
+/// Allocated and zeroed in order on the device's stream, like everything else.
 fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, CudaError> {
     let slice = gpu
-        .stream
+        .alloc_stream
         .alloc_zeros::<u8>(num_bytes.max(1))
         .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
+    Ok(Arc::new(slice))
+}
+
+/// A device buffer of `num_bytes` (at least one) with arbitrary contents.
+fn alloc_uninit(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, CudaError> {
+    // SAFETY: cudarc marks `alloc` unsafe because the memory is not initialized. The
+    // buffer is only ever read as plain bytes (a download copies them into a `u8`
+    // buffer, and every element type decodes from any bit pattern), so stale contents
+    // can give wrong values but never undefined behavior; `Device::uninit` documents
+    // that a kernel must write every element before it is read, and the launcher only
+    // uses it for outputs that the kernel writes completely.
+    let slice = unsafe { gpu.alloc_stream.alloc::<u8>(num_bytes.max(1)) }.map_err(alloc_error(
+        gpu,
+        num_bytes,
+        "cuMemAllocAsync",
+    ))?;
     Ok(Arc::new(slice))
 }
 
@@ -127,9 +165,10 @@ fn upload(gpu: &CudaDevice, bytes: &[u8]) -> Result<Arc<dyn CudaBuffer>, CudaErr
     if bytes.is_empty() {
         return alloc_zeros(gpu, 0);
     }
-    let slice =
-        gpu.stream
-            .clone_htod(bytes)
-            .map_err(alloc_error(gpu, bytes.len(), "cuMemcpyHtoDAsync"))?;
+    let slice = gpu.alloc_stream.clone_htod(bytes).map_err(alloc_error(
+        gpu,
+        bytes.len(),
+        "cuMemcpyHtoDAsync",
+    ))?;
     Ok(Arc::new(slice))
 }

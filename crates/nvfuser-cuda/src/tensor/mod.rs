@@ -190,6 +190,13 @@ impl Tensor {
         }
     }
 
+    /// The stream the GPU buffer is ordered on (this crate's device stream for buffers
+    /// it allocated; the owner's stream for [`Tensor::from_cuda_slice`]); `None` on the
+    /// CPU device.
+    pub(crate) fn buffer_stream(&self) -> Option<&Arc<cudarc::driver::CudaStream>> {
+        self.storage.cuda_stream()
+    }
+
     /// The size in bytes of the buffer the view points into (not of the view).
     pub fn buffer_bytes(&self) -> usize {
         self.storage.num_bytes()
@@ -197,6 +204,11 @@ impl Tensor {
 
     /// The elements in row-major order, downloaded from a GPU if needed. Works for any
     /// view (permuted, sliced, expanded): the addressed elements are gathered.
+    ///
+    /// On a GPU the download is ordered after everything queued on the buffer's stream
+    /// (kernel launches return before their kernels finish) and waits for it, so the
+    /// values are those the queued kernels wrote; an error of such a kernel (an illegal
+    /// address, say) surfaces here as a driver error.
     ///
     /// Errors: [`CudaError::DtypeMismatch`] when `T` is not the tensor's dtype (no
     /// conversion happens); driver errors from the download.

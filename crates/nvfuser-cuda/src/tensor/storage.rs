@@ -17,7 +17,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 
 use crate::error::CudaError;
 
@@ -92,6 +92,8 @@ pub(crate) trait CudaBuffer: Send + Sync + 'static {
     /// Copies bytes `start..start + out.len()` into `out`, ordered on the allocation's
     /// own stream (after the work that produced it), and waits for the copy.
     fn download(&self, start: usize, out: &mut [u8]) -> Result<(), CudaError>;
+    /// The stream the allocation is ordered on (where it is freed).
+    fn stream(&self) -> &Arc<CudaStream>;
 }
 
 impl<T: DeviceRepr + 'static> CudaBuffer for CudaSlice<T> {
@@ -104,6 +106,10 @@ impl<T: DeviceRepr + 'static> CudaBuffer for CudaSlice<T> {
         // only records a read event when cudarc tracks several streams.
         let (ptr, _guard) = self.device_ptr(CudaSlice::stream(self));
         ptr
+    }
+
+    fn stream(&self) -> &Arc<CudaStream> {
+        CudaSlice::stream(self)
     }
 
     fn download(&self, start: usize, out: &mut [u8]) -> Result<(), CudaError> {
@@ -177,7 +183,16 @@ impl Storage {
         }
     }
 
-    /// Bytes `start..start + len`, borrowed on the host, downloaded from a GPU.
+    /// The stream a GPU buffer is ordered on; `None` on the host.
+    pub(crate) fn cuda_stream(&self) -> Option<&Arc<CudaStream>> {
+        match self {
+            Storage::Host(_) => None,
+            Storage::Cuda { buffer, .. } => Some(buffer.stream()),
+        }
+    }
+
+    /// Bytes `start..start + len`, borrowed on the host, downloaded from a GPU (after
+    /// waiting for the work queued before it on the buffer's stream, kernels included).
     pub(crate) fn read_bytes(&self, start: usize, len: usize) -> Result<Bytes<'_>, CudaError> {
         match self {
             Storage::Host(b) => {
