@@ -15,8 +15,10 @@ pub mod philox;
 pub mod print;
 pub mod sched;
 pub mod scheduler;
+pub mod segment;
 #[doc(hidden)]
 pub mod testing;
+pub mod workloads;
 
 pub use builder::{FusionDefinition, Size};
 pub use dtype::{DataType, ScalarValue};

@@ -32,13 +32,24 @@
 //! generate.
 
 mod analysis;
+mod auto;
+pub mod info;
 pub mod outer;
+pub mod params;
 pub mod pointwise;
 mod recompute;
 pub mod reduction;
 pub mod registry;
 
-pub use registry::{can_schedule, Rejection, Rejections, SchedulerKind};
+pub use info::{DeviceInfo, InputInfo, RuntimeInfo, TensorInfo};
+pub use params::{
+    CompileParams, HeuristicParams, InvalidParams, LaunchParams, OuterReductionParams,
+    PersistentParams, PointwiseParams, ReductionParams, TransposeParams,
+};
+pub use registry::{
+    can_schedule, can_schedule_kind, check_fits, compute_heuristics, compute_heuristics_for,
+    schedule_with, Rejection, Rejections, SchedulerError, SchedulerKind,
+};
 
 use crate::codegen::{self, KernelOptions};
 use crate::ir::Fusion;

@@ -1,0 +1,526 @@
+//! Inner reductions and inner persistent normalizations.
+//!
+//! Both take fusions whose reductions all reduce the same innermost `k` dims of rank-`r`
+//! tensors, with every computed tensor either *full* (rank `r`) or *per-row* (rank
+//! `r - k`). The rows (outer dims, merged) go to `blockIdx.x`, `rows_per_block` of them
+//! per block on `threadIdx.y`; the reduced dims (merged, extent `H`) are split into
+//! `[grid_split, serial, unroll, threads_x, vectorize]`; each reduction accumulates its
+//! serial, unrolled and vector parts per thread and then combines across `threadIdx.x`
+//! (and across blocks on `blockIdx.y` when `grid_split > 1`). Full-rank inputs are read
+//! with vector loads into registers, full-rank outputs written with vector stores.
+//!
+//! *Reduction* (no per-row value is broadcast back over the row, or a row too long to
+//! keep): pointwise intermediates are recomputed per use, so a row is streamed, any `H`
+//! works and nothing is kept across the serial loop.
+//!
+//! *Persistent* (a normalization: softmax, LayerNorm, RMSNorm): the kernel is compiled
+//! for one `H` (`PersistentParams::hidden`), so the serial part has a constant extent
+//! (`batch`), and the row is read once into registers (`batch × vectorize` elements per
+//! thread per kept tensor) and reused by every later phase (reduction, epilogue).
+
+use std::collections::BTreeSet;
+
+use super::pointwise::index_type;
+use super::{
+    ceil_div, logical_kinds, mark_vector_dims, pow2_dividing, product_dims, round_up, specialize,
+    tensor_inputs, vector_limit, Plan,
+};
+use crate::ir::{Extent, Fusion, IterKind, Op, ValId};
+use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
+use crate::scheduler::analysis::{is_creation, is_pointwise, reduction_axes};
+use crate::scheduler::info::RuntimeInfo;
+use crate::scheduler::params::{CompileParams, LaunchParams, PersistentParams, ReductionParams};
+use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
+
+/// The fusion-level analysis.
+pub(crate) struct InnerPlan {
+    /// Broadcasts pushed to the inputs (same inputs and outputs as the fusion).
+    pub fusion: Fusion,
+    pub rank: usize,
+    /// Number of reduced innermost dims.
+    pub k: usize,
+    /// True when a per-row value is broadcast back over the row (a normalization).
+    pub normalization: bool,
+    /// True when every reduction is a plain reduction whose result is only a fusion
+    /// output (a grid reduction is possible).
+    pub grid_ok: bool,
+    /// The reduced dims' extents (of the reference).
+    pub reduced: Vec<Extent>,
+    /// The row dims' extents.
+    pub rows: Vec<Extent>,
+}
+
+pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
+    let live = fusion.live_exprs();
+    let mut shape: Option<(usize, usize)> = None;
+    let mut reference = None;
+    let mut grid_ok = true;
+    let outputs: BTreeSet<ValId> = fusion.outputs().iter().map(|o| o.val).collect();
+    let uses = fusion.uses();
+    for o in fusion.outputs() {
+        if !fusion.val(o.val).is_tensor() || o.alias_of.is_some() {
+            return Err(format!("the output {} (scalar or in-place)", o.val));
+        }
+        if fusion.input_position(o.val).is_some() {
+            return Err(format!("the output {} is an input", o.val));
+        }
+    }
+    for (id, e) in fusion.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        if is_creation(&e.op) {
+            return Err(format!("{} in a fusion with reductions", e.op.name()));
+        }
+        if matches!(e.op, Op::SegmentSet) {
+            return Err("a segment_set boundary".into());
+        }
+        let Some(axes) = reduction_axes(&e.op) else {
+            if !is_pointwise(&e.op) {
+                return Err(format!(
+                    "{} (only pointwise ops, broadcasts and reductions)",
+                    e.op.name()
+                ));
+            }
+            continue;
+        };
+        let r = fusion
+            .tensor_type(e.outputs[0])
+            .map_or(0, |t| t.domain.len());
+        let k = axes.len();
+        if k == 0 || !axes.iter().enumerate().all(|(i, &a)| a == r - k + i) {
+            return Err(format!(
+                "{} over axes {axes:?} of a rank-{r} tensor (not the innermost dims)",
+                e.op.name()
+            ));
+        }
+        match shape {
+            None => shape = Some((r, k)),
+            Some(s) if s != (r, k) => {
+                return Err(format!(
+                    "reductions of different shapes (rank {} over {} inner dims, and rank {r} over {k})",
+                    s.0, s.1
+                ))
+            }
+            Some(_) => {}
+        }
+        reference.get_or_insert(e.outputs[0]);
+        let plain = matches!(e.op, Op::Reduction { .. });
+        let only_output = e
+            .outputs
+            .iter()
+            .all(|o| outputs.contains(o) && uses[o.index()].iter().all(|u| !live[u.index()]));
+        grid_ok &= plain && only_output;
+    }
+    let (Some((rank, k)), Some(reference)) = (shape, reference) else {
+        return Err("no reduction".into());
+    };
+    let outer = rank - k;
+    let pushed = push_broadcasts(fusion);
+    let s = ScheduledFusion::new(pushed.clone()).map_err(|e| e.to_string())?;
+    let live = pushed.live_exprs();
+    let mut normalization = false;
+    for (id, e) in pushed.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let out = e.outputs[0];
+        let r = pushed.tensor_type(out).map_or(0, |t| t.domain.len());
+        if let Op::Broadcast { mask } = &e.op {
+            let input = e.inputs[0];
+            if pushed.input_position(input).is_none() {
+                let trailing =
+                    mask.len() == rank && mask.iter().enumerate().all(|(i, &m)| m == (i >= outer));
+                if !trailing {
+                    return Err(format!(
+                        "{out} broadcasts the computed value {input} along dims other than the reduced ones"
+                    ));
+                }
+                normalization = true;
+            }
+        }
+        if r != rank && r != outer {
+            return Err(format!(
+                "{out} has {r} dims; expected {rank} (rows) or {outer} (per-row values)"
+            ));
+        }
+        if r == rank && outer > 1 && reduction_axes(&e.op).is_none() {
+            // Row dims are merged: a tensor must not mix broadcast and iteration dims
+            // among them.
+            let kinds = logical_kinds(&s, out);
+            let b = kinds[..outer]
+                .iter()
+                .filter(|&&x| x == IterKind::Broadcast)
+                .count();
+            if b != 0 && b != outer {
+                return Err(format!(
+                    "{out} is broadcast in some row dims but not others"
+                ));
+            }
+        }
+    }
+    let t = pushed
+        .tensor_type(reference)
+        .ok_or("reference is not a tensor")?;
+    let reduced = t.domain[outer..].iter().map(|d| d.extent.clone()).collect();
+    let rows = t.domain[..outer].iter().map(|d| d.extent.clone()).collect();
+    Ok(InnerPlan {
+        fusion: pushed,
+        rank,
+        k,
+        normalization,
+        grid_ok,
+        reduced,
+        rows,
+    })
+}
+
+fn eval_all(p: &InnerPlan, info: &RuntimeInfo, es: &[Extent]) -> Plan<i64> {
+    let mut n = 1i64;
+    for e in es {
+        n = n.saturating_mul(
+            info.eval(&p.fusion, e)
+                .ok_or_else(|| format!("the extent {e} cannot be evaluated"))?,
+        );
+    }
+    Ok(n)
+}
+
+/// The widest vector every full-rank input and the reduced innermost size allow.
+fn vector_width(p: &InnerPlan, info: &RuntimeInfo) -> Plan<i64> {
+    let f = &p.fusion;
+    let innermost = eval_all(p, info, &p.reduced[p.k - 1..])?;
+    let max_v = (16 / super::widest_io_bytes(f) as i64).max(1);
+    let mut v = pow2_dividing(innermost.max(1), max_v);
+    for (_, t) in tensor_inputs(f, info) {
+        if t.sizes.len() == p.rank {
+            let last = *t.sizes.last().unwrap_or(&1);
+            if last > 1 {
+                v = v.min(vector_limit(t, last, max_v));
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Heuristics of the streaming (non-persistent) inner reduction.
+pub(crate) fn reduction_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<ReductionParams> {
+    let h = eval_all(p, info, &p.reduced)?;
+    let rows = eval_all(p, info, &p.rows)?;
+    let v = vector_width(p, info)?;
+    let chunks = ceil_div(h.max(1), v);
+    let threads_x = round_up(chunks, 32).clamp(32, 512);
+    let rows_per_block = if p.rows.is_empty() {
+        1
+    } else {
+        (128 / threads_x).max(1)
+    };
+    let serial = ceil_div(chunks, threads_x);
+    let unroll = if serial >= 8 {
+        4
+    } else if serial >= 2 {
+        2
+    } else {
+        1
+    };
+    let blocks = ceil_div(rows, rows_per_block);
+    let sm = info.device.sm_count as i64;
+    let mut grid_split = 1;
+    if p.grid_ok && blocks < 2 * sm && serial >= 4 * unroll {
+        grid_split = ceil_div(4 * sm, blocks.max(1))
+            .min(serial / (2 * unroll))
+            .clamp(1, 65535);
+    }
+    Ok(ReductionParams {
+        vectorize: v,
+        threads_x,
+        rows_per_block,
+        unroll,
+        grid_split,
+        launch: LaunchParams {
+            grid: [blocks.max(1), grid_split, 1],
+            block: [threads_x, rows_per_block, 1],
+        },
+        compile: CompileParams {
+            index_type: index_type(&p.fusion, info),
+        },
+    })
+}
+
+/// Most vector chunks one thread keeps per row.
+const MAX_BATCH: i64 = 16;
+
+/// Heuristics of the persistent normalization; `Err` when the row is too long to keep
+/// on chip (the caller then streams it with [`reduction_heuristics`]).
+pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<PersistentParams> {
+    let h = eval_all(p, info, &p.reduced)?;
+    let rows = eval_all(p, info, &p.rows)?;
+    let mut dims = Vec::new();
+    for e in &p.reduced {
+        if !product_dims(e, &mut dims) {
+            return Err(format!(
+                "the reduced extent {e} is not a product of input sizes"
+            ));
+        }
+    }
+    let v = vector_width(p, info)?;
+    let chunks = ceil_div(h.max(1), v);
+    let max_tx = info.device.max_threads_per_block.min(1024) as i64;
+    let mut threads_x = round_up(ceil_div(chunks, 8), 32).clamp(32, max_tx);
+    if threads_x < 128 {
+        threads_x = round_up(chunks, 32).min(128);
+    }
+    let batch = ceil_div(chunks, threads_x);
+    // Registers: every kept tensor holds batch × v elements (32-bit or wider) per
+    // thread; keep the largest under a quarter of the thread's register budget.
+    let regs_per_thread = (info.device.registers_per_sm as i64 / (threads_x.max(256))).min(255);
+    if batch > MAX_BATCH || batch * v > regs_per_thread / 2 {
+        return Err(format!(
+            "a row of {h} elements needs {batch} chunks of {v} per thread at {threads_x} threads: too long to keep in registers"
+        ));
+    }
+    let rows_per_block = if p.rows.is_empty() {
+        1
+    } else {
+        (128 / threads_x).max(1)
+    };
+    Ok(PersistentParams {
+        hidden: h,
+        vectorize: v,
+        threads_x,
+        rows_per_block,
+        batch,
+        launch: LaunchParams {
+            grid: [ceil_div(rows, rows_per_block).max(1), 1, 1],
+            block: [threads_x, rows_per_block, 1],
+        },
+        compile: CompileParams {
+            index_type: index_type(&p.fusion, info),
+        },
+    })
+}
+
+/// The shape of the split of the reduced dims.
+struct Split {
+    v: i64,
+    tx: i64,
+    y: i64,
+    unroll: i64,
+    grid: i64,
+    persistent: bool,
+}
+
+pub(crate) fn schedule_reduction(
+    p: &InnerPlan,
+    params: &ReductionParams,
+) -> Result<ScheduledFusion, ScheduleError> {
+    let f = recompute_per_use(&p.fusion).map_err(|e| ScheduleError::Unsupported(e.to_string()))?;
+    schedule(
+        p,
+        f,
+        &Split {
+            v: params.vectorize,
+            tx: params.threads_x,
+            y: params.rows_per_block,
+            unroll: params.unroll,
+            grid: params.grid_split,
+            persistent: false,
+        },
+    )
+}
+
+pub(crate) fn schedule_persistent(
+    p: &InnerPlan,
+    params: &PersistentParams,
+) -> Result<ScheduledFusion, ScheduleError> {
+    let mut dims = Vec::new();
+    for e in &p.reduced {
+        product_dims(e, &mut dims);
+    }
+    // The reduced extent is compiled in: with one reduced dim its input dims take
+    // `hidden`; with several, each must already be known (the product is checked).
+    let fixed: Vec<(ValId, u32, i64)> = if dims.len() == 1 {
+        vec![(dims[0].0, dims[0].1, params.hidden)]
+    } else {
+        Vec::new()
+    };
+    let f = specialize(&p.fusion, &fixed);
+    schedule(
+        p,
+        f,
+        &Split {
+            v: params.vectorize,
+            tx: params.threads_x,
+            y: params.rows_per_block,
+            unroll: 1,
+            grid: 1,
+            persistent: true,
+        },
+    )
+}
+
+fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, ScheduleError> {
+    let rank = p.rank;
+    let outer = rank - p.k;
+    let live = f.live_exprs();
+    let mut s = ScheduledFusion::new(f.clone())?;
+    let is_output = |v: ValId| f.outputs().iter().any(|o| o.val == v);
+    let is_read = |v: ValId| {
+        f.exprs()
+            .any(|(id, e)| live[id.index()] && e.inputs.contains(&v))
+    };
+    // Vector loads: persistent kernels cache each full-rank input once; streaming
+    // kernels already read each input through a per-use `set` (recompute_per_use).
+    let mut loads: Vec<ValId> = Vec::new();
+    let full_rank_input = |v: ValId| {
+        f.tensor_type(v).is_some_and(|t| {
+            t.rank() == rank && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
+        })
+    };
+    if sp.persistent {
+        for &inp in f.inputs() {
+            if full_rank_input(inp) && is_read(inp) {
+                loads.push(s.cache_after(inp)?);
+            }
+        }
+    } else {
+        for (id, e) in f.exprs() {
+            if live[id.index()]
+                && matches!(e.op, Op::Set)
+                && f.input_position(e.inputs[0]).is_some()
+                && full_rank_input(e.inputs[0])
+            {
+                loads.push(e.outputs[0]);
+            }
+        }
+    }
+    // Reductions (with their Welford siblings following the first output).
+    let mut reductions: Vec<ValId> = Vec::new();
+    let mut per_row: Vec<ValId> = Vec::new();
+    let mut full: Vec<ValId> = Vec::new();
+    for (id, e) in f.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let out = e.outputs[0];
+        if reduction_axes(&e.op).is_some() {
+            reductions.push(out);
+            continue;
+        }
+        let r = f.tensor_type(out).map_or(0, |t| t.domain.len());
+        if r == rank {
+            full.push(out);
+        } else {
+            per_row.push(out);
+        }
+    }
+    // Reduction outputs also read in the kernel: only one thread stores them, so the
+    // readers get a register copy.
+    for (id, e) in f.exprs() {
+        if !live[id.index()] || reduction_axes(&e.op).is_none() {
+            continue;
+        }
+        for &o in &e.outputs {
+            if is_output(o) && is_read(o) {
+                let c = s.cache_fork(o)?;
+                for r in reductions.iter_mut().filter(|r| **r == o) {
+                    *r = c;
+                }
+                per_row.push(o);
+            }
+        }
+    }
+    // Vector stores of full-rank outputs.
+    let mut stores: Vec<ValId> = Vec::new();
+    for o in f.outputs() {
+        if full.contains(&o.val) && sp.v > 1 {
+            let c = s.cache_before(o.val)?;
+            full.push(c);
+            stores.push(o.val);
+        }
+    }
+    let reference = reductions[0];
+    // Reduced dims: merge, then [grid?, serial, unroll?, tx, v].
+    // The vector is an inner split of the innermost dim, taken before the merges.
+    let o = outer as i64;
+    s.split(reference, rank as i64 - 1, sp.v)?;
+    for _ in 1..p.k {
+        s.merge(reference, o)?;
+    }
+    s.split(reference, o, sp.tx)?;
+    let mut axes_after_rows = vec!["serial", "tx", "v"];
+    if sp.unroll > 1 {
+        s.split(reference, o, sp.unroll)?;
+        axes_after_rows = vec!["serial", "unroll", "tx", "v"];
+    }
+    if sp.grid > 1 {
+        s.split_outer(reference, o, sp.grid)?;
+        axes_after_rows.insert(0, "grid");
+    }
+    for _ in 1..outer {
+        s.merge(reference, 0)?;
+    }
+    let mut names: Vec<&str> = Vec::new();
+    if outer > 0 {
+        names.push("row");
+        if sp.y > 1 {
+            s.split(reference, 0, sp.y)?;
+            names.push("y");
+        }
+    }
+    names.extend(axes_after_rows);
+    let targets: Vec<ValId> = reductions[1..]
+        .iter()
+        .chain(&full)
+        .chain(&loads)
+        .chain(&stores)
+        .copied()
+        .filter(|&t| t != reference)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !targets.is_empty() {
+        s.transform_like(reference, &targets)?;
+    }
+    let all_full: Vec<ValId> = std::iter::once(reference)
+        .chain(targets.iter().copied())
+        .collect();
+    for &tv in &all_full {
+        for (i, name) in names.iter().enumerate() {
+            let pt = match *name {
+                "row" => ParallelType::BIDx,
+                "y" => ParallelType::TIDy,
+                "grid" => ParallelType::BIDy,
+                "tx" => ParallelType::TIDx,
+                "unroll" => ParallelType::Unroll,
+                "serial" if sp.persistent => ParallelType::Unroll,
+                _ => continue,
+            };
+            s.parallelize(tv, i as i64, pt)?;
+        }
+    }
+    let vectorized: Vec<ValId> = loads.iter().chain(&stores).copied().collect();
+    let unrolled: Vec<ValId> = all_full
+        .iter()
+        .copied()
+        .filter(|t| !vectorized.contains(t))
+        .collect();
+    mark_vector_dims(&mut s, sp.v, &vectorized, &unrolled)?;
+    for &tv in &per_row {
+        if !s.schedule().tensors.contains_key(&tv) {
+            continue;
+        }
+        for _ in 1..outer {
+            s.merge(tv, 0)?;
+        }
+        if outer > 0 {
+            if sp.y > 1 {
+                s.split(tv, 0, sp.y)?;
+                s.parallelize(tv, 1, ParallelType::TIDy)?;
+            }
+            s.parallelize(tv, 0, ParallelType::BIDx)?;
+        }
+    }
+    s.inline_most()?;
+    Ok(s)
+}

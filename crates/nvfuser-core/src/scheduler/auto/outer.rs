@@ -1,0 +1,240 @@
+//! Outer reductions: sums (and max, min, mean, prod) over the outermost dims.
+//!
+//! Accepted: every reduction reduces the same outermost `k < r` dims of rank-`r`
+//! tensors, every computed tensor is *full* (rank `r`) or *per-column* (rank `r - k`).
+//! Pointwise intermediates are recomputed per use (as in the streaming inner
+//! reduction), so per-column values may be broadcast back.
+//!
+//! Schedule: the kept (inner) dims are merged and split into `[blocks, threads_x]` on
+//! `blockIdx.x`/`threadIdx.x`; the reduced (outer) dims are merged and split into
+//! `[grid_split, serial, unroll]`, reordered inside the column dims: each thread
+//! accumulates one column over its rows (a warp reads 32 adjacent elements of a row:
+//! coalesced), `unroll` rows in flight at a time. With too few column blocks to fill
+//! the GPU, the rows are also split over `grid_split` blocks on `blockIdx.y` (a grid
+//! reduction). No vector loads: the lowering keeps reduction loops innermost, so a
+//! thread cannot accumulate a vector of columns inside its row loop.
+
+use std::collections::BTreeSet;
+
+use super::pointwise::index_type;
+use super::{ceil_div, round_up, Plan};
+use crate::ir::{Extent, Fusion, Op, ValId};
+use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
+use crate::scheduler::analysis::{is_creation, is_pointwise, reduction_axes};
+use crate::scheduler::info::RuntimeInfo;
+use crate::scheduler::params::{CompileParams, LaunchParams, OuterReductionParams};
+use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
+
+pub(crate) struct OuterPlan {
+    pub fusion: Fusion,
+    pub rank: usize,
+    pub k: usize,
+    pub grid_ok: bool,
+    pub reduced: Vec<Extent>,
+    pub kept: Vec<Extent>,
+}
+
+pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
+    let live = fusion.live_exprs();
+    let uses = fusion.uses();
+    let outputs: BTreeSet<ValId> = fusion.outputs().iter().map(|o| o.val).collect();
+    for o in fusion.outputs() {
+        if !fusion.val(o.val).is_tensor() || o.alias_of.is_some() {
+            return Err(format!("the output {} (scalar or in-place)", o.val));
+        }
+        if fusion.input_position(o.val).is_some() {
+            return Err(format!("the output {} is an input", o.val));
+        }
+    }
+    let mut shape = None;
+    let mut reference = None;
+    let mut grid_ok = true;
+    for (id, e) in fusion.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        if is_creation(&e.op) || matches!(e.op, Op::SegmentSet) {
+            return Err(format!("{} in a fusion with reductions", e.op.name()));
+        }
+        let Some(axes) = reduction_axes(&e.op) else {
+            if !is_pointwise(&e.op) {
+                return Err(format!(
+                    "{} (only pointwise ops and reductions)",
+                    e.op.name()
+                ));
+            }
+            continue;
+        };
+        if !matches!(e.op, Op::Reduction { .. }) {
+            return Err(format!(
+                "{} over outer dims (Welford reductions are inner only)",
+                e.op.name()
+            ));
+        }
+        let r = fusion
+            .tensor_type(e.outputs[0])
+            .map_or(0, |t| t.domain.len());
+        let k = axes.len();
+        if !(k > 0 && k < r && axes.iter().enumerate().all(|(i, &a)| a == i)) {
+            return Err(format!(
+                "{} over axes {axes:?} of a rank-{r} tensor (not the outermost dims, or all of them)",
+                e.op.name()
+            ));
+        }
+        match shape {
+            None => shape = Some((r, k)),
+            Some(s) if s != (r, k) => return Err("reductions of different shapes".into()),
+            Some(_) => {}
+        }
+        reference.get_or_insert(e.outputs[0]);
+        grid_ok &= e
+            .outputs
+            .iter()
+            .all(|o| outputs.contains(o) && uses[o.index()].iter().all(|u| !live[u.index()]));
+    }
+    let (Some((rank, k)), Some(reference)) = (shape, reference) else {
+        return Err("no reduction over the outermost dims".into());
+    };
+    let pushed = push_broadcasts(fusion);
+    let live = pushed.live_exprs();
+    for (id, e) in pushed.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let out = e.outputs[0];
+        let r = pushed.tensor_type(out).map_or(0, |t| t.domain.len());
+        if let Op::Broadcast { mask } = &e.op {
+            let leading = mask.len() == rank && mask.iter().enumerate().all(|(i, &m)| m == (i < k));
+            if pushed.input_position(e.inputs[0]).is_none() && !leading {
+                return Err(format!("{out} broadcasts a computed value along kept dims"));
+            }
+        }
+        if r != rank && r != rank - k {
+            return Err(format!(
+                "{out} has {r} dims; expected {rank} or {}",
+                rank - k
+            ));
+        }
+    }
+    let t = pushed
+        .tensor_type(reference)
+        .ok_or("reference is not a tensor")?;
+    Ok(OuterPlan {
+        reduced: t.domain[..k].iter().map(|d| d.extent.clone()).collect(),
+        kept: t.domain[k..].iter().map(|d| d.extent.clone()).collect(),
+        fusion: pushed,
+        rank,
+        k,
+        grid_ok,
+    })
+}
+
+pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReductionParams> {
+    let eval = |es: &[Extent]| -> Plan<i64> {
+        let mut n = 1i64;
+        for e in es {
+            n = n.saturating_mul(
+                info.eval(&p.fusion, e)
+                    .ok_or_else(|| format!("the extent {e} cannot be evaluated"))?,
+            );
+        }
+        Ok(n)
+    };
+    let cols = eval(&p.kept)?;
+    let rows = eval(&p.reduced)?;
+    let sm = info.device.sm_count as i64;
+    let threads_x = round_up(cols, 32).clamp(32, 128);
+    let blocks = ceil_div(cols, threads_x);
+    let mut grid_split = 1;
+    if blocks < 2 * sm && p.grid_ok && rows >= 256 {
+        // Too few columns to fill the GPU: split the rows over blocks too.
+        grid_split = ceil_div(8 * sm, blocks).min(rows / 64).clamp(1, 65535);
+    }
+    let unroll = if ceil_div(rows, grid_split) >= 16 {
+        4
+    } else {
+        1
+    };
+    Ok(OuterReductionParams {
+        threads_x,
+        unroll,
+        grid_split,
+        launch: LaunchParams {
+            grid: [blocks.max(1), grid_split, 1],
+            block: [threads_x, 1, 1],
+        },
+        compile: CompileParams {
+            index_type: index_type(&p.fusion, info),
+        },
+    })
+}
+
+pub(crate) fn schedule(
+    p: &OuterPlan,
+    params: &OuterReductionParams,
+) -> Result<ScheduledFusion, ScheduleError> {
+    let f = recompute_per_use(&p.fusion).map_err(|e| ScheduleError::Unsupported(e.to_string()))?;
+    let rank = p.rank;
+    let k = p.k;
+    let kept = rank - k;
+    let live = f.live_exprs();
+    let mut s = ScheduledFusion::new(f.clone())?;
+    let mut reductions = Vec::new();
+    let mut full = Vec::new();
+    let mut per_col = Vec::new();
+    for (id, e) in f.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let out = e.outputs[0];
+        if reduction_axes(&e.op).is_some() {
+            reductions.push(out);
+            continue;
+        }
+        let r = f.tensor_type(out).map_or(0, |t| t.domain.len());
+        if r == rank {
+            full.push(out);
+        } else {
+            per_col.push(out);
+        }
+    }
+    let (u, g, tx) = (params.unroll, params.grid_split, params.threads_x);
+    // [R.., I..] -> [R, I] -> [R, I/v/tx, tx, v] -> rows split -> reorder.
+    let schedule_full = |s: &mut ScheduledFusion, tv: ValId| -> Result<(), ScheduleError> {
+        for _ in 1..kept {
+            s.merge(tv, k as i64)?;
+        }
+        for _ in 1..k {
+            s.merge(tv, 0)?;
+        }
+        s.split(tv, 1, tx)?;
+        // [R, Io, tx]
+        s.split(tv, 0, u)?;
+        // [R/u, u, Io, tx]
+        s.split_outer(tv, 0, g)?;
+        // [g, R/u/g, u, Io, tx] -> [Io, g, tx, R/u/g, u]
+        s.reorder(tv, &[3, 0, 4, 1, 2])?;
+        s.parallelize(tv, 0, ParallelType::BIDx)?;
+        if g > 1 {
+            s.parallelize(tv, 1, ParallelType::BIDy)?;
+        }
+        s.parallelize(tv, 2, ParallelType::TIDx)?;
+        if u > 1 {
+            s.parallelize(tv, 4, ParallelType::Unroll)?;
+        }
+        Ok(())
+    };
+    for &tv in reductions.iter().chain(&full) {
+        schedule_full(&mut s, tv)?;
+    }
+    for &tv in &per_col {
+        for _ in 1..kept {
+            s.merge(tv, 0)?;
+        }
+        s.split(tv, 0, tx)?;
+        s.parallelize(tv, 0, ParallelType::BIDx)?;
+        s.parallelize(tv, 1, ParallelType::TIDx)?;
+    }
+    s.inline_most()?;
+    Ok(s)
+}

@@ -1,0 +1,343 @@
+//! The tuned pointwise scheduler.
+//!
+//! Plan: broadcasts are pushed up to the inputs (so every computed tensor has the
+//! reference output's rank), and the reference's dims are grouped: adjacent dims merge
+//! when every tensor agrees on which of them are broadcast. The innermost group that is
+//! not broadcast in the reference is the *inner* part; the group just outside it (if
+//! any) is the *outer* part, bound to `blockIdx.x` (2-D schedule: a `[H]` bias added to
+//! `[N, H]` is read once per block row instead of re-deriving `n` from a flat index);
+//! groups further out are bound to `blockIdx.z` or left as serial loops.
+//!
+//! Schedule: inputs of full rank whose inner part is not broadcast are cached in
+//! registers with vector loads (`cache_after`), outputs are written from a register
+//! copy with vector stores (`cache_before`). The inner part is split into
+//! `[blocks, unroll, threads, vectorize]`: `blocks` on `blockIdx.y` in the 2-D case and
+//! `blockIdx.x` in the 1-D case, `unroll` an unrolled loop outside the thread dim (each
+//! unrolled step of a warp reads one contiguous span), `threads` on `threadIdx.x`.
+
+use super::{
+    ceil_div, logical_kinds, mark_vector_dims, pow2_dividing, reference_output, tensor_inputs,
+    vector_limit, Plan,
+};
+use crate::codegen::IndexType;
+use crate::ir::{Fusion, IterKind, ValId};
+use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
+use crate::scheduler::analysis::{is_creation, is_pointwise};
+use crate::scheduler::info::RuntimeInfo;
+use crate::scheduler::params::{CompileParams, LaunchParams, PointwiseParams};
+use crate::scheduler::recompute::push_broadcasts;
+
+/// The fusion-level analysis.
+pub(crate) struct PointwisePlan {
+    /// The fusion with broadcasts pushed to the inputs (same inputs and outputs).
+    pub fusion: Fusion,
+    pub reference: ValId,
+    /// Groups of adjacent reference dims, as (first dim, number of dims).
+    pub groups: Vec<(usize, usize)>,
+    /// Index into `groups` of the inner part, if the reference has a non-broadcast dim.
+    pub inner: Option<usize>,
+}
+
+pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
+    let live = fusion.live_exprs();
+    if fusion.outputs().is_empty() {
+        return Err("a fusion without outputs".into());
+    }
+    for (id, e) in fusion.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        if !(is_pointwise(&e.op) || is_creation(&e.op)) {
+            return Err(format!(
+                "{} is not pointwise (pointwise takes elementwise math, casts, broadcasts, expands and full/iota/uniform/normal)",
+                e.op.name()
+            ));
+        }
+        if matches!(e.op, crate::ir::Op::SegmentSet) {
+            return Err("a segment_set boundary".into());
+        }
+    }
+    for o in fusion.outputs() {
+        if !fusion.val(o.val).is_tensor() {
+            return Err(format!("the scalar output {}", o.val));
+        }
+        if o.alias_of.is_some() {
+            return Err(format!("the in-place output {}", o.val));
+        }
+        if fusion.input_position(o.val).is_some() {
+            return Err(format!("the output {} is an input", o.val));
+        }
+    }
+    let pushed = push_broadcasts(fusion);
+    let reference = reference_output(&pushed).ok_or("a fusion without outputs")?;
+    let s = ScheduledFusion::new(pushed.clone()).map_err(|e| e.to_string())?;
+    let ref_kinds = logical_kinds(&s, reference);
+    let rank = ref_kinds.len();
+    let mut classes: Vec<Vec<bool>> = (0..rank)
+        .map(|i| vec![ref_kinds[i] == IterKind::Broadcast])
+        .collect();
+    for (&t, _) in s.schedule().tensors.iter() {
+        if t == reference || s.schedule().is_input(t) {
+            continue;
+        }
+        let k = logical_kinds(&s, t);
+        if k.len() != rank {
+            return Err(format!(
+                "{t} has {} dims but the output {reference} has {rank} (outputs of different ranks)",
+                k.len()
+            ));
+        }
+        for i in 0..rank {
+            if ref_kinds[i] == IterKind::Broadcast && k[i] != IterKind::Broadcast {
+                return Err(format!(
+                    "outputs of different shapes: dim {i} is broadcast in {reference} but not in {t}"
+                ));
+            }
+            classes[i].push(k[i] == IterKind::Broadcast);
+        }
+    }
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    for i in 0..rank {
+        match groups.last_mut() {
+            Some((start, len)) if classes[*start] == classes[i] => *len += 1,
+            _ => groups.push((i, 1)),
+        }
+    }
+    let inner = (0..groups.len()).rev().find(|&g| !classes[groups[g].0][0]);
+    Ok(PointwisePlan {
+        fusion: pushed,
+        reference,
+        groups,
+        inner,
+    })
+}
+
+/// Heuristics: the widest vector every vectorized tensor allows (16 bytes at most),
+/// 128 threads, and unrolling while there are at least four waves of blocks.
+pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<PointwiseParams> {
+    let f = &p.fusion;
+    let ref_t = f
+        .tensor_type(p.reference)
+        .ok_or("reference is not a tensor")?;
+    let dims: Vec<_> = ref_t.shape().cloned().collect();
+    let size = |i: usize| -> Plan<i64> {
+        info.eval(f, &dims[i].extent).ok_or_else(|| {
+            format!(
+                "the extent {} of the output cannot be evaluated",
+                dims[i].extent
+            )
+        })
+    };
+    let mut numel: i64 = 1;
+    for i in 0..dims.len() {
+        numel = numel.saturating_mul(size(i)?);
+    }
+    let (inner_elems, outer_elems) = match p.inner {
+        Some(g) => {
+            let (start, len) = p.groups[g];
+            let mut inner = 1i64;
+            for i in start..start + len {
+                inner = inner.saturating_mul(size(i)?);
+            }
+            let outer = if g > 0 {
+                let (os, ol) = p.groups[g - 1];
+                let mut o = 1i64;
+                for i in os..os + ol {
+                    o = o.saturating_mul(size(i)?);
+                }
+                o
+            } else {
+                1
+            };
+            (inner, outer)
+        }
+        None => (1, 1),
+    };
+    // Vector width: 16 bytes of the widest input/output, limited by every vectorized
+    // tensor (full-rank inputs whose inner part is not broadcast, and the outputs).
+    let max_v = (16 / super::widest_io_bytes(f) as i64).max(1);
+    let mut v = if p.inner.is_some() {
+        pow2_dividing(innermost_size(p, info)?, max_v)
+    } else {
+        1
+    };
+    let rank = dims.len();
+    for (inp, t) in tensor_inputs(f, info) {
+        if cached_input(p, inp) && t.sizes.len() == rank {
+            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
+        }
+    }
+    let threads = 128i64;
+    let sm = info.device.sm_count as i64;
+    let mut unroll = 4i64;
+    while unroll > 1 && ceil_div(numel, v * threads * unroll) < 4 * sm {
+        unroll /= 2;
+    }
+    // Blocks along the inner part must fit the grid dim they are bound to.
+    let inner_blocks = ceil_div(inner_elems, v * threads * unroll);
+    let two_d = p.inner.is_some_and(|g| g > 0);
+    if two_d && inner_blocks > info.device.max_grid_dim[1] as i64 {
+        return Err(format!(
+            "{inner_blocks} blocks along the inner dims exceed the grid's y limit"
+        ));
+    }
+    let grid = if two_d {
+        [outer_elems.max(1), inner_blocks.max(1), 1]
+    } else {
+        [inner_blocks.max(1), 1, 1]
+    };
+    Ok(PointwiseParams {
+        vectorize: v,
+        unroll,
+        threads,
+        launch: LaunchParams {
+            grid,
+            block: [threads, 1, 1],
+        },
+        compile: CompileParams {
+            index_type: index_type(f, info),
+        },
+    })
+}
+
+/// 64-bit index math when some tensor of the call has 2^31 elements or more.
+pub(crate) fn index_type(f: &Fusion, info: &RuntimeInfo) -> IndexType {
+    let mut wide = false;
+    for (_, t) in tensor_inputs(f, info) {
+        let n: i128 = t.sizes.iter().map(|&s| s as i128).product();
+        wide |= n >= 1 << 31;
+    }
+    for o in f.outputs() {
+        if let Some(t) = f.tensor_type(o.val) {
+            let n: Option<i128> = t
+                .shape()
+                .map(|d| info.eval(f, &d.extent).map(|x| x as i128))
+                .product();
+            wide |= n.is_none_or(|n| n >= 1 << 31);
+        }
+    }
+    if wide {
+        IndexType::I64
+    } else {
+        IndexType::I32
+    }
+}
+
+/// The size of the reference's innermost dim (vectors never cross it).
+fn innermost_size(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<i64> {
+    let t = p.fusion.tensor_type(p.reference).ok_or("no reference")?;
+    let last = t.shape().last().ok_or("a rank-0 output")?;
+    info.eval(&p.fusion, &last.extent)
+        .ok_or_else(|| format!("the extent {} cannot be evaluated", last.extent))
+}
+
+/// True for inputs read through a vectorized register cache: full rank, with a
+/// non-broadcast innermost dim, read by some expression other than a broadcast.
+fn cached_input(p: &PointwisePlan, inp: ValId) -> bool {
+    let f = &p.fusion;
+    let Some(t) = f.tensor_type(inp) else {
+        return false;
+    };
+    let Some(ref_t) = f.tensor_type(p.reference) else {
+        return false;
+    };
+    if t.rank() != ref_t.rank() || t.shape().last().is_none_or(|d| d.is_broadcast_like()) {
+        return false;
+    }
+    let live = f.live_exprs();
+    f.exprs().any(|(id, e)| {
+        live[id.index()]
+            && e.inputs.contains(&inp)
+            && !matches!(e.op, crate::ir::Op::Broadcast { .. })
+    })
+}
+
+/// Applies `params` to the plan.
+pub(crate) fn schedule(
+    p: &PointwisePlan,
+    params: &PointwiseParams,
+) -> Result<ScheduledFusion, ScheduleError> {
+    let f = &p.fusion;
+    let mut s = ScheduledFusion::new(f.clone())?;
+    let reference = p.reference;
+    let v = params.vectorize;
+    // Register caches for vector loads and stores.
+    let mut loads = Vec::new();
+    if v > 1 {
+        for &inp in f.inputs() {
+            if cached_input(p, inp) {
+                loads.push(s.cache_after(inp)?);
+            }
+        }
+    }
+    let mut stores = Vec::new();
+    let mut store_caches = Vec::new();
+    if v > 1 {
+        for o in f.outputs() {
+            store_caches.push(s.cache_before(o.val)?);
+            stores.push(o.val);
+        }
+    }
+    if let Some(g) = p.inner {
+        // The vector is an inner split of the innermost logical dim (vectors never
+        // cross it), taken before the merges; with v > 1 the inner group is the last.
+        let rank = logical_kinds(&s, reference).len() as i64;
+        s.split(reference, rank - 1, v)?;
+        // Merge each group from the last, so earlier axes keep their positions.
+        for &(start, len) in p.groups.iter().rev() {
+            for _ in 1..len {
+                s.merge(reference, start as i64)?;
+            }
+        }
+        let gi = g as i64;
+        s.split(reference, gi, params.threads)?;
+        s.split(reference, gi, params.unroll)?;
+        // Axes: groups 0..g, then [blocks, unroll, threads, vectorize] (+ trailing
+        // broadcast groups of the reference).
+        let blocks = if g > 0 {
+            ParallelType::BIDy
+        } else {
+            ParallelType::BIDx
+        };
+        s.parallelize(reference, gi, blocks)?;
+        s.parallelize(reference, gi + 1, ParallelType::Unroll)?;
+        s.parallelize(reference, gi + 2, ParallelType::TIDx)?;
+        if g > 0 {
+            s.parallelize(reference, gi - 1, ParallelType::BIDx)?;
+        }
+        if g > 1 {
+            s.parallelize(reference, gi - 2, ParallelType::BIDz)?;
+        }
+        // The vector dim must be innermost: move trailing broadcast groups out of the
+        // way (they have extent 1).
+        let n = s.schedule().tensors[&reference].domain.loop_dims.len() as i64;
+        let vec_axis = gi + 3;
+        if vec_axis != n - 1 {
+            let mut order: Vec<i64> = (0..n).filter(|&a| a != vec_axis).collect();
+            order.push(vec_axis);
+            s.reorder(reference, &order)?;
+        }
+        let others: Vec<ValId> = s
+            .schedule()
+            .tensors
+            .keys()
+            .copied()
+            .filter(|&t| t != reference && !s.schedule().is_input(t))
+            .collect();
+        if !others.is_empty() {
+            s.transform_like(reference, &others)?;
+            s.parallelize_like(reference, &others)?;
+        }
+        let computed: Vec<ValId> = others
+            .iter()
+            .copied()
+            .chain(std::iter::once(reference))
+            .filter(|t| !loads.contains(t) && !stores.contains(t))
+            .collect();
+        let vectorized: Vec<ValId> = loads.iter().chain(&stores).copied().collect();
+        mark_vector_dims(&mut s, v, &vectorized, &computed)?;
+        let _ = store_caches;
+    }
+    s.inline_most()?;
+    Ok(s)
+}

@@ -1,0 +1,123 @@
+//! What the heuristics see: the device and the actual inputs of a call.
+//!
+//! Heuristics never hard-code a card: everything they size (threads, persistent
+//! batches, grid splits) comes from a [`DeviceInfo`] read from the driver (the CUDA crate
+//! fills it from its `DeviceProperties`) and from the sizes, strides and alignment of the
+//! inputs ([`InputInfo`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::{DataType, ScalarValue};
+use crate::ir::{Extent, Fusion, ValId};
+
+/// The properties of a GPU that the heuristics use.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Threads per warp.
+    pub warp_size: u32,
+    /// Most threads in one block.
+    pub max_threads_per_block: u32,
+    /// Most resident threads per SM.
+    pub max_threads_per_sm: u32,
+    /// 32-bit registers per SM.
+    pub registers_per_sm: u32,
+    /// Shared memory one block may use (opt-in limit), bytes.
+    pub shared_memory_per_block: u32,
+    /// L2 cache, bytes.
+    pub l2_cache_bytes: u32,
+    /// Grid limits (x, y, z).
+    pub max_grid_dim: [u32; 3],
+}
+
+impl DeviceInfo {
+    /// **Test fixture**: what an H100 SXM reports (132 SMs, 64K registers and 2048
+    /// threads per SM, 227 KiB of opt-in shared memory, 50 MiB of L2). For heuristic
+    /// tests on machines without a GPU; a real device reports its own.
+    pub fn h100_for_tests() -> Self {
+        DeviceInfo {
+            sm_count: 132,
+            warp_size: 32,
+            max_threads_per_block: 1024,
+            max_threads_per_sm: 2048,
+            registers_per_sm: 65536,
+            shared_memory_per_block: 232_448,
+            l2_cache_bytes: 52_428_800,
+            max_grid_dim: [2_147_483_647, 65535, 65535],
+        }
+    }
+}
+
+/// One tensor argument as the heuristics see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorInfo {
+    /// Element type.
+    pub dtype: DataType,
+    /// Sizes per dim.
+    pub sizes: Vec<i64>,
+    /// Strides per dim, in elements.
+    pub strides: Vec<i64>,
+    /// The largest power of two (at most 16) that divides the data address, in bytes.
+    pub alignment: u32,
+}
+
+/// One argument of a call as the heuristics see it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum InputInfo {
+    /// A tensor.
+    Tensor(TensorInfo),
+    /// A scalar.
+    Scalar(ScalarValue),
+}
+
+/// The device and the arguments of one call, in the fusion's input order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeInfo {
+    /// The GPU.
+    pub device: DeviceInfo,
+    /// The arguments.
+    pub inputs: Vec<InputInfo>,
+}
+
+impl RuntimeInfo {
+    /// Contiguous row-major tensors of these dtypes and sizes, 16-byte aligned (tests,
+    /// and heuristics asked about shapes without data).
+    pub fn contiguous(device: DeviceInfo, tensors: &[(DataType, &[i64])]) -> RuntimeInfo {
+        let inputs = tensors
+            .iter()
+            .map(|&(dtype, sizes)| {
+                let mut strides = vec![1i64; sizes.len()];
+                for i in (0..sizes.len().saturating_sub(1)).rev() {
+                    strides[i] = strides[i + 1] * sizes[i + 1].max(1);
+                }
+                InputInfo::Tensor(TensorInfo {
+                    dtype,
+                    sizes: sizes.to_vec(),
+                    strides,
+                    alignment: 16,
+                })
+            })
+            .collect();
+        RuntimeInfo { device, inputs }
+    }
+
+    /// The tensor argument bound to fusion input `v`.
+    pub fn tensor(&self, fusion: &Fusion, v: ValId) -> Option<&TensorInfo> {
+        match self.inputs.get(fusion.input_position(v)?)? {
+            InputInfo::Tensor(t) => Some(t),
+            InputInfo::Scalar(_) => None,
+        }
+    }
+
+    /// The value of an extent for these arguments.
+    pub fn eval(&self, fusion: &Fusion, e: &Extent) -> Option<i64> {
+        e.eval(
+            &|t, axis| self.tensor(fusion, t)?.sizes.get(axis).copied(),
+            &|v| match self.inputs.get(fusion.input_position(v)?)? {
+                InputInfo::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
+                InputInfo::Tensor(_) => None,
+            },
+        )
+    }
+}

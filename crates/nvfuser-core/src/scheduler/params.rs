@@ -1,0 +1,352 @@
+//! Heuristic parameters: what each scheduler decided, as plain serde data.
+//!
+//! [`compute_heuristics`](super::compute_heuristics) returns them for a fusion and its
+//! inputs; a user may print them, edit any field or load them from JSON, and
+//! [`schedule_with`](super::schedule_with) applies them. [`HeuristicParams::validate`]
+//! turns a field out of range into an error before anything is scheduled, so edited
+//! params never produce a broken kernel: either they schedule, or they are refused with
+//! the field named.
+
+use serde::{Deserialize, Serialize};
+
+use super::registry::SchedulerKind;
+use crate::codegen::IndexType;
+
+/// Options of the generated kernel that are not part of the schedule.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CompileParams {
+    /// Index arithmetic width: 32-bit unless a tensor has 2^31 elements or more.
+    pub index_type: IndexType,
+}
+
+/// The launch the parameters were computed for (informative: the kernel derives its
+/// grid from the sizes of each call).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LaunchParams {
+    /// Blocks (x, y, z).
+    pub grid: [i64; 3],
+    /// Threads per block (x, y, z).
+    pub block: [i64; 3],
+}
+
+/// Pointwise: the reference output's dims are merged into an outer and an inner part
+/// (adjacent dims merge only where every tensor agrees on which are broadcast); the
+/// inner part is split into `[blocks, unroll, threads, vectorize]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PointwiseParams {
+    /// Elements per vector load/store (1, 2, 4, 8 or 16; at most 16 bytes).
+    pub vectorize: i64,
+    /// Vector accesses per thread, outside the thread dim (1 to 16).
+    pub unroll: i64,
+    /// Threads per block (a multiple of 32, at most 1024).
+    pub threads: i64,
+    /// Launch the parameters were computed for.
+    pub launch: LaunchParams,
+    /// Kernel options.
+    pub compile: CompileParams,
+}
+
+/// Inner reduction and inner persistent normalization: rows (the outer dims, merged)
+/// onto blocks, the reduced innermost dims (merged) split into
+/// `[grid_split, serial, threads_x, vectorize]`, `rows_per_block` rows per block on
+/// `threadIdx.y`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ReductionParams {
+    /// Elements per vector load (1 to 16; at most 16 bytes).
+    pub vectorize: i64,
+    /// Threads along a row (`threadIdx.x`; a multiple of 32, at most 1024).
+    pub threads_x: i64,
+    /// Rows per block (`threadIdx.y`); `threads_x * rows_per_block` at most 1024.
+    pub rows_per_block: i64,
+    /// Serial iterations unrolled together (1 to 16).
+    pub unroll: i64,
+    /// Blocks that share one row (`blockIdx.y`); more than 1 is a grid reduction.
+    pub grid_split: i64,
+    /// Launch the parameters were computed for.
+    pub launch: LaunchParams,
+    /// Kernel options.
+    pub compile: CompileParams,
+}
+
+/// Outer reduction: the kept innermost dims split into `[blocks, threads_x]`, the
+/// reduced outer dims reduced serially per thread in `unroll`-deep steps, split over
+/// `grid_split` blocks (`blockIdx.y`) when there are too few columns.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OuterReductionParams {
+    /// Threads per block over the kept dims (a multiple of 32, at most 1024).
+    pub threads_x: i64,
+    /// Serial reduced rows unrolled together (1 to 16).
+    pub unroll: i64,
+    /// Blocks that share one column (`blockIdx.y`); more than 1 is a grid reduction.
+    pub grid_split: i64,
+    /// Launch the parameters were computed for.
+    pub launch: LaunchParams,
+    /// Kernel options.
+    pub compile: CompileParams,
+}
+
+/// Inner persistent normalization: each row is read once into registers and kept there
+/// across the reductions and the epilogue. The reduced extent is compiled in
+/// (`hidden`), so the per-thread buffer (`batch × vectorize` elements) has a constant
+/// size.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PersistentParams {
+    /// The reduced extent the kernel is compiled for (the product of the reduced dims).
+    pub hidden: i64,
+    /// Elements per vector access (1 to 16; at most 16 bytes).
+    pub vectorize: i64,
+    /// Threads along a row (a multiple of 32, at most 1024).
+    pub threads_x: i64,
+    /// Rows per block (`threadIdx.y`).
+    pub rows_per_block: i64,
+    /// Vector chunks each thread keeps: `ceil(hidden / (vectorize × threads_x))`.
+    pub batch: i64,
+    /// Launch the parameters were computed for.
+    pub launch: LaunchParams,
+    /// Kernel options.
+    pub compile: CompileParams,
+}
+
+/// Transpose: output tiles of `tile × tile` staged through shared memory, read along the
+/// input's innermost dim and written along the output's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TransposeParams {
+    /// Tile edge (a multiple of 32, at most 64).
+    pub tile: i64,
+    /// Rows of threads per tile (`threadIdx.y`; divides `tile`).
+    pub threads_y: i64,
+    /// Launch the parameters were computed for.
+    pub launch: LaunchParams,
+    /// Kernel options.
+    pub compile: CompileParams,
+}
+
+/// The parameters of whichever scheduler took the fusion.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HeuristicParams {
+    /// Nothing runs: outputs are inputs or views of them, or empty.
+    NoOp,
+    /// See [`PointwiseParams`].
+    Pointwise(PointwiseParams),
+    /// Inner reduction (see [`ReductionParams`]).
+    Reduction(ReductionParams),
+    /// Outer reduction (see [`OuterReductionParams`]).
+    OuterReduction(OuterReductionParams),
+    /// See [`PersistentParams`].
+    InnerPersistent(PersistentParams),
+    /// See [`TransposeParams`].
+    Transpose(TransposeParams),
+    /// The default (untuned) schedule.
+    Default,
+}
+
+/// A parameter out of range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {scheduler} params: {field} = {value}; expected {expected}")]
+pub struct InvalidParams {
+    /// The scheduler whose params these are.
+    pub scheduler: SchedulerKind,
+    /// The field.
+    pub field: &'static str,
+    /// Its value.
+    pub value: i64,
+    /// What it must be.
+    pub expected: &'static str,
+}
+
+fn check(
+    scheduler: SchedulerKind,
+    field: &'static str,
+    value: i64,
+    ok: bool,
+    expected: &'static str,
+) -> Result<(), InvalidParams> {
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidParams {
+            scheduler,
+            field,
+            value,
+            expected,
+        })
+    }
+}
+
+fn pow2_upto(v: i64, max: i64) -> bool {
+    v >= 1 && v <= max && v & (v - 1) == 0
+}
+
+fn warp_multiple(v: i64) -> bool {
+    (32..=1024).contains(&v) && v % 32 == 0
+}
+
+impl HeuristicParams {
+    /// The scheduler these params belong to.
+    pub fn kind(&self) -> SchedulerKind {
+        match self {
+            HeuristicParams::NoOp => SchedulerKind::NoOp,
+            HeuristicParams::Pointwise(_) => SchedulerKind::Pointwise,
+            HeuristicParams::Reduction(_) | HeuristicParams::OuterReduction(_) => {
+                SchedulerKind::Reduction
+            }
+            HeuristicParams::InnerPersistent(_) => SchedulerKind::InnerPersistent,
+            HeuristicParams::Transpose(_) => SchedulerKind::Transpose,
+            HeuristicParams::Default => SchedulerKind::Default,
+        }
+    }
+
+    /// The kernel options, where the scheduler has any.
+    pub fn compile(&self) -> Option<&CompileParams> {
+        match self {
+            HeuristicParams::Pointwise(p) => Some(&p.compile),
+            HeuristicParams::Reduction(p) => Some(&p.compile),
+            HeuristicParams::OuterReduction(p) => Some(&p.compile),
+            HeuristicParams::InnerPersistent(p) => Some(&p.compile),
+            HeuristicParams::Transpose(p) => Some(&p.compile),
+            HeuristicParams::NoOp | HeuristicParams::Default => None,
+        }
+    }
+
+    /// Checks every field's range (not yet whether they fit a fusion and its inputs:
+    /// see [`check_fits`](super::check_fits)).
+    pub fn validate(&self) -> Result<(), InvalidParams> {
+        let k = self.kind();
+        match self {
+            HeuristicParams::Pointwise(p) => {
+                check(
+                    k,
+                    "vectorize",
+                    p.vectorize,
+                    pow2_upto(p.vectorize, 16),
+                    "1, 2, 4, 8 or 16",
+                )?;
+                check(
+                    k,
+                    "unroll",
+                    p.unroll,
+                    (1..=16).contains(&p.unroll),
+                    "1 to 16",
+                )?;
+                check(
+                    k,
+                    "threads",
+                    p.threads,
+                    warp_multiple(p.threads),
+                    "a multiple of 32 from 32 to 1024",
+                )
+            }
+            HeuristicParams::Reduction(p) => {
+                check(
+                    k,
+                    "vectorize",
+                    p.vectorize,
+                    pow2_upto(p.vectorize, 16),
+                    "1, 2, 4, 8 or 16",
+                )?;
+                check(
+                    k,
+                    "threads_x",
+                    p.threads_x,
+                    warp_multiple(p.threads_x),
+                    "a multiple of 32 from 32 to 1024",
+                )?;
+                check(
+                    k,
+                    "rows_per_block",
+                    p.rows_per_block,
+                    p.rows_per_block >= 1 && p.rows_per_block * p.threads_x <= 1024,
+                    "at least 1, with threads_x × rows_per_block at most 1024",
+                )?;
+                check(
+                    k,
+                    "unroll",
+                    p.unroll,
+                    (1..=16).contains(&p.unroll),
+                    "1 to 16",
+                )?;
+                check(
+                    k,
+                    "grid_split",
+                    p.grid_split,
+                    (1..=65535).contains(&p.grid_split),
+                    "1 to 65535",
+                )
+            }
+            HeuristicParams::OuterReduction(p) => {
+                check(
+                    k,
+                    "threads_x",
+                    p.threads_x,
+                    warp_multiple(p.threads_x),
+                    "a multiple of 32 from 32 to 1024",
+                )?;
+                check(
+                    k,
+                    "unroll",
+                    p.unroll,
+                    (1..=16).contains(&p.unroll),
+                    "1 to 16",
+                )?;
+                check(
+                    k,
+                    "grid_split",
+                    p.grid_split,
+                    (1..=65535).contains(&p.grid_split),
+                    "1 to 65535",
+                )
+            }
+            HeuristicParams::InnerPersistent(p) => {
+                check(k, "hidden", p.hidden, p.hidden >= 1, "at least 1")?;
+                check(
+                    k,
+                    "vectorize",
+                    p.vectorize,
+                    pow2_upto(p.vectorize, 16),
+                    "1, 2, 4, 8 or 16",
+                )?;
+                check(
+                    k,
+                    "threads_x",
+                    p.threads_x,
+                    warp_multiple(p.threads_x),
+                    "a multiple of 32 from 32 to 1024",
+                )?;
+                check(
+                    k,
+                    "rows_per_block",
+                    p.rows_per_block,
+                    p.rows_per_block >= 1 && p.rows_per_block * p.threads_x <= 1024,
+                    "at least 1, with threads_x × rows_per_block at most 1024",
+                )?;
+                let chunks = (p.hidden + p.vectorize - 1) / p.vectorize;
+                let batch = (chunks + p.threads_x - 1) / p.threads_x;
+                check(
+                    k,
+                    "batch",
+                    p.batch,
+                    p.batch == batch,
+                    "ceil(hidden / (vectorize × threads_x))",
+                )?;
+                check(
+                    k,
+                    "batch",
+                    p.batch,
+                    p.batch <= 64,
+                    "at most 64 vector chunks per thread",
+                )
+            }
+            HeuristicParams::Transpose(p) => {
+                check(k, "tile", p.tile, p.tile == 32 || p.tile == 64, "32 or 64")?;
+                check(
+                    k,
+                    "threads_y",
+                    p.threads_y,
+                    p.threads_y >= 1 && p.tile % p.threads_y == 0 && p.tile * p.threads_y <= 1024,
+                    "a divisor of tile with tile × threads_y at most 1024",
+                )
+            }
+            HeuristicParams::NoOp | HeuristicParams::Default => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The fusions of the benchmark suite and the scheduler tests, built with the builder
+//! API: what transformer blocks run between matmuls. Each takes its element type and
+//! returns the fusion with symbolic sizes (any shape of the right rank runs).
+
+use crate::builder::FusionDefinition;
+use crate::dtype::DataType;
+use crate::ir::Fusion;
+use crate::Result;
+
+/// `gelu_tanh(x)` over `[N, H]`: `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`, math in
+/// f32, result in `dtype`.
+pub fn gelu_tanh(dtype: DataType) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, &[-1, -1])?;
+    let xf = fd.cast(x, DataType::F32)?;
+    let x3 = fd.mul(xf, xf)?;
+    let x3 = fd.mul(x3, xf)?;
+    let c = fd.constant(0.044715f64);
+    let inner = fd.mul(x3, c)?;
+    let inner = fd.add(xf, inner)?;
+    let k = fd.constant(0.797_884_560_802_865_4f64);
+    let inner = fd.mul(inner, k)?;
+    let t = fd.tanh(inner)?;
+    let one = fd.constant(1.0f64);
+    let t = fd.add(t, one)?;
+    let half = fd.constant(0.5f64);
+    let y = fd.mul(xf, half)?;
+    let y = fd.mul(y, t)?;
+    let y = fd.cast(y, dtype)?;
+    fd.add_output(y)?;
+    fd.finish()
+}
+
+/// `silu(gate) * up` over two `[N, H]` inputs (the SwiGLU MLP activation), math in f32.
+pub fn silu_mul(dtype: DataType) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let gate = fd.define_tensor(dtype, &[-1, -1])?;
+    let up = fd.define_tensor(dtype, &[-1, -1])?;
+    let g = fd.cast(gate, DataType::F32)?;
+    let u = fd.cast(up, DataType::F32)?;
+    let s = fd.sigmoid(g)?;
+    let y = fd.mul(g, s)?;
+    let y = fd.mul(y, u)?;
+    let y = fd.cast(y, dtype)?;
+    fd.add_output(y)?;
+    fd.finish()
+}
+
+/// Softmax over the last dim of `[N, H]`, math in f32.
+pub fn softmax(dtype: DataType) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, &[-1, -1])?;
+    let xf = fd.cast(x, DataType::F32)?;
+    let m = fd.max(xf, &[1], false)?;
+    let mb = fd.broadcast(m, &[false, true])?;
+    let d = fd.sub(xf, mb)?;
+    let e = fd.exp(d)?;
+    let s = fd.sum(e, &[1], false)?;
+    let sb = fd.broadcast(s, &[false, true])?;
+    let y = fd.div(e, sb)?;
+    let y = fd.cast(y, dtype)?;
+    fd.add_output(y)?;
+    fd.finish()
+}
+
+/// LayerNorm forward over the last dim of `[N, H]` with weight and bias `[H]` and a
+/// scalar `eps` input: `y` in `dtype`, math in f32 (var_mean).
+pub fn layer_norm(dtype: DataType) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, &[-1, -1])?;
+    let w = fd.define_tensor(dtype, &[-1])?;
+    let b = fd.define_tensor(dtype, &[-1])?;
+    let eps = fd.define_scalar(DataType::F32)?;
+    let xf = fd.cast(x, DataType::F32)?;
+    let (var, mean) = fd.var_mean(xf, &[1], 0, false)?;
+    let mb = fd.broadcast(mean, &[false, true])?;
+    let xc = fd.sub(xf, mb)?;
+    let ve = fd.add(var, eps)?;
+    let rstd = fd.rsqrt(ve)?;
+    let rb = fd.broadcast(rstd, &[false, true])?;
+    let xn = fd.mul(xc, rb)?;
+    let wb = fd.broadcast(w, &[true, false])?;
+    let wf = fd.cast(wb, DataType::F32)?;
+    let bb = fd.broadcast(b, &[true, false])?;
+    let bf = fd.cast(bb, DataType::F32)?;
+    let y = fd.mul(xn, wf)?;
+    let y = fd.add(y, bf)?;
+    let y = fd.cast(y, dtype)?;
+    fd.add_output(y)?;
+    fd.finish()
+}
+
+/// RMSNorm forward over the last dim of `[N, H]` with weight `[H]` and a scalar `eps`
+/// input, math in f32.
+pub fn rms_norm(dtype: DataType) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, &[-1, -1])?;
+    let w = fd.define_tensor(dtype, &[-1])?;
+    let eps = fd.define_scalar(DataType::F32)?;
+    let xf = fd.cast(x, DataType::F32)?;
+    let sq = fd.mul(xf, xf)?;
+    let ms = fd.mean(sq, &[1], false)?;
+    let ve = fd.add(ms, eps)?;
+    let r = fd.rsqrt(ve)?;
+    let rb = fd.broadcast(r, &[false, true])?;
+    let xn = fd.mul(xf, rb)?;
+    let wb = fd.broadcast(w, &[true, false])?;
+    let wf = fd.cast(wb, DataType::F32)?;
+    let y = fd.mul(xn, wf)?;
+    let y = fd.cast(y, dtype)?;
+    fd.add_output(y)?;
+    fd.finish()
+}
+
+/// `sum(x, [1])` over `[N, H]`.
+pub fn inner_sum(dtype: DataType) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, &[-1, -1])?;
+    let s = fd.sum(x, &[1], false)?;
+    fd.add_output(s)?;
+    fd.finish()
+}
+
+/// `sum(x, [0])` over `[N, H]`.
+pub fn outer_sum(dtype: DataType) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, &[-1, -1])?;
+    let s = fd.sum(x, &[0], false)?;
+    fd.add_output(s)?;
+    fd.finish()
+}
+
+/// `permute(x, [1, 0])` of `[N, H]`, written contiguous.
+pub fn transpose(dtype: DataType) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, &[-1, -1])?;
+    let y = fd.permute(x, &[1, 0])?;
+    fd.add_output(y)?;
+    fd.finish()
+}
+
+/// `x + bias` with `x: [N, H]` and `bias: [H]` (a 2-D pointwise case).
+pub fn bias_add(dtype: DataType) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, &[-1, -1])?;
+    let b = fd.define_tensor(dtype, &[-1])?;
+    let bb = fd.broadcast(b, &[true, false])?;
+    let y = fd.add(x, bb)?;
+    fd.add_output(y)?;
+    fd.finish()
+}
+
+/// Every workload with its name, for sweeps.
+#[allow(clippy::type_complexity)]
+pub const ALL: &[(&str, fn(DataType) -> Result<Fusion>)] = &[
+    ("gelu_tanh", gelu_tanh),
+    ("silu_mul", silu_mul),
+    ("softmax", softmax),
+    ("layer_norm", layer_norm),
+    ("rms_norm", rms_norm),
+    ("inner_sum", inner_sum),
+    ("outer_sum", outer_sum),
+    ("transpose", transpose),
+    ("bias_add", bias_add),
+];

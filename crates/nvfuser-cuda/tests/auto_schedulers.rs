@@ -1,0 +1,108 @@
+//! The tuned schedulers on the workloads of the benchmark suite, over a sweep of shapes
+//! (rows 1..64K, hidden 1..256K, odd and non-multiple-of-vector sizes): the registry
+//! picks the expected scheduler, its params schedule and generate, and every distinct
+//! kernel compiles with NVRTC for sm_90 and sm_80 (skipped without NVRTC, required with
+//! `NVFUSER_REQUIRE_NVRTC=1`).
+
+use std::collections::BTreeMap;
+
+use nvfuser_core::codegen::{self, KernelOptions};
+use nvfuser_core::scheduler::{
+    compute_heuristics, schedule_with, DeviceInfo, HeuristicParams, RuntimeInfo,
+};
+use nvfuser_core::workloads;
+use nvfuser_core::DataType;
+use nvfuser_cuda::testing::require_nvrtc;
+use nvfuser_cuda::{nvrtc, GpuArch};
+
+const ROWS: &[i64] = &[1, 3, 128, 1000, 65536];
+const HIDDEN: &[i64] = &[1, 7, 64, 1000, 1024, 4096, 8192, 12289, 32768, 262144];
+
+/// The input shapes of a workload for `[rows, hidden]`.
+fn inputs(name: &str, dtype: DataType, rows: i64, hidden: i64) -> Vec<(DataType, Vec<i64>)> {
+    match name {
+        "silu_mul" => vec![(dtype, vec![rows, hidden]), (dtype, vec![rows, hidden])],
+        "layer_norm" => vec![
+            (dtype, vec![rows, hidden]),
+            (dtype, vec![hidden]),
+            (dtype, vec![hidden]),
+        ],
+        "rms_norm" | "bias_add" => vec![(dtype, vec![rows, hidden]), (dtype, vec![hidden])],
+        _ => vec![(dtype, vec![rows, hidden])],
+    }
+}
+
+fn expected_kind(name: &str, p: &HeuristicParams) -> bool {
+    match name {
+        "gelu_tanh" | "silu_mul" | "bias_add" => matches!(p, HeuristicParams::Pointwise(_)),
+        "softmax" | "layer_norm" | "rms_norm" => matches!(
+            p,
+            HeuristicParams::InnerPersistent(_) | HeuristicParams::Reduction(_)
+        ),
+        "inner_sum" => matches!(p, HeuristicParams::Reduction(_)),
+        "outer_sum" => matches!(p, HeuristicParams::OuterReduction(_)),
+        "transpose" => matches!(p, HeuristicParams::Transpose(_)),
+        _ => false,
+    }
+}
+
+#[test]
+fn tuned_schedulers_take_the_workloads_and_compile() {
+    let device = DeviceInfo::h100_for_tests();
+    let mut kernels: BTreeMap<String, String> = BTreeMap::new();
+    let mut per_kind: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for &(name, build) in workloads::ALL {
+        let dtypes: &[DataType] = match name {
+            "inner_sum" | "outer_sum" | "transpose" => &[DataType::F32, DataType::BF16],
+            _ => &[DataType::BF16, DataType::F32],
+        };
+        for &dtype in dtypes {
+            let fusion = build(dtype).unwrap();
+            for &rows in ROWS {
+                for &hidden in HIDDEN {
+                    if rows * hidden > 1 << 28 {
+                        continue;
+                    }
+                    let shapes = inputs(name, dtype, rows, hidden);
+                    let refs: Vec<(DataType, &[i64])> =
+                        shapes.iter().map(|(d, s)| (*d, s.as_slice())).collect();
+                    let mut info = RuntimeInfo::contiguous(device.clone(), &refs);
+                    if matches!(name, "layer_norm" | "rms_norm") {
+                        info.inputs
+                            .push(nvfuser_core::scheduler::InputInfo::Scalar(1e-5f32.into()));
+                    }
+                    let case = format!("{name} {dtype} [{rows}, {hidden}]");
+                    let params = compute_heuristics(&fusion, &info)
+                        .unwrap_or_else(|e| panic!("{case}: no scheduler: {e}"));
+                    assert!(expected_kind(name, &params), "{case}: took {params:?}");
+                    let json = serde_json::to_string(&params).unwrap();
+                    let back: HeuristicParams = serde_json::from_str(&json).unwrap();
+                    assert_eq!(back, params, "{case}: params round trip through JSON");
+                    let sf = schedule_with(&fusion, &params)
+                        .unwrap_or_else(|e| panic!("{case}: {params:?}: {e}"));
+                    let k = codegen::generate(
+                        &sf,
+                        &KernelOptions {
+                            index_type: params.compile().unwrap().index_type,
+                            ..KernelOptions::default()
+                        },
+                    )
+                    .unwrap();
+                    *per_kind.entry(params.kind().name()).or_default() += 1;
+                    kernels.entry(k.cuda_source()).or_insert(case);
+                }
+            }
+        }
+    }
+    println!("cases per scheduler: {per_kind:?}; {} distinct kernels", kernels.len());
+    if require_nvrtc().is_none() {
+        return;
+    }
+    for (source, case) in &kernels {
+        for arch in [GpuArch::SM90, GpuArch::SM80] {
+            nvrtc::compile(source, "nvfuser_kernel", arch)
+                .unwrap_or_else(|e| panic!("{case} ({arch:?}): {e}"));
+        }
+    }
+    println!("{} distinct kernels compiled for sm_90 and sm_80", kernels.len());
+}
