@@ -1,0 +1,263 @@
+//! From groups to segments: outputs, the half-precision boundary rewrite, assembly.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::build::{build, prune, Built};
+use super::graph::Graph;
+use super::merge::Segmenter;
+use super::{HalfBoundary, Segment, SegmentError};
+use crate::ir::{ExprId, Op, ValId};
+use crate::scheduler::SchedulerKind;
+use crate::DataType;
+
+/// Per segment: the expressions it owns and the ones it recomputes (owned elsewhere).
+pub(crate) type Lists = Vec<(Vec<ExprId>, Vec<ExprId>)>;
+
+fn all_exprs(own: &[ExprId], rec: &[ExprId]) -> Vec<ExprId> {
+    let mut all: Vec<ExprId> = own.iter().chain(rec).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// Per segment, the values it must output: fusion outputs it owns and values other
+/// segments read. Also prunes expressions that feed no output (repeating until stable)
+/// and returns the pruned lists.
+pub(crate) fn outputs_and_pruned(
+    g: &Graph<'_>,
+    lists: &[(Vec<ExprId>, Vec<ExprId>)],
+) -> (Lists, Vec<Vec<ValId>>) {
+    let f = g.fusion;
+    let mut lists = lists.to_vec();
+    loop {
+        let mut owner: FxHashMap<ValId, usize> = FxHashMap::default();
+        for (s, (own, _)) in lists.iter().enumerate() {
+            for &e in own {
+                for &o in &f.expr(e).outputs {
+                    owner.insert(o, s);
+                }
+            }
+        }
+        let mut outs: Vec<FxHashSet<ValId>> = vec![FxHashSet::default(); lists.len()];
+        for o in f.outputs() {
+            if let Some(&s) = owner.get(&o.val) {
+                outs[s].insert(o.val);
+            }
+        }
+        for (own, rec) in lists.iter() {
+            let mut produced: FxHashSet<ValId> = FxHashSet::default();
+            for &e in own.iter().chain(rec) {
+                produced.extend(f.expr(e).outputs.iter().copied());
+            }
+            for &e in own.iter().chain(rec) {
+                for &v in &g.reads[g.node_of[e.index()] as usize] {
+                    if !produced.contains(&v) {
+                        if let Some(&o) = owner.get(&v) {
+                            outs[o].insert(v);
+                        }
+                    }
+                }
+            }
+        }
+        let outs: Vec<Vec<ValId>> = outs
+            .into_iter()
+            .map(|set| {
+                let mut v: Vec<ValId> = set.into_iter().collect();
+                v.sort_unstable();
+                v
+            })
+            .collect();
+        let pruned: Lists = lists
+            .iter()
+            .zip(&outs)
+            .map(|((own, rec), out)| {
+                let kept: FxHashSet<ExprId> =
+                    prune(g, &all_exprs(own, rec), out).into_iter().collect();
+                (
+                    own.iter().copied().filter(|e| kept.contains(e)).collect(),
+                    rec.iter().copied().filter(|e| kept.contains(e)).collect(),
+                )
+            })
+            .collect();
+        if pruned == lists {
+            return (lists, outs);
+        }
+        lists = pruned;
+    }
+}
+
+/// The outputs of one list of owned expressions (no recomputation), for the
+/// whole-fusion check.
+pub(crate) fn outputs_of(g: &Graph<'_>, lists: &[(Vec<ExprId>, Vec<ExprId>)]) -> Vec<Vec<ValId>> {
+    outputs_and_pruned(g, lists).1
+}
+
+/// Whether boundary value `v` is an upcast of a tensor held in half precision:
+/// `v = cast(u)` with `v` f32/f64 and `u` f16/bf16 that is a fusion input or the result
+/// of an explicit cast or `segment_set` (so its value is exactly representable in
+/// half, and storing `u` instead of `v` loses nothing).
+fn half_source(g: &Graph<'_>, v: ValId) -> Option<ValId> {
+    let f = g.fusion;
+    let val = f.val(v);
+    if !val.is_tensor() || !matches!(val.dtype, DataType::F32 | DataType::F64) {
+        return None;
+    }
+    let expr = f.expr(val.definition?);
+    if expr.op != Op::Cast {
+        return None;
+    }
+    let u = expr.inputs[0];
+    let uval = f.val(u);
+    if !uval.is_tensor() || !uval.dtype.is_half() {
+        return None;
+    }
+    let held = g.is_input[u.index()]
+        || uval
+            .definition
+            .is_some_and(|d| matches!(f.expr(d).op, Op::Cast | Op::SegmentSet));
+    held.then_some(u)
+}
+
+fn describe(g: &Graph<'_>, exprs: &[ExprId]) -> String {
+    let f = g.fusion;
+    let parts: Vec<String> = exprs
+        .iter()
+        .map(|&e| {
+            let expr = f.expr(e);
+            let name = |v: &ValId| crate::print::val_name(f, *v, true);
+            let ins: Vec<String> = expr.inputs.iter().map(name).collect();
+            let outs: Vec<String> = expr.outputs.iter().map(name).collect();
+            format!(
+                "{} = {}({})",
+                outs.join(", "),
+                expr.op.name(),
+                ins.join(", ")
+            )
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// Builds the final segments from the groups (`owned`, topological order), checks the
+/// ones whose scheduler is not known yet, applies the half-precision boundary rewrite
+/// when `wants_half`, and drops segments left without outputs.
+pub(crate) fn assemble(
+    g: &Graph<'_>,
+    seg: &mut Segmenter<'_, '_, '_>,
+    owned: &[Vec<ExprId>],
+    kinds: &mut [Option<SchedulerKind>],
+    wants_half: bool,
+) -> Result<(Vec<Segment>, Vec<HalfBoundary>), SegmentError> {
+    let lists: Lists = owned.iter().map(|o| (o.clone(), Vec::new())).collect();
+    let (mut lists, mut outs) = outputs_and_pruned(g, &lists);
+    let mut built: Vec<Built> = lists
+        .iter()
+        .zip(&outs)
+        .map(|((own, rec), out)| build(g, &all_exprs(own, rec), out))
+        .collect();
+    for (k, b) in built.iter().enumerate() {
+        if kinds[k].is_none() && !b.outputs.is_empty() {
+            match seg.check(&b.fusion) {
+                Ok(kind) => kinds[k] = Some(kind),
+                Err(rejections) => {
+                    return Err(SegmentError::Unschedulable {
+                        exprs: b.exprs.clone(),
+                        what: describe(g, &lists[k].0),
+                        rejections,
+                    })
+                }
+            }
+        }
+    }
+
+    let mut half = Vec::new();
+    if wants_half {
+        // Boundary values: outputs some other segment reads.
+        let mut owner: FxHashMap<ValId, usize> = FxHashMap::default();
+        for (s, out) in outs.iter().enumerate() {
+            for &v in out {
+                owner.insert(v, s);
+            }
+        }
+        let mut candidates: Vec<(ValId, ValId)> = owner
+            .keys()
+            .filter_map(|&v| half_source(g, v).map(|u| (v, u)))
+            .collect();
+        candidates.sort_unstable();
+        for (v, u) in candidates {
+            let Some(&p) = owner.get(&v) else { continue };
+            let Some(def) = g.fusion.val(v).definition else {
+                continue;
+            };
+            let mut trial = lists.clone();
+            let mut touched = false;
+            for (s, (own, rec)) in trial.iter_mut().enumerate() {
+                if s == p || rec.contains(&def) || own.contains(&def) {
+                    continue;
+                }
+                let reads_v = own
+                    .iter()
+                    .chain(rec.iter())
+                    .any(|&e| g.reads[g.node_of[e.index()] as usize].contains(&v));
+                if reads_v {
+                    rec.push(def);
+                    rec.sort_unstable();
+                    touched = true;
+                }
+            }
+            if !touched {
+                continue;
+            }
+            let (trial, trial_outs) = outputs_and_pruned(g, &trial);
+            let mut rebuilt: Vec<(usize, Built, Option<SchedulerKind>)> = Vec::new();
+            let mut ok = true;
+            for s in 0..trial.len() {
+                if trial[s] == lists[s] && trial_outs[s] == outs[s] {
+                    continue;
+                }
+                let b = build(g, &all_exprs(&trial[s].0, &trial[s].1), &trial_outs[s]);
+                if b.outputs.is_empty() {
+                    rebuilt.push((s, b, kinds[s]));
+                    continue;
+                }
+                match seg.check(&b.fusion) {
+                    Ok(kind) => rebuilt.push((s, b, Some(kind))),
+                    Err(_) => {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            if !ok {
+                continue;
+            }
+            for (s, b, kind) in rebuilt {
+                built[s] = b;
+                kinds[s] = kind;
+            }
+            lists = trial;
+            outs = trial_outs;
+            half.push(HalfBoundary {
+                value: v,
+                stored: u,
+            });
+        }
+    }
+
+    let segments = built
+        .into_iter()
+        .zip(lists)
+        .zip(kinds.iter())
+        .filter(|((b, _), _)| !b.outputs.is_empty())
+        .map(|((b, (_, rec)), kind)| Segment {
+            fusion: b.fusion,
+            scheduler: kind.unwrap_or(SchedulerKind::Default),
+            exprs: b.exprs,
+            recomputed: rec,
+            inputs: b.inputs,
+            outputs: b.outputs,
+            map: b.map,
+        })
+        .collect();
+    Ok((segments, half))
+}

@@ -1,0 +1,374 @@
+//! Segmentation: fusions that no single kernel can hold, split into segments.
+//!
+//! When no scheduler accepts a whole fusion (two reductions of different shapes, a
+//! reduction whose result is needed in full before an epilogue, a `segment_set` hint),
+//! [`SegmentedFusion::new`] splits it into as few segments as it can, each a [`Fusion`] of
+//! its own that some scheduler accepts ([`crate::scheduler::can_schedule`]). Segments
+//! exchange tensors through memory, in a topological order.
+//!
+//! # Algorithm
+//!
+//! 1. The whole fusion first: if the scheduler accepts it (and no `segment_set` output is
+//!    read by another expression), it is one segment.
+//! 2. Otherwise one group per tensor expression, then level-based merging in rounds, then
+//!    a greedy producer-to-consumer pass (see `merge`). A merge is made only when the
+//!    scheduler accepts the union, and never across a `segment_set` output.
+//! 3. Boundary tensors that are upcasts of half-precision tensors (`cast(x_f16 -> f32)`
+//!    with `x` held in half: a fusion input or an explicit cast) cross in half precision
+//!    when some fusion output is half: the consumer receives `x` and recomputes the
+//!    cast, which halves the traffic and changes no value. The rewrite is kept only
+//!    when the scheduler still accepts every segment it touches.
+//!
+//! Scalar expressions are not grouped: a segment recomputes the scalars it needs.
+//! Segmentation looks at the definition only (no sizes), so it is done once per fusion.
+//! Time is near-linear in the number of expressions (see the `segment_bench` example).
+//!
+//! # Segments and maps
+//!
+//! Each [`Segment`] has its own fusion and scheduler, the original expressions it
+//! computes, and maps: per segment input a [`SegmentValue`] (an original value, or the
+//! extent `T.size(a)` of an original input tensor `T`), per segment output the original
+//! value. Extents are separate from values by type, so their ids cannot collide; in
+//! [`SegmentValue::id`] they also get nvFuser's signed numbering (values `>= 0`, extents
+//! `< 0`, indexing [`SegmentedFusion::extents`]). An extent input is an `i64` scalar input
+//! of the segment: a segment that does not receive `T` still knows `T.size(a)`.
+//!
+//! ```
+//! use nvfuser_core::prelude::*;
+//! use nvfuser_core::segment::{SegmentedFusion, SegmentValue};
+//!
+//! let mut fd = FusionDefinition::new();
+//! let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+//! let y = fd.relu(x)?;
+//! let z = fd.segment_set(y)?;   // forces a boundary after `z`
+//! let w = fd.exp(z)?;
+//! fd.add_output(w)?;
+//! let fusion = fd.finish()?;
+//! let seg = SegmentedFusion::new(&fusion).unwrap();
+//! assert_eq!(seg.segments().len(), 2);
+//! assert_eq!(seg.segments()[1].inputs(), &[SegmentValue::Val(z)]);
+//! println!("{seg}"); // every segment, its scheduler and its maps
+//! # Ok::<(), nvfuser_core::Error>(())
+//! ```
+
+mod build;
+mod graph;
+mod half;
+mod merge;
+mod print;
+mod run;
+
+use std::fmt;
+
+use rustc_hash::FxHashMap;
+
+pub use merge::SegmenterStats;
+
+use crate::ir::{ExprId, Fusion, ValId};
+use crate::scheduler::{can_schedule, Rejections, SchedulerKind};
+
+/// The size of dim `axis` of the original fusion input tensor `tensor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExtentRef {
+    /// An input tensor of the original fusion.
+    pub tensor: ValId,
+    /// One of its dims.
+    pub axis: u32,
+}
+
+impl fmt::Display for ExtentRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "T{}.size({})", self.tensor.0, self.axis)
+    }
+}
+
+/// What a segment input is in the original fusion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SegmentValue {
+    /// An original value: a fusion input, or a tensor computed by an earlier segment.
+    Val(ValId),
+    /// The size of an original input tensor's dim, passed as an `i64` scalar.
+    Extent(ExtentRef),
+}
+
+/// Which part of the whole fusion the scheduler was asked about first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WholeFusion {
+    /// The scheduler accepted the whole fusion: one segment.
+    Accepted,
+    /// The scheduler rejected it, for these reasons.
+    Rejected(Rejections),
+    /// A `segment_set` output is read by another expression, so it was not asked.
+    ForcedBoundary,
+    /// Nothing to compute (every output is an input).
+    Empty,
+}
+
+/// Options of the segmenter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentOptions {
+    /// Pass upcasts of half tensors across boundaries in half precision, when some
+    /// fusion output is half (see the module documentation). Default: on.
+    pub half_boundaries: bool,
+}
+
+impl Default for SegmentOptions {
+    fn default() -> Self {
+        SegmentOptions {
+            half_boundaries: true,
+        }
+    }
+}
+
+/// Why a fusion could not be segmented.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SegmentError {
+    /// The fusion fails the IR verifier.
+    #[error("segmentation: the fusion is not well formed: {0}")]
+    Invalid(crate::Error),
+    /// Some expressions cannot be scheduled even alone.
+    #[error("segmentation: no scheduler accepts the segment of {what}: {rejections}")]
+    Unschedulable {
+        /// The original expressions of the segment.
+        exprs: Vec<ExprId>,
+        /// The segment's expressions in words (`sum(T1) -> T2`).
+        what: String,
+        /// Every scheduler's refusal.
+        rejections: Rejections,
+    },
+}
+
+impl SegmentValue {
+    /// nvFuser's signed id: an original value's index (`>= 0`), or for an extent
+    /// `-(k + 1)` where `k` is its position in `extents` (of the [`SegmentedFusion`]).
+    /// Returns `None` for an extent not in the table.
+    pub fn id(&self, extents: &[ExtentRef]) -> Option<i64> {
+        match self {
+            SegmentValue::Val(v) => Some(v.0 as i64),
+            SegmentValue::Extent(e) => extents.binary_search(e).ok().map(|k| -(k as i64) - 1),
+        }
+    }
+}
+
+/// One segment: a fusion of its own, its scheduler, and its maps to the original fusion.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    fusion: Fusion,
+    scheduler: SchedulerKind,
+    exprs: Vec<ExprId>,
+    recomputed: Vec<ExprId>,
+    inputs: Vec<SegmentValue>,
+    outputs: Vec<ValId>,
+    map: FxHashMap<ValId, ValId>,
+}
+
+impl Segment {
+    /// The segment as a fusion (inputs: [`Segment::inputs`], outputs: [`Segment::outputs`]).
+    pub fn fusion(&self) -> &Fusion {
+        &self.fusion
+    }
+
+    /// The scheduler that accepted it.
+    pub fn scheduler(&self) -> SchedulerKind {
+        self.scheduler
+    }
+
+    /// The original expressions it computes (scalar cones and recomputed casts
+    /// included), in arena order.
+    pub fn exprs(&self) -> &[ExprId] {
+        &self.exprs
+    }
+
+    /// The original expressions it recomputes although another segment owns them (the
+    /// half-precision boundary casts).
+    pub fn recomputed(&self) -> &[ExprId] {
+        &self.recomputed
+    }
+
+    /// Per input of [`Segment::fusion`], in order: what it is in the original fusion.
+    pub fn inputs(&self) -> &[SegmentValue] {
+        &self.inputs
+    }
+
+    /// Per output of [`Segment::fusion`], in order: the original value.
+    pub fn outputs(&self) -> &[ValId] {
+        &self.outputs
+    }
+
+    /// The segment's value for an original value it holds (input, constant or computed).
+    pub fn segment_val(&self, original: ValId) -> Option<ValId> {
+        self.map.get(&original).copied()
+    }
+
+    /// The segment's input that carries `what`, if any.
+    pub fn input_of(&self, what: SegmentValue) -> Option<ValId> {
+        self.inputs
+            .iter()
+            .position(|&x| x == what)
+            .map(|k| self.fusion.inputs()[k])
+    }
+
+    /// The segment as `fusion!` source (see [`Fusion::to_reproducer`]). Its parameters
+    /// are the segment inputs in order; extent inputs are `i64` scalars.
+    pub fn to_reproducer(&self, name: &str) -> String {
+        self.fusion.to_reproducer(name)
+    }
+}
+
+/// A boundary tensor passed in half precision: consumers receive `stored` (half) and
+/// recompute `value = cast(stored)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HalfBoundary {
+    /// The upcast value (f32 or f64) that the consumers need.
+    pub value: ValId,
+    /// The half-precision tensor that crosses the boundary instead.
+    pub stored: ValId,
+}
+
+/// A fusion split into segments (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct SegmentedFusion {
+    original: Fusion,
+    segments: Vec<Segment>,
+    extents: Vec<ExtentRef>,
+    whole: WholeFusion,
+    half_boundaries: Vec<HalfBoundary>,
+    release_after: Vec<Vec<ValId>>,
+    stats: SegmenterStats,
+}
+
+impl SegmentedFusion {
+    /// Segments `fusion` with the scheduler registry ([`can_schedule`]) and default
+    /// options.
+    pub fn new(fusion: &Fusion) -> Result<SegmentedFusion, SegmentError> {
+        Self::with_scheduler(fusion, &can_schedule, SegmentOptions::default())
+    }
+
+    /// Segments `fusion`, asking `accept` whether a candidate segment can be one kernel
+    /// (tests use their own rules; the runtime uses [`can_schedule`]).
+    pub fn with_scheduler(
+        fusion: &Fusion,
+        accept: &dyn Fn(&Fusion) -> Result<SchedulerKind, Rejections>,
+        options: SegmentOptions,
+    ) -> Result<SegmentedFusion, SegmentError> {
+        crate::ir::verify(fusion).map_err(SegmentError::Invalid)?;
+        let g = graph::Graph::new(fusion);
+        let mut seg = merge::Segmenter::new(&g, accept);
+        let owned: Vec<Vec<ExprId>>;
+        let mut kinds: Vec<Option<SchedulerKind>>;
+        let whole;
+        if g.nodes.is_empty() {
+            whole = WholeFusion::Empty;
+            owned = Vec::new();
+            kinds = Vec::new();
+        } else {
+            let all: Vec<ExprId> = g.nodes.clone();
+            let verdict = if g.forced_boundary {
+                None
+            } else {
+                let outputs = half::outputs_of(&g, &[(all.clone(), Vec::new())]);
+                let built = build::build(&g, &all, &outputs[0]);
+                Some(seg.check(&built.fusion))
+            };
+            match verdict {
+                Some(Ok(kind)) => {
+                    whole = WholeFusion::Accepted;
+                    owned = vec![all];
+                    kinds = vec![Some(kind)];
+                }
+                other => {
+                    whole = match other {
+                        Some(Err(r)) => WholeFusion::Rejected(r),
+                        _ => WholeFusion::ForcedBoundary,
+                    };
+                    let groups = seg.run();
+                    owned = groups.iter().map(|grp| grp.exprs.clone()).collect();
+                    kinds = groups.iter().map(|grp| grp.kind).collect();
+                }
+            }
+        }
+        let wants_half = options.half_boundaries
+            && fusion
+                .outputs()
+                .iter()
+                .any(|o| fusion.val(o.val).dtype.is_half());
+        let (segments, half_boundaries) =
+            half::assemble(&g, &mut seg, &owned, &mut kinds, wants_half)?;
+        let stats = seg.stats;
+        let mut extents: Vec<ExtentRef> = segments
+            .iter()
+            .flat_map(|s| s.inputs.iter())
+            .filter_map(|x| match x {
+                SegmentValue::Extent(e) => Some(*e),
+                SegmentValue::Val(_) => None,
+            })
+            .collect();
+        extents.sort_unstable();
+        extents.dedup();
+        let release_after = run::release_plan(&g, &segments);
+        Ok(SegmentedFusion {
+            original: fusion.clone(),
+            segments,
+            extents,
+            whole,
+            half_boundaries,
+            release_after,
+            stats,
+        })
+    }
+
+    /// The fusion that was segmented.
+    pub fn original(&self) -> &Fusion {
+        &self.original
+    }
+
+    /// The segments, in an order in which they can run.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// True when there is more than one segment.
+    pub fn is_segmented(&self) -> bool {
+        self.segments.len() > 1
+    }
+
+    /// Every extent some segment takes as an input, sorted; extent `k` has the signed
+    /// id `-(k + 1)` ([`SegmentValue::id`]).
+    pub fn extents(&self) -> &[ExtentRef] {
+        &self.extents
+    }
+
+    /// What the scheduler said about the whole fusion.
+    pub fn whole_fusion(&self) -> &WholeFusion {
+        &self.whole
+    }
+
+    /// The boundary tensors that cross in half precision.
+    pub fn half_boundaries(&self) -> &[HalfBoundary] {
+        &self.half_boundaries
+    }
+
+    /// The original values that segment `index` reads last and that are not fusion
+    /// outputs: a runtime frees them after running it.
+    pub fn release_after(&self, index: usize) -> &[ValId] {
+        self.release_after
+            .get(index)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// Counters of the segmentation (scheduler checks, merges).
+    pub fn stats(&self) -> SegmenterStats {
+        self.stats
+    }
+
+    /// Every segment as `fusion!` source, named `{name}_seg{k}`.
+    pub fn to_reproducers(&self, name: &str) -> Vec<String> {
+        self.segments
+            .iter()
+            .enumerate()
+            .map(|(k, s)| s.to_reproducer(&format!("{name}_seg{k}")))
+            .collect()
+    }
+}
