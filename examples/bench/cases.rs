@@ -278,7 +278,13 @@ pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     let (n2, h2) = (s(8192, shrink), s(4096, shrink));
     cases.push(norm("rmsnorm", "rmsnorm_8192x4096".into(), n2, h2)?);
 
-    let f32_case = |name: &str, kernel: &'static str, fusion: &Fusion, shape: [usize; 2], out: usize, check: CheckPlan, note: &'static str| {
+    let f32_case = |name: &str,
+                    kernel: &'static str,
+                    fusion: &Fusion,
+                    shape: [usize; 2],
+                    out: usize,
+                    check: CheckPlan,
+                    note: &'static str| {
         let inputs = vec![tensor(DataType::F32, &shape)];
         Case {
             name: name.into(),

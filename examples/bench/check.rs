@@ -24,7 +24,11 @@ impl Held {
 
 /// Checks three slices (start, middle, end) of `output` along the case's check plan.
 /// `Ok(summary)` when every slice matches; `Err(why)` on the first mismatch.
-pub fn check_output(case: &Case, args: &[Held], output: &Tensor) -> BenchResult<Result<String, String>> {
+pub fn check_output(
+    case: &Case,
+    args: &[Held],
+    output: &Tensor,
+) -> BenchResult<Result<String, String>> {
     let plan = case.check;
     let len = args
         .iter()
@@ -42,8 +46,13 @@ pub fn check_output(case: &Case, args: &[Held], output: &Tensor) -> BenchResult<
         for a in args {
             inputs.push(match a {
                 Held::Tensor(t) if t.rank() == 2 => EvalInput::Tensor(
-                    t.slice(plan.input_axis as i64, start as i64, (start + width) as i64, 1)?
-                        .to_host_tensor()?,
+                    t.slice(
+                        plan.input_axis as i64,
+                        start as i64,
+                        (start + width) as i64,
+                        1,
+                    )?
+                    .to_host_tensor()?,
                 ),
                 Held::Tensor(t) => EvalInput::Tensor(t.to_host_tensor()?),
                 Held::Scalar(s) => EvalInput::Scalar(*s),
@@ -51,7 +60,12 @@ pub fn check_output(case: &Case, args: &[Held], output: &Tensor) -> BenchResult<
         }
         let want = evaluate(&case.fusion, &inputs)?;
         let got = output
-            .slice(plan.output_axis as i64, start as i64, (start + width) as i64, 1)?
+            .slice(
+                plan.output_axis as i64,
+                start as i64,
+                (start + width) as i64,
+                1,
+            )?
             .to_host_tensor()?;
         if let Err(m) = compare(&got, &want[0], plan.tolerance) {
             return Ok(Err(format!(

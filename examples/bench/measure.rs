@@ -66,7 +66,8 @@ const SPIN_SOURCE: &str = r#"extern "C" __global__ void nvf_bench_spin(long long
 /// Compiles the spin kernel for sm_90 with NVRTC (the CPU smoke run's check that the
 /// GPU run will have it).
 pub fn check_spin_kernel() -> Result<(), Error> {
-    nvfuser_cuda::nvrtc::compile(SPIN_SOURCE, "nvf_bench_spin", nvfuser_cuda::GpuArch::SM90).map(|_| ())
+    nvfuser_cuda::nvrtc::compile(SPIN_SOURCE, "nvf_bench_spin", nvfuser_cuda::GpuArch::SM90)
+        .map(|_| ())
 }
 
 /// The GPU time the spin kernel waits after each flush.
@@ -76,13 +77,19 @@ impl Flusher {
     /// A flush buffer of twice the device's L2 (at least 8 MiB) and the spin kernel.
     pub fn new(device: &Device) -> BenchResult<Flusher> {
         let props = device.properties().ok_or("the L2 flush needs a GPU")?;
-        let stream = device.cuda_stream().ok_or("the L2 flush needs a GPU")?.clone();
+        let stream = device
+            .cuda_stream()
+            .ok_or("the L2 flush needs a GPU")?
+            .clone();
         let bytes = (2 * props.l2_cache_bytes as usize).max(8 << 20);
         let buffer = stream.alloc_zeros::<u8>(bytes)?;
         let spin = nvfuser_cuda::nvrtc::compile(SPIN_SOURCE, "nvf_bench_spin", props.arch())
             .and_then(|k| device.load_function(&k, "nvf_bench_spin"));
         let spin = match spin {
-            Ok(f) => Some((f, (f64::from(props.sm_clock_khz) * 1e3 * SPIN_US * 1e-6) as i64)),
+            Ok(f) => Some((
+                f,
+                (f64::from(props.sm_clock_khz) * 1e3 * SPIN_US * 1e-6) as i64,
+            )),
             Err(e) => {
                 eprintln!("bench: no spin kernel after the L2 flush ({e}); host overhead may show in short cases");
                 None
