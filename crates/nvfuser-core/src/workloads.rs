@@ -163,3 +163,33 @@ pub const ALL: &[(&str, fn(DataType) -> Result<Fusion>)] = &[
     ("transpose", transpose),
     ("bias_add", bias_add),
 ];
+
+/// One input of a workload call: a tensor shape or a scalar value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorkloadInput {
+    /// A tensor of this dtype and shape.
+    Tensor(DataType, Vec<usize>),
+    /// A scalar.
+    Scalar(crate::ScalarValue),
+}
+
+/// The inputs of workload `name` (one of [`ALL`]) for a `[rows, hidden]` problem, in
+/// the fusion's input order; `None` for an unknown name.
+pub fn inputs(
+    name: &str,
+    dtype: DataType,
+    rows: usize,
+    hidden: usize,
+) -> Option<Vec<WorkloadInput>> {
+    let x = WorkloadInput::Tensor(dtype, vec![rows, hidden]);
+    let vec_h = WorkloadInput::Tensor(dtype, vec![hidden]);
+    let eps = WorkloadInput::Scalar(crate::ScalarValue::from(1e-5f32));
+    Some(match name {
+        "gelu_tanh" | "softmax" | "inner_sum" | "outer_sum" | "transpose" => vec![x],
+        "silu_mul" => vec![x.clone(), x],
+        "layer_norm" => vec![x, vec_h.clone(), vec_h, eps],
+        "rms_norm" => vec![x, vec_h, eps],
+        "bias_add" => vec![x, vec_h],
+        _ => return None,
+    })
+}

@@ -3,6 +3,8 @@
 //! `NVFUSER_DUMP` holds a comma list of stage names ([`DUMP_NAMES`]):
 //!
 //! - `ir`: the fusion (its `Display`), when a runtime is built;
+//! - `scheduler`: the scheduler that took the fusion, every refusal before it (with
+//!   its reason) and the heuristic params, when a runtime is built;
 //! - `scheduled`: the scheduled IR (loop domains), when a runtime is built;
 //! - `cuda`: the generated CUDA source, when a runtime is built;
 //! - `launch`: grid and block dims and the runtime sizes, on every launch;
@@ -30,7 +32,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const DUMP_VAR: &str = "NVFUSER_DUMP";
 
 /// The names `NVFUSER_DUMP` accepts.
-pub const DUMP_NAMES: &[&str] = &["ir", "scheduled", "cuda", "launch", "all"];
+pub const DUMP_NAMES: &[&str] = &["ir", "scheduler", "scheduled", "cuda", "launch", "all"];
 
 /// A set of dump stages.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -47,8 +49,11 @@ impl DumpFlags {
     pub const CUDA: DumpFlags = DumpFlags(4);
     /// Launch dims and runtime sizes, on every launch.
     pub const LAUNCH: DumpFlags = DumpFlags(8);
+    /// Which scheduler took the fusion, why the others refused, and its params, when a
+    /// runtime is built.
+    pub const SCHEDULER: DumpFlags = DumpFlags(16);
     /// Every stage.
-    pub const ALL: DumpFlags = DumpFlags(15);
+    pub const ALL: DumpFlags = DumpFlags(31);
 
     /// Whether every stage of `other` is in `self`.
     #[inline]
@@ -83,6 +88,7 @@ impl fmt::Debug for DumpFlags {
             (DumpFlags::SCHEDULED, "scheduled"),
             (DumpFlags::CUDA, "cuda"),
             (DumpFlags::LAUNCH, "launch"),
+            (DumpFlags::SCHEDULER, "scheduler"),
         ]
         .iter()
         .filter(|(flag, _)| self.contains(*flag))
@@ -106,6 +112,7 @@ pub fn parse_dump_spec(spec: &str) -> (DumpFlags, Vec<String>) {
             "scheduled" => DumpFlags::SCHEDULED,
             "cuda" => DumpFlags::CUDA,
             "launch" => DumpFlags::LAUNCH,
+            "scheduler" => DumpFlags::SCHEDULER,
             "all" => DumpFlags::ALL,
             _ => {
                 unknown.push(item.trim().to_owned());
@@ -257,7 +264,7 @@ mod tests {
         assert_eq!(parse_dump_spec(""), (DumpFlags::NONE, vec![]));
         assert_eq!(parse_dump_spec("ir"), (DumpFlags::IR, vec![]));
         assert_eq!(
-            parse_dump_spec("ir,scheduled,cuda,launch").0,
+            parse_dump_spec("ir,scheduler,scheduled,cuda,launch").0,
             DumpFlags::ALL
         );
         assert_eq!(
@@ -326,23 +333,37 @@ mod tests {
         let x = cpu.tensor_from_slice(&[1.0f32, 2.0], [2]).unwrap();
         let args = [(&x).into(), (&x).into()];
 
+        // Generating (no GPU needed: the heuristics see an H100's properties) dumps the
+        // stages in order; a CPU device has no kernel to show.
+        let info = nvfuser_core::scheduler::RuntimeInfo::contiguous(
+            nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
+            &[(DataType::F32, &[2]), (DataType::F32, &[2])],
+        );
         let buf = Arc::new(Mutex::new(Vec::<u8>::new()));
         let exec = FusionExecutorCache::new(fusion.clone())
             .with_dump(Dump::to_writer(DumpFlags::ALL, buf.clone()));
         let err = exec.cuda_source(&cpu, &args).unwrap_err();
         assert!(matches!(err, CudaError::NotAGpu { .. }), "{err}");
+        assert!(captured(&buf).is_empty());
+        exec.generate_for(&info, None).unwrap();
         let text = captured(&buf);
         let ir = text
             .find("==== NVFUSER_DUMP ir: fusion ====\n")
             .expect(&text);
+        let scheduler = text.find("==== NVFUSER_DUMP scheduler: ").expect(&text);
         let sched = text.find("==== NVFUSER_DUMP scheduled: ").expect(&text);
         let cuda = text.find("==== NVFUSER_DUMP cuda: ").expect(&text);
-        assert!(ir < sched && sched < cuda, "{text}");
-        assert!(text[ir..sched].contains(&fusion.to_string()), "{text}");
+        assert!(scheduler < ir && ir < sched && sched < cuda, "{text}");
         assert!(
-            text[sched..cuda].contains("(default pointwise) ===="),
+            text[scheduler..ir].contains("pointwise: takes it"),
             "{text}"
         );
+        assert!(
+            text[scheduler..ir].contains("reduction: refused: "),
+            "{text}"
+        );
+        assert!(text[ir..sched].contains(&fusion.to_string()), "{text}");
+        assert!(text[sched..cuda].contains("(pointwise) ===="), "{text}");
         assert!(text[cuda..].contains("__global__"), "{text}");
         assert!(!text.contains("NVFUSER_DUMP: launch"), "{text}");
 
@@ -350,7 +371,7 @@ mod tests {
         let buf = Arc::new(Mutex::new(Vec::<u8>::new()));
         let exec = FusionExecutorCache::new(fusion)
             .with_dump(Dump::to_writer(DumpFlags::SCHEDULED, buf.clone()));
-        exec.cuda_source(&cpu, &args).unwrap_err();
+        exec.generate_for(&info, None).unwrap();
         let text = captured(&buf);
         assert!(text.starts_with("==== NVFUSER_DUMP scheduled: "), "{text}");
         assert!(!text.contains("NVFUSER_DUMP ir") && !text.contains("__global__"));

@@ -194,10 +194,17 @@ pub enum CudaError {
         what: String,
     },
 
-    /// The fusion cannot run on a GPU with the default schedule.
+    /// The fusion cannot run on a GPU: no scheduler takes it.
     #[error("cannot run this fusion on the GPU: {reason}")]
     UnsupportedFusion {
         /// What is not supported, in plain words.
+        reason: String,
+    },
+
+    /// User-given heuristic params are out of range or do not fit the call.
+    #[error("invalid heuristic params: {reason}")]
+    InvalidParams {
+        /// Which field or fact, expected and found.
         reason: String,
     },
 

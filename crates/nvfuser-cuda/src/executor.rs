@@ -23,7 +23,11 @@ use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions};
 use nvfuser_core::eval::{evaluate, EvalInput};
 use nvfuser_core::ir::{IterKind, TensorType, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
-use nvfuser_core::scheduler::{default_schedule_kind, DefaultKind, DefaultScheduleError};
+use nvfuser_core::scheduler::{
+    check_fits, compute_heuristics, default_schedule_kind, schedule_with, DefaultKind,
+    DefaultScheduleError, DeviceInfo, HeuristicParams, InputInfo, RuntimeInfo, SchedulerKind,
+    TensorInfo,
+};
 use nvfuser_core::{DataType, Fusion, ScalarValue};
 use smallvec::SmallVec;
 
@@ -92,6 +96,7 @@ pub struct FusionExecutorCache {
     runtimes: Mutex<RuntimeCache>,
     hits: AtomicU64,
     misses: AtomicU64,
+    reuses: AtomicU64,
     evictions: AtomicU64,
     /// This executor's own dump; `None`: the process's `NVFUSER_DUMP`.
     dump: Option<Dump>,
@@ -104,6 +109,9 @@ pub struct ExecutorStats {
     pub hits: u64,
     /// GPU calls that built a runtime (schedule, generate, compile, load).
     pub misses: u64,
+    /// GPU calls with new sizes whose heuristics matched a runtime already built for
+    /// the same layout: the kernel was reused without compiling.
+    pub reuses: u64,
     /// Runtimes evicted to stay within the capacity.
     pub evictions: u64,
     /// Runtimes held now.
@@ -170,29 +178,107 @@ fn dtype_code(d: DataType) -> u64 {
     d as u64 + 1
 }
 
-/// A compiled runtime: the schedule, its kernel and the loaded function.
-struct Runtime {
+/// A compiled kernel: the schedule, its generated code and the loaded function.
+struct Compiled {
     sf: ScheduledFusion,
-    /// The scheduler that produced `sf`, e.g. `default pointwise`.
-    scheduler: &'static str,
     kernel: Kernel,
     function: CudaFunction,
+}
+
+/// A runtime: the params a scheduler chose and, unless nothing runs (a no-op), the
+/// compiled kernel.
+struct Runtime {
+    params: HeuristicParams,
+    /// The scheduler that produced it, e.g. `pointwise`, `default inner reduction`.
+    scheduler: &'static str,
+    compiled: Option<Compiled>,
+}
+
+impl Runtime {
+    fn compiled(&self, op: &'static str) -> Result<&Compiled, CudaError> {
+        self.compiled
+            .as_ref()
+            .ok_or_else(|| CudaError::UnsupportedFusion {
+                reason: format!(
+                    "{op}: the call is a no-op (every output is empty), so no kernel runs"
+                ),
+            })
+    }
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("kernel", &self.kernel.abi.name)
-            .field("launch", &self.kernel.launch)
+            .field("scheduler", &self.scheduler)
+            .field("params", &self.params)
             .finish_non_exhaustive()
     }
+}
+
+/// One cache entry: the layout signature, the sizes of the call, whether the params
+/// were given by the user, the runtime and its last use.
+#[derive(Debug)]
+struct Entry {
+    sig: InputSignature,
+    sizes: SmallVec<[u64; 8]>,
+    user: Option<HeuristicParams>,
+    runtime: Arc<Runtime>,
+    tick: u64,
 }
 
 #[derive(Debug)]
 struct RuntimeCache {
     capacity: usize,
     tick: u64,
-    entries: Vec<(InputSignature, Arc<Runtime>, u64)>,
+    entries: Vec<Entry>,
+}
+
+/// The sizes of every tensor argument, flattened (with a rank marker per tensor, so
+/// `[2, 3]` and `[2], [3]` differ).
+fn call_sizes(args: &[Arg<'_>]) -> SmallVec<[u64; 8]> {
+    let mut out = SmallVec::new();
+    for a in args {
+        if let Arg::Tensor(t) = a {
+            out.push(u64::MAX - t.rank() as u64);
+            out.extend(t.sizes().iter().map(|&s| s as u64));
+        }
+    }
+    out
+}
+
+/// What the heuristics need to know about a GPU.
+pub fn device_info(props: &crate::DeviceProperties) -> DeviceInfo {
+    DeviceInfo {
+        sm_count: props.sm_count,
+        warp_size: props.warp_size,
+        max_threads_per_block: props.max_threads_per_block,
+        max_threads_per_sm: props.max_threads_per_sm,
+        registers_per_sm: props.registers_per_sm,
+        shared_memory_per_block: props.shared_memory_per_block_optin,
+        l2_cache_bytes: props.l2_cache_bytes,
+        max_grid_dim: props.max_grid_dim,
+    }
+}
+
+/// The heuristics' view of a call on a GPU.
+pub fn runtime_info(props: &crate::DeviceProperties, args: &[Arg<'_>]) -> RuntimeInfo {
+    RuntimeInfo {
+        device: device_info(props),
+        inputs: args
+            .iter()
+            .map(|a| match a {
+                Arg::Tensor(t) => InputInfo::Tensor(TensorInfo {
+                    dtype: t.dtype(),
+                    sizes: t.sizes().iter().map(|&s| s as i64).collect(),
+                    strides: t.strides().iter().map(|&s| s as i64).collect(),
+                    alignment: t
+                        .cuda_address()
+                        .map_or(16, |p| 1u32 << p.trailing_zeros().min(4)),
+                }),
+                Arg::Scalar(s) => InputInfo::Scalar(*s),
+            })
+            .collect(),
+    }
 }
 
 impl FusionExecutorCache {
@@ -212,6 +298,7 @@ impl FusionExecutorCache {
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            reuses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             dump: None,
         }
@@ -238,6 +325,7 @@ impl FusionExecutorCache {
         ExecutorStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
+            reuses: self.reuses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             runtimes: self.lock().entries.len(),
         }
@@ -247,7 +335,8 @@ impl FusionExecutorCache {
     /// needed (for inspection; GPU devices only).
     pub fn cuda_source(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, CudaError> {
         check_args(&self.fusion, device, args)?;
-        Ok(self.runtime(device, args)?.kernel.cuda_source())
+        let rt = self.runtime(device, args, None)?;
+        Ok(rt.compiled("cuda_source")?.kernel.cuda_source())
     }
 
     /// The generated kernel and its loaded function for these arguments (building the
@@ -258,33 +347,84 @@ impl FusionExecutorCache {
         args: &[Arg<'_>],
     ) -> Result<(Kernel, CudaFunction), CudaError> {
         check_args(&self.fusion, device, args)?;
-        let rt = self.runtime(device, args)?;
-        Ok((rt.kernel.clone(), rt.function.clone()))
+        let rt = self.runtime(device, args, None)?;
+        let c = rt.compiled("kernel_and_function")?;
+        Ok((c.kernel.clone(), c.function.clone()))
     }
 
     /// The scheduled IR of the runtime for these arguments (GPU devices only).
     pub fn scheduled_ir(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, CudaError> {
         check_args(&self.fusion, device, args)?;
-        Ok(self.runtime(device, args)?.sf.scheduled_ir())
+        let rt = self.runtime(device, args, None)?;
+        Ok(rt.compiled("scheduled_ir")?.sf.scheduled_ir())
+    }
+
+    /// The heuristic params the registry picks for these arguments on `device` (GPU
+    /// devices only): the scheduler is the params' [`HeuristicParams::kind`]. Edit them
+    /// and pass them to [`FusionExecutorCache::run_with_params`].
+    pub fn heuristics(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+    ) -> Result<HeuristicParams, CudaError> {
+        check_args(&self.fusion, device, args)?;
+        let props = device.properties().ok_or(CudaError::NotAGpu {
+            op: "FusionExecutorCache::heuristics",
+        })?;
+        let sig = InputSignature::of(device, args);
+        self.params_for(&runtime_info(props, args), None, sig.wide())
     }
 
     /// Checks `args` against the fusion's inputs and runs it on `device`; returns the
     /// outputs in the fusion's order.
     pub fn run(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
+        self.run_impl(device, args, None, None)
+    }
+
+    /// [`run`](Self::run) with the given heuristic params instead of the registry's
+    /// (GPU devices only). Params out of range, of a scheduler that cannot take the
+    /// fusion, or compiled for other sizes (a persistent kernel's `hidden`) are a
+    /// [`CudaError::InvalidParams`] or [`CudaError::UnsupportedFusion`]; vector widths the
+    /// inputs do not allow are refused at launch. Runtimes built from user params are
+    /// cached separately from the automatic ones.
+    pub fn run_with_params(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+        params: &HeuristicParams,
+    ) -> Result<Vec<Tensor>, CudaError> {
+        if !device.is_gpu() {
+            return Err(CudaError::NotAGpu {
+                op: "FusionExecutorCache::run_with_params",
+            });
+        }
+        self.run_impl(device, args, Some(params), None)
+    }
+
+    fn run_impl(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+        user: Option<&HeuristicParams>,
+        timer: Option<&mut LaunchTimer>,
+    ) -> Result<Vec<Tensor>, CudaError> {
         check_args(&self.fusion, device, args)?;
         if device.is_gpu() {
             if let Some(views) = self.no_op_outputs(args) {
                 return Ok(views);
             }
-            let rt = self.runtime(device, args)?;
+            let rt = self.runtime(device, args, user)?;
+            let Some(c) = &rt.compiled else {
+                return self.empty_outputs(device, args);
+            };
             return launch_kernel_with(
                 device,
-                rt.sf.fusion(),
-                &rt.kernel,
-                &rt.function,
+                c.sf.fusion(),
+                &c.kernel,
+                &c.function,
                 args,
                 self.dump(),
-                None,
+                timer,
             );
         }
         let inputs = args
@@ -305,11 +445,23 @@ impl FusionExecutorCache {
     /// timed.
     ///
     /// Errors: [`CudaError::NotAGpu`] on the CPU device, [`CudaError::UnsupportedFusion`]
-    /// for a fusion without a kernel (no expressions), and those of `run`.
+    /// for a call without a kernel (no expressions, or only empty outputs), and those of
+    /// `run`.
     pub fn run_profiled(
         &self,
         device: &Device,
         args: &[Arg<'_>],
+    ) -> Result<(Vec<Tensor>, KernelProfile), CudaError> {
+        self.run_profiled_with(device, args, None)
+    }
+
+    /// [`run_profiled`](Self::run_profiled) with optional user params (see
+    /// [`run_with_params`](Self::run_with_params)).
+    pub fn run_profiled_with(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+        params: Option<&HeuristicParams>,
     ) -> Result<(Vec<Tensor>, KernelProfile), CudaError> {
         let props = device.properties().ok_or(CudaError::NotAGpu {
             op: "FusionExecutorCache::run_profiled",
@@ -320,28 +472,67 @@ impl FusionExecutorCache {
                 reason: "the fusion has no expressions, so no kernel runs to profile".into(),
             });
         }
-        let rt = self.runtime(device, args)?;
+        let rt = self.runtime(device, args, params)?;
+        let c = rt.compiled("run_profiled")?;
         let mut timer = LaunchTimer::default();
         let outputs = launch_kernel_with(
             device,
-            rt.sf.fusion(),
-            &rt.kernel,
-            &rt.function,
+            c.sf.fusion(),
+            &c.kernel,
+            &c.function,
             args,
             self.dump(),
             Some(&mut timer),
         )?;
         let profile = KernelProfile::new(
-            rt.kernel.abi.name.clone(),
+            c.kernel.abi.name.clone(),
             rt.scheduler.to_owned(),
             device.to_string(),
             timer.elapsed_ms()?,
             (profile::bytes_read(args), profile::bytes_written(&outputs)),
             props.peak_bandwidth_gb_per_s(),
             (timer.grid, timer.block),
-            profile::registers_per_thread(&rt.function)?,
+            profile::registers_per_thread(&c.function)?,
         );
         Ok((outputs, profile))
+    }
+
+    /// Outputs of a call whose outputs are all empty: allocated, nothing launched.
+    fn empty_outputs(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
+        let f = &self.fusion;
+        let size = |e: &nvfuser_core::ir::Extent| -> Result<usize, CudaError> {
+            e.eval(
+                &|t, axis| match args.get(f.input_position(t)?)? {
+                    Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
+                    Arg::Scalar(_) => None,
+                },
+                &|v| match args.get(f.input_position(v)?)? {
+                    Arg::Scalar(s) => s.cast(f.val(v).dtype).as_i64(),
+                    Arg::Tensor(_) => None,
+                },
+            )
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| CudaError::InvalidTensor {
+                op: "fusion call",
+                expected: format!("an output extent computable from the inputs: {e}"),
+                found: "an unbound or negative value".into(),
+            })
+        };
+        f.outputs()
+            .iter()
+            .map(|o| {
+                let t = f
+                    .tensor_type(o.val)
+                    .ok_or_else(|| CudaError::UnsupportedFusion {
+                        reason: format!("the scalar output {}", o.val),
+                    })?;
+                let sizes = t
+                    .shape()
+                    .map(|d| size(&d.extent))
+                    .collect::<Result<Vec<_>, _>>()?;
+                device.zeros(f.val(o.val).dtype, &sizes)
+            })
+            .collect()
     }
 
     /// The no-op case: a fusion without expressions (every output is an input, e.g. a
@@ -367,68 +558,187 @@ impl FusionExecutorCache {
         self.runtimes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The runtime for this call: cached, or built and cached.
-    fn runtime(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, CudaError> {
+    /// The runtime for this call: cached for these sizes; else the heuristics run and a
+    /// runtime of the same layout with equal params is reused (no compile); else one is
+    /// built. With `user` params, only runtimes built from equal user params match.
+    fn runtime(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+        user: Option<&HeuristicParams>,
+    ) -> Result<Arc<Runtime>, CudaError> {
         let sig = InputSignature::of(device, args);
+        let sizes = call_sizes(args);
         {
             let mut cache = self.lock();
             cache.tick += 1;
             let tick = cache.tick;
-            if let Some(e) = cache.entries.iter_mut().find(|e| e.0 == sig) {
-                e.2 = tick;
+            if let Some(e) = cache
+                .entries
+                .iter_mut()
+                .find(|e| e.sizes == sizes && e.sig == sig && e.user.as_ref() == user)
+            {
+                e.tick = tick;
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(e.1.clone());
+                return Ok(e.runtime.clone());
             }
         }
-        // Built outside the lock: compiling takes milliseconds.
-        self.misses.fetch_add(1, Ordering::Relaxed);
-        let rt = Arc::new(self.build(device, &sig)?);
+        let props = device.properties().ok_or(CudaError::NotAGpu {
+            op: "FusionExecutorCache::run",
+        })?;
+        let info = runtime_info(props, args);
+        let params = self.params_for(&info, user, sig.wide())?;
+        let reused = {
+            let cache = self.lock();
+            cache
+                .entries
+                .iter()
+                .find(|e| e.sig == sig && e.user.as_ref() == user && e.runtime.params == params)
+                .map(|e| e.runtime.clone())
+        };
+        let rt = match reused {
+            Some(rt) => {
+                self.reuses.fetch_add(1, Ordering::Relaxed);
+                rt
+            }
+            None => {
+                // Built outside the lock: compiling takes milliseconds.
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                Arc::new(self.build(device, &sig, params)?)
+            }
+        };
         let mut cache = self.lock();
         cache.tick += 1;
         let tick = cache.tick;
-        if let Some(e) = cache.entries.iter_mut().find(|e| e.0 == sig) {
-            // Another thread built it meanwhile; keep theirs.
-            e.2 = tick;
-            return Ok(e.1.clone());
-        }
         if cache.entries.len() >= cache.capacity {
-            if let Some(lru) = (0..cache.entries.len()).min_by_key(|&i| cache.entries[i].2) {
+            if let Some(lru) = (0..cache.entries.len()).min_by_key(|&i| cache.entries[i].tick) {
                 cache.entries.swap_remove(lru);
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        cache.entries.push((sig, rt.clone(), tick));
+        cache.entries.push(Entry {
+            sig,
+            sizes,
+            user: user.cloned(),
+            runtime: rt.clone(),
+            tick,
+        });
         Ok(rt)
     }
 
-    fn build(&self, device: &Device, sig: &InputSignature) -> Result<Runtime, CudaError> {
+    /// The params of a call: the user's (checked), or the registry's first taker
+    /// (with every refusal dumped under `NVFUSER_DUMP=scheduler`).
+    fn params_for(
+        &self,
+        info: &RuntimeInfo,
+        user: Option<&HeuristicParams>,
+        wide: bool,
+    ) -> Result<HeuristicParams, CudaError> {
+        let dump = self.dump();
+        if let Some(p) = user {
+            p.validate().map_err(|e| CudaError::InvalidParams {
+                reason: e.to_string(),
+            })?;
+            check_fits(&self.fusion, p, info).map_err(|e| CudaError::InvalidParams {
+                reason: e.to_string(),
+            })?;
+            return Ok(p.clone());
+        }
+        let params =
+            compute_heuristics(&self.fusion, info).map_err(|r| CudaError::UnsupportedFusion {
+                reason: format!("no scheduler takes this fusion: {r}"),
+            })?;
+        if dump.flags().contains(DumpFlags::SCHEDULER) {
+            let mut text = String::new();
+            for kind in SchedulerKind::ORDER {
+                if kind == params.kind() {
+                    break;
+                }
+                if let Err(reason) =
+                    nvfuser_core::scheduler::compute_heuristics_for(kind, &self.fusion, info)
+                {
+                    text.push_str(&format!("  {kind}: refused: {reason}\n"));
+                }
+            }
+            text.push_str(&format!(
+                "  {}: takes it (index type {:?})\n  params: {}",
+                params.kind(),
+                if wide { "64-bit" } else { "32-bit" },
+                serde_json::to_string(&params).unwrap_or_default()
+            ));
+            dump.section(DumpFlags::SCHEDULER, "scheduler", "scheduler", &text);
+        }
+        Ok(params)
+    }
+
+    /// Schedules and generates the kernel for `info` (the registry's params, or
+    /// `params`) without compiling or loading it, dumping the `ir`, `scheduler`,
+    /// `scheduled` and `cuda` stages: what a GPU would run, inspectable on any machine
+    /// (NVRTC can then compile the source for any architecture). Returns the params and
+    /// the kernel; `None` for a no-op.
+    pub fn generate_for(
+        &self,
+        info: &RuntimeInfo,
+        params: Option<&HeuristicParams>,
+    ) -> Result<(HeuristicParams, Option<Kernel>), CudaError> {
+        let wide = nvfuser_core::scheduler::index_type_for(&self.fusion, info) == IndexType::I64;
+        let params = self.params_for(info, params, wide)?;
+        let built = self.generate(wide, &params)?;
+        Ok((params, built.map(|(_, _, k)| k)))
+    }
+
+    /// Schedule and kernel for `params` (dumped as selected), or `None` for a no-op.
+    #[allow(clippy::type_complexity)]
+    fn generate(
+        &self,
+        wide: bool,
+        params: &HeuristicParams,
+    ) -> Result<Option<(ScheduledFusion, &'static str, Kernel)>, CudaError> {
         let dump = self.dump();
         dump.section(DumpFlags::IR, "ir", "fusion", &self.fusion);
-        let (sf, kind) = default_schedule_kind(&self.fusion).map_err(|e| match e {
-            DefaultScheduleError::NotSupported { reason } => CudaError::UnsupportedFusion {
-                reason: format!("{reason} (the default schedule)"),
-            },
-            other => CudaError::UnsupportedFusion {
-                reason: other.to_string(),
-            },
-        })?;
+        let schedule_err = |e: String| CudaError::UnsupportedFusion { reason: e };
+        let (sf, scheduler, index_type) = match params {
+            HeuristicParams::NoOp => return Ok(None),
+            HeuristicParams::Default => {
+                let (sf, kind) = default_schedule_kind(&self.fusion).map_err(|e| match e {
+                    DefaultScheduleError::NotSupported { reason } => {
+                        schedule_err(format!("{reason} (the default schedule)"))
+                    }
+                    other => schedule_err(other.to_string()),
+                })?;
+                let scheduler = match kind {
+                    DefaultKind::Pointwise => "default pointwise",
+                    DefaultKind::InnerReduction => "default inner reduction",
+                    DefaultKind::OuterReduction => "default outer reduction",
+                };
+                (
+                    sf,
+                    scheduler,
+                    if wide { IndexType::I64 } else { IndexType::I32 },
+                )
+            }
+            p => {
+                let sf = schedule_with(&self.fusion, p).map_err(|e| schedule_err(e.to_string()))?;
+                let scheduler = match p {
+                    HeuristicParams::OuterReduction(_) => "outer reduction",
+                    other => other.kind().name(),
+                };
+                let index = match p.compile().map(|c| c.index_type) {
+                    Some(IndexType::I64) => IndexType::I64,
+                    _ if wide => IndexType::I64,
+                    _ => IndexType::I32,
+                };
+                (sf, scheduler, index)
+            }
+        };
         let options = KernelOptions {
-            index_type: if sig.wide() {
-                IndexType::I64
-            } else {
-                IndexType::I32
-            },
+            index_type,
             ..KernelOptions::default()
         };
         let kernel = codegen::generate(&sf, &options).map_err(|e| CudaError::InvalidInput {
-            kernel: "default schedule".into(),
+            kernel: scheduler.into(),
             what: e.to_string(),
         })?;
-        let scheduler = match kind {
-            DefaultKind::Pointwise => "default pointwise",
-            DefaultKind::InnerReduction => "default inner reduction",
-            DefaultKind::OuterReduction => "default outer reduction",
-        };
         if !dump.flags().is_empty() {
             let title = format!("{} ({scheduler})", kernel.abi.name);
             dump.section(
@@ -439,13 +749,32 @@ impl FusionExecutorCache {
             );
             dump.section(DumpFlags::CUDA, "cuda", &title, &kernel.cuda_source());
         }
+        Ok(Some((sf, scheduler, kernel)))
+    }
+
+    fn build(
+        &self,
+        device: &Device,
+        sig: &InputSignature,
+        params: HeuristicParams,
+    ) -> Result<Runtime, CudaError> {
+        let Some((sf, scheduler, kernel)) = self.generate(sig.wide(), &params)? else {
+            return Ok(Runtime {
+                params,
+                scheduler: "no-op",
+                compiled: None,
+            });
+        };
         // Dumped before compiling, so a kernel that fails to compile is still shown.
         let function = compile_and_load(device, &kernel)?;
         Ok(Runtime {
-            sf,
+            params,
             scheduler,
-            kernel,
-            function,
+            compiled: Some(Compiled {
+                sf,
+                kernel,
+                function,
+            }),
         })
     }
 }

@@ -140,3 +140,47 @@ fn skip_or_fail<T>(require_vars: &[&str], what: &'static str, err: &CudaError) -
     note(&format!("skipped {test}: {what}"));
     None
 }
+
+/// Runs `exec` on `device` with `inputs` uploaded (optionally with user heuristic
+/// params) and compares every output with the CPU reference evaluator under `tol`.
+/// Returns the number of outputs compared, or the first mismatch or error, in words.
+pub fn run_and_compare(
+    device: &crate::Device,
+    exec: &crate::FusionExecutorCache,
+    inputs: &[nvfuser_core::eval::EvalInput],
+    params: Option<&nvfuser_core::scheduler::HeuristicParams>,
+    tol: &dyn Fn(nvfuser_core::DataType) -> nvfuser_core::eval::Tolerance,
+) -> Result<usize, String> {
+    use nvfuser_core::eval::{compare, evaluate, EvalInput};
+    let want = evaluate(exec.fusion(), inputs).map_err(|e| format!("CPU reference: {e}"))?;
+    let tensors: Vec<Option<crate::Tensor>> = inputs
+        .iter()
+        .map(|i| match i {
+            EvalInput::Tensor(h) => device.tensor_from_host(h).map(Some),
+            _ => Ok(None),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("upload: {e}"))?;
+    let args: Vec<crate::Arg<'_>> = inputs
+        .iter()
+        .zip(&tensors)
+        .map(|(i, t)| match (i, t) {
+            (_, Some(t)) => crate::Arg::from(t),
+            (EvalInput::Scalar(v), None) => crate::Arg::Scalar(*v),
+            (EvalInput::Tensor(_), None) => unreachable!("tensor inputs were uploaded"),
+        })
+        .collect();
+    let got = match params {
+        Some(p) => exec.run_with_params(device, &args, p),
+        None => exec.run(device, &args),
+    }
+    .map_err(|e| format!("run: {e}"))?;
+    if got.len() != want.len() {
+        return Err(format!("{} outputs, expected {}", got.len(), want.len()));
+    }
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let g = g.to_host_tensor().map_err(|e| format!("download: {e}"))?;
+        compare(&g, w, tol(w.dtype())).map_err(|m| format!("output {i}: {m}"))?;
+    }
+    Ok(want.len())
+}

@@ -8,29 +8,15 @@ use std::collections::BTreeMap;
 
 use nvfuser_core::codegen::{self, KernelOptions};
 use nvfuser_core::scheduler::{
-    compute_heuristics, schedule_with, DeviceInfo, HeuristicParams, RuntimeInfo,
+    compute_heuristics, schedule_with, DeviceInfo, HeuristicParams, InputInfo, RuntimeInfo,
 };
-use nvfuser_core::workloads;
+use nvfuser_core::workloads::{self, WorkloadInput};
 use nvfuser_core::DataType;
 use nvfuser_cuda::testing::require_nvrtc;
 use nvfuser_cuda::{nvrtc, GpuArch};
 
 const ROWS: &[i64] = &[1, 3, 128, 1000, 65536];
 const HIDDEN: &[i64] = &[1, 7, 64, 1000, 1024, 4096, 8192, 12289, 32768, 262144];
-
-/// The input shapes of a workload for `[rows, hidden]`.
-fn inputs(name: &str, dtype: DataType, rows: i64, hidden: i64) -> Vec<(DataType, Vec<i64>)> {
-    match name {
-        "silu_mul" => vec![(dtype, vec![rows, hidden]), (dtype, vec![rows, hidden])],
-        "layer_norm" => vec![
-            (dtype, vec![rows, hidden]),
-            (dtype, vec![hidden]),
-            (dtype, vec![hidden]),
-        ],
-        "rms_norm" | "bias_add" => vec![(dtype, vec![rows, hidden]), (dtype, vec![hidden])],
-        _ => vec![(dtype, vec![rows, hidden])],
-    }
-}
 
 fn expected_kind(name: &str, p: &HeuristicParams) -> bool {
     match name {
@@ -44,6 +30,32 @@ fn expected_kind(name: &str, p: &HeuristicParams) -> bool {
         "transpose" => matches!(p, HeuristicParams::Transpose(_)),
         _ => false,
     }
+}
+
+/// The heuristics' view of a contiguous, aligned call of workload `name`.
+fn runtime_info(
+    device: &DeviceInfo,
+    name: &str,
+    dtype: DataType,
+    rows: i64,
+    hidden: i64,
+) -> RuntimeInfo {
+    let all = workloads::inputs(name, dtype, rows as usize, hidden as usize).unwrap();
+    let shapes: Vec<(DataType, Vec<i64>)> = all
+        .iter()
+        .filter_map(|i| match i {
+            WorkloadInput::Tensor(d, s) => Some((*d, s.iter().map(|&x| x as i64).collect())),
+            WorkloadInput::Scalar(_) => None,
+        })
+        .collect();
+    let refs: Vec<(DataType, &[i64])> = shapes.iter().map(|(d, s)| (*d, s.as_slice())).collect();
+    let mut info = RuntimeInfo::contiguous(device.clone(), &refs);
+    for i in &all {
+        if let WorkloadInput::Scalar(v) = i {
+            info.inputs.push(InputInfo::Scalar(*v));
+        }
+    }
+    info
 }
 
 #[test]
@@ -63,14 +75,7 @@ fn tuned_schedulers_take_the_workloads_and_compile() {
                     if rows * hidden > 1 << 28 {
                         continue;
                     }
-                    let shapes = inputs(name, dtype, rows, hidden);
-                    let refs: Vec<(DataType, &[i64])> =
-                        shapes.iter().map(|(d, s)| (*d, s.as_slice())).collect();
-                    let mut info = RuntimeInfo::contiguous(device.clone(), &refs);
-                    if matches!(name, "layer_norm" | "rms_norm") {
-                        info.inputs
-                            .push(nvfuser_core::scheduler::InputInfo::Scalar(1e-5f32.into()));
-                    }
+                    let info = runtime_info(&device, name, dtype, rows, hidden);
                     let case = format!("{name} {dtype} [{rows}, {hidden}]");
                     let params = compute_heuristics(&fusion, &info)
                         .unwrap_or_else(|e| panic!("{case}: no scheduler: {e}"));
@@ -94,7 +99,10 @@ fn tuned_schedulers_take_the_workloads_and_compile() {
             }
         }
     }
-    println!("cases per scheduler: {per_kind:?}; {} distinct kernels", kernels.len());
+    println!(
+        "cases per scheduler: {per_kind:?}; {} distinct kernels",
+        kernels.len()
+    );
     if require_nvrtc().is_none() {
         return;
     }
@@ -104,5 +112,8 @@ fn tuned_schedulers_take_the_workloads_and_compile() {
                 .unwrap_or_else(|e| panic!("{case} ({arch:?}): {e}"));
         }
     }
-    println!("{} distinct kernels compiled for sm_90 and sm_80", kernels.len());
+    println!(
+        "{} distinct kernels compiled for sm_90 and sm_80",
+        kernels.len()
+    );
 }

@@ -1,7 +1,7 @@
 //! Checks shared by both default schedules: which ops, outputs and values they accept.
 
 use super::{not_supported, DefaultScheduleError};
-use crate::ir::{Fusion, Op, ReductionOp, ValKind};
+use crate::ir::{Expr, Extent, Fusion, Op, ReductionOp, SizeArg, ValId, ValKind};
 
 /// True for the ops the pointwise schedule handles (one output element per thread,
 /// positional dims).
@@ -26,12 +26,28 @@ pub(crate) fn is_creation(op: &Op) -> bool {
     matches!(op, Op::Full { .. } | Op::Iota { .. } | Op::Rand { .. })
 }
 
-/// True for the data-movement ops the pointwise schedule takes when they read fusion
-/// inputs (global memory), as the corpus resize entries do: permute, pad, cat. Slice is
-/// left out: with 32-bit indexing its open-ended bound (`i64::MAX`) is truncated in the
-/// generated extent, so the kernel writes nothing (a codegen issue, seen on an H100).
+/// True for the data-movement and indexing ops the pointwise schedule takes when they
+/// read fusion inputs (global memory), as the corpus resize and indexing entries do:
+/// permute, pad, cat, slice, reshape, select, index_select, gather and
+/// take_along_axis. Lowering computes the input's indices from the output's (resize
+/// and reshape arithmetic, or the index tensor's values), so each output element reads
+/// its own source element: the input must be in global memory (a fusion input), never
+/// a register value computed by another thread's loop iteration. A to-the-end slice's
+/// extent is the input's size (the builder never puts `i64::MAX` in an extent), so
+/// 32-bit index math holds it.
 pub(crate) fn is_movement(op: &Op) -> bool {
-    matches!(op, Op::Permute { .. } | Op::Pad { .. } | Op::Cat { .. })
+    matches!(
+        op,
+        Op::Permute { .. }
+            | Op::Pad { .. }
+            | Op::Cat { .. }
+            | Op::Slice { .. }
+            | Op::Reshape { .. }
+            | Op::Select { .. }
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::TakeAlongAxis { .. }
+    )
 }
 
 /// The reduced axes of a reduction-like op: a sum/max/min/mean/prod reduction, or a
@@ -81,7 +97,7 @@ pub(crate) fn check_common(fusion: &Fusion) -> Result<(), DefaultScheduleError> 
         .any(|(id, e)| live[id.index()] && is_movement(&e.op));
     if moves && fusion.outputs().len() > 1 {
         return not_supported(
-            "permute, pad or cat in a fusion with more than one output (outputs may differ in shape)",
+            "data-movement or indexing ops in a fusion with more than one output (outputs may differ in shape)",
         );
     }
     for (id, e) in fusion.exprs() {
@@ -112,18 +128,71 @@ pub(crate) fn check_common(fusion: &Fusion) -> Result<(), DefaultScheduleError> 
                     .find(|&&i| fusion.val(i).is_tensor() && fusion.input_position(i).is_none())
                 {
                     return not_supported(format!(
-                        "{} of the computed value {t} (permute, pad and cat must read fusion inputs)",
+                        "{} of the computed value {t} (data-movement and indexing ops must read fusion inputs)",
                         e.op.name()
                     ));
                 }
+                check_reads_in_bounds(fusion, e)?;
             }
             other => {
                 return not_supported(format!(
-                    "the op {} (the default schedule handles pointwise ops, broadcasts, expands, full/iota/uniform/normal, sum/max/min/mean/prod reductions and var/var_mean/welford over the innermost dims)",
+                    "the op {} (the default schedule handles pointwise ops, broadcasts, expands, full/iota/uniform/normal, permute/pad/cat/slice/reshape/select/index_select/gather/take_along_axis of fusion inputs, sum/max/min/mean/prod reductions and var/var_mean/welford over the innermost dims)",
                     other.name()
                 ))
             }
         }
+    }
+    Ok(())
+}
+
+/// Data movement whose kernel could read outside its input for some runtime values is
+/// not taken (the CPU reference rejects those values; a kernel cannot):
+///
+/// - a slice whose start is a scalar input: the kernel reads from `min(start, size)`,
+///   so a negative start would read before the tensor (stops are safe: they only
+///   shorten the output);
+/// - a reshape whose element count is not provably the input's: without an inferred
+///   `-1` dim (which makes the output at most as large as the input), target sizes
+///   from scalars, or constants against symbolic input sizes, could ask for more
+///   elements than the input has.
+fn check_reads_in_bounds(fusion: &Fusion, e: &Expr) -> Result<(), DefaultScheduleError> {
+    match &e.op {
+        Op::Slice { ranges } => {
+            if let Some(d) = ranges
+                .iter()
+                .position(|r| matches!(r.start, SizeArg::Input(_)))
+            {
+                return not_supported(format!(
+                    "slice with a start given by a scalar input (dim {d}): the kernel would not check its range; use a constant start"
+                ));
+            }
+        }
+        Op::Reshape { sizes } => {
+            if sizes.contains(&SizeArg::Const(-1)) {
+                return Ok(());
+            }
+            let numel = |v: ValId| -> Option<Extent> {
+                let t = fusion.tensor_type(v)?;
+                Some(
+                    t.shape()
+                        .fold(Extent::Const(1), |acc, d| acc * d.extent.clone()),
+                )
+            };
+            let (from, to) = (numel(e.inputs[0]), numel(e.outputs[0]));
+            let equal = match (&from, &to) {
+                // Constant shapes on both sides were checked equal by the builder.
+                (Some(a), Some(b)) => a == b || (a.as_const().is_some() && b.as_const().is_some()),
+                _ => false,
+            };
+            if !equal {
+                return not_supported(format!(
+                    "reshape to sizes whose element count is not provably the input's ({} elements to {}): give one dim as -1",
+                    from.map_or("?".into(), |x| x.to_string()),
+                    to.map_or("?".into(), |x| x.to_string())
+                ));
+            }
+        }
+        _ => {}
     }
     Ok(())
 }

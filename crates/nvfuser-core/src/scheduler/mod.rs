@@ -48,7 +48,7 @@ pub use params::{
 };
 pub use registry::{
     can_schedule, can_schedule_kind, check_fits, compute_heuristics, compute_heuristics_for,
-    schedule_with, Rejection, Rejections, SchedulerError, SchedulerKind,
+    index_type_for, schedule_with, Rejection, Rejections, SchedulerError, SchedulerKind,
 };
 
 use crate::codegen::{self, KernelOptions};

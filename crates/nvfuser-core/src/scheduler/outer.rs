@@ -1,18 +1,24 @@
-//! The default outer-reduction schedule: one column per thread.
+//! The default schedule for reductions that are not over the innermost dims: one
+//! output element per thread.
 //!
-//! Accepted: every reduction (sum, max, min, mean, prod) reduces the outermost `k`
-//! dims of a rank-`r` tensor, `0 < k < r` (the same `r` and `k` for all), and every
-//! other computed tensor is either *full* (rank `r`, like the reduction inputs) or
-//! *per-column* (rank `r - k`, like the reduction results). Broadcasts turn per-column
-//! values into full ones along the reduced dims, or fusion inputs into full tensors.
+//! Accepted: every reduction (sum, max, min, mean, prod) reduces the same set of dims
+//! `axes` of a rank-`r` tensor, where `axes` is not the innermost suffix of the dims (that
+//! is the inner-reduction schedule's) and keeps at least one dim: the outermost `k`
+//! dims (`[R.., I..]`, as the corpus `outer_sum`), dims in the middle (`sum(x, [1])` of
+//! `[A, B, C]`), or any mix (`[0, 2]` of rank 3). Every other computed tensor is either
+//! *full* (rank `r`, like the reduction inputs) or *per-output* (rank `r - k`, like the
+//! reduction results). Broadcasts turn per-output values into full ones along the
+//! reduced dims, or fusion inputs into full tensors.
 //!
-//! Schedule, as the corpus `outer_sum`, after recomputing pointwise intermediates per
-//! use (see `recompute`): on full tensors the outer `k` (reduced) dims are merged into
-//! one row dim and the inner `r - k` dims into one column dim; the column dim is split
-//! by [`THREADS`] onto `blockIdx.x`/`threadIdx.x` and the row dim becomes a serial loop
-//! innermost. Each thread reduces its own column serially, so there is no block
-//! reduction, no synchronization and warps read rows coalesced. Per-column tensors
-//! merge their dims and take the same split. Everything is inlined.
+//! Schedule, after recomputing pointwise intermediates per use (see `recompute`): on
+//! full tensors the loop dims are reordered so that the kept dims come first (in their
+//! order) and the reduced ones last, without a permute of the data: `[I0, R, I1]`
+//! becomes `[I0, I1, R]`. The kept dims are merged into one dim, split by [`THREADS`]
+//! onto `blockIdx.x`/`threadIdx.x`, and the reduced dims are merged into one serial loop
+//! innermost. Each thread reduces its own output element serially, so there is no block
+//! reduction and no synchronization; when the innermost dim is kept (outer and middle
+//! reductions), consecutive threads read consecutive elements. Per-output tensors merge
+//! their dims and take the same split. Everything is inlined.
 
 use super::analysis::{is_welford, logical_rank, reduction_axes};
 use super::recompute::{push_broadcasts, recompute_per_use};
@@ -20,11 +26,12 @@ use super::{not_supported, DefaultScheduleError, THREADS};
 use crate::ir::{Fusion, Op, ValId};
 use crate::sched::{ParallelType, ScheduledFusion};
 
-/// The `(rank, k)` of a fusion whose live reductions all reduce the same outermost
-/// `k < rank` dims, or `None` when some reduction is not of that form.
-pub(crate) fn outer_shape(fusion: &Fusion) -> Option<(usize, usize)> {
+/// The `(rank, reduced axes)` of a fusion whose live reductions all reduce the same
+/// axes, not the innermost suffix of the dims and not all of them; `None` when some
+/// reduction is not of that form (or is a Welford-style one).
+pub(crate) fn outer_axes(fusion: &Fusion) -> Option<(usize, Vec<usize>)> {
     let live = fusion.live_exprs();
-    let mut shape = None;
+    let mut shape: Option<(usize, Vec<usize>)> = None;
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;
@@ -37,33 +44,46 @@ pub(crate) fn outer_shape(fusion: &Fusion) -> Option<(usize, usize)> {
         };
         let r = logical_rank(fusion, e.outputs[0]).unwrap_or(0);
         let k = axes.len();
-        let outer = k > 0 && k < r && axes.iter().enumerate().all(|(i, &a)| a == i);
-        if !outer {
+        let mut sorted = axes.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let inner = sorted.iter().enumerate().all(|(i, &a)| a == r - k + i);
+        if k == 0 || k >= r || sorted.len() != k || inner {
             return None;
         }
-        match shape {
-            None => shape = Some((r, k)),
-            Some(s) if s != (r, k) => return None,
+        match &shape {
+            None => shape = Some((r, sorted)),
+            Some(s) if *s != (r, sorted) => return None,
             Some(_) => {}
         }
     }
     shape
 }
 
-/// Schedules a fusion of outer reductions and pointwise ops (see the module
-/// documentation).
+/// The `(rank, k)` of a fusion whose live reductions all reduce the same `k < rank`
+/// dims other than the innermost ones (see [`outer_axes`]), or `None`.
+pub(crate) fn outer_shape(fusion: &Fusion) -> Option<(usize, usize)> {
+    outer_axes(fusion).map(|(r, axes)| (r, axes.len()))
+}
+
+/// Schedules a fusion of reductions that are not over the innermost dims, and pointwise
+/// ops (see the module documentation).
 pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError> {
-    let Some((rank, k)) = outer_shape(fusion) else {
-        return not_supported("reductions that are not all over the same outermost dims");
+    let Some((rank, axes)) = outer_axes(fusion) else {
+        return not_supported(
+            "reductions that are not all over the same dims (other than the innermost ones)",
+        );
     };
-    let inner = rank - k;
+    let k = axes.len();
+    let kept = rank - k;
+    let reduced = |i: usize| axes.contains(&i);
 
     let rewritten = recompute_per_use(&push_broadcasts(fusion))?;
     let f = &rewritten;
     let live = f.live_exprs();
 
     let mut full: Vec<ValId> = Vec::new();
-    let mut per_col: Vec<ValId> = Vec::new();
+    let mut per_out: Vec<ValId> = Vec::new();
     let mut reductions: Vec<ValId> = Vec::new();
     for (id, e) in f.exprs() {
         if !live[id.index()] {
@@ -77,36 +97,46 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
         }
         if let Op::Broadcast { mask } = &e.op {
             let input = e.inputs[0];
-            let leading = mask.len() == rank && mask.iter().enumerate().all(|(i, &m)| m == (i < k));
-            if f.input_position(input).is_none() && !leading {
+            let along_reduced =
+                mask.len() == rank && mask.iter().enumerate().all(|(i, &m)| m == reduced(i));
+            if f.input_position(input).is_none() && !along_reduced {
                 return not_supported(format!(
-                    "{out} broadcasts the computed value {input} along dims {:?}; only per-column values can be broadcast along the reduced dims (and fusion inputs in any way)",
+                    "{out} broadcasts the computed value {input} along dims {:?}; only per-output values can be broadcast along the reduced dims {axes:?} (and fusion inputs in any way)",
                     mask.iter().enumerate().filter(|(_, &m)| m).map(|(i, _)| i).collect::<Vec<_>>()
                 ));
             }
         }
         if r == rank {
             full.push(out);
-        } else if r == inner {
-            per_col.push(out);
+        } else if r == kept {
+            per_out.push(out);
         } else {
             return not_supported(format!(
-                "{out} has {r} dims; expected {rank} (like the reduction inputs) or {inner} (per-column values)"
+                "{out} has {r} dims; expected {rank} (like the reduction inputs) or {kept} (per-output values)"
             ));
         }
     }
 
     let mut s = ScheduledFusion::new(rewritten.clone())?;
-    // [R.., I..] -> [R, I] -> [R, Io, Ii] -> [Io, Ii, R].
+    // Kept dims first, reduced dims last: new loop dim `i` is old dim `order[i]`.
+    let order: Vec<i64> = (0..rank)
+        .filter(|&i| !reduced(i))
+        .chain(axes.iter().copied())
+        .map(|i| i as i64)
+        .collect();
+    let identity = order.iter().enumerate().all(|(i, &o)| o == i as i64);
+    // [I0, R, I1] -> [I0, I1, R] -> [I, R] -> [Io, Ii, R].
     let schedule_full = |s: &mut ScheduledFusion, tv: ValId| -> Result<(), DefaultScheduleError> {
-        for _ in 1..inner {
-            s.merge(tv, k as i64)?;
+        if !identity {
+            s.reorder(tv, &order)?;
         }
         for _ in 1..k {
+            s.merge(tv, kept as i64)?;
+        }
+        for _ in 1..kept {
             s.merge(tv, 0)?;
         }
-        s.split(tv, 1, THREADS)?;
-        s.reorder(tv, &[1, 2, 0])?;
+        s.split(tv, 0, THREADS)?;
         s.parallelize(tv, 0, ParallelType::BIDx)?;
         s.parallelize(tv, 1, ParallelType::TIDx)?;
         Ok(())
@@ -114,8 +144,8 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     for &tv in reductions.iter().chain(&full) {
         schedule_full(&mut s, tv)?;
     }
-    for &tv in &per_col {
-        for _ in 1..inner {
+    for &tv in &per_out {
+        for _ in 1..kept {
             s.merge(tv, 0)?;
         }
         s.split(tv, 0, THREADS)?;

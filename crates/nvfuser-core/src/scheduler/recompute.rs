@@ -4,7 +4,8 @@
 //! intermediate values in registers when the row length is symbolic. So every pointwise
 //! intermediate gets its own copy of its defining expressions for each use (the
 //! expression is recomputed in the loop that needs it), and every read of an input
-//! tensor other than by a broadcast goes through its own register copy (`set`), as
+//! tensor other than by a broadcast or a data-movement/indexing op (which read global
+//! memory at computed positions) goes through its own register copy (`set`), as
 //! `cache_after` would make. Reduction results are shared: after the block reduction
 //! every thread of the block holds them.
 //!
@@ -83,15 +84,16 @@ impl Rewrite<'_> {
     }
 
     fn resolve_inputs(&mut self, e: &Expr) -> Result<SmallVec<[ValId; 3]>, DefaultScheduleError> {
-        let by_broadcast = matches!(e.op, Op::Broadcast { .. });
-        e.inputs
-            .iter()
-            .map(|&i| self.resolve(i, by_broadcast))
-            .collect()
+        // A broadcast reads its input directly; so do data-movement and indexing ops,
+        // which compute where to read from the output index and must read global
+        // memory (a register copy would hold another element).
+        let direct = matches!(e.op, Op::Broadcast { .. }) || super::analysis::is_movement(&e.op);
+        e.inputs.iter().map(|&i| self.resolve(i, direct)).collect()
     }
 
-    /// A value holding `v` for one use.
-    fn resolve(&mut self, v: ValId, by_broadcast: bool) -> Result<ValId, DefaultScheduleError> {
+    /// A value holding `v` for one use; `direct`: a fusion input is read as it is, not
+    /// through a register copy.
+    fn resolve(&mut self, v: ValId, direct: bool) -> Result<ValId, DefaultScheduleError> {
         let val = self.f.val(v);
         if !val.is_tensor() {
             return Ok(v);
@@ -101,8 +103,9 @@ impl Rewrite<'_> {
         }
         let (op, inputs) = match val.definition {
             None => {
-                // A fusion input: a broadcast reads it directly, others through a copy.
-                if by_broadcast {
+                // A fusion input: broadcasts and data movement read it directly, others
+                // through a copy.
+                if direct {
                     return Ok(v);
                 }
                 (Op::Set, SmallVec::from_elem(v, 1))

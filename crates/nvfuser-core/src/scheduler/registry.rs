@@ -325,3 +325,9 @@ pub fn check_fits(
     }
     Ok(())
 }
+
+/// The index type a call needs: 64-bit when some input or output has 2^31 elements or
+/// more (or an output size cannot be evaluated).
+pub fn index_type_for(fusion: &Fusion, info: &RuntimeInfo) -> crate::codegen::IndexType {
+    auto::pointwise::index_type(fusion, info)
+}

@@ -113,6 +113,8 @@ pub(crate) fn accepted_corpus() -> crate::Result<Vec<(&'static str, Fusion, Defa
     out.extend(welford_corpus()?);
     out.extend(creation_corpus()?);
     out.extend(movement_corpus()?);
+    out.extend(middle_corpus()?);
+    out.extend(indexing_corpus()?);
     Ok(out)
 }
 
@@ -295,11 +297,12 @@ fn accepts_pointwise_and_inner_reductions() -> R {
 }
 
 #[test]
-fn rejects_middle_and_mixed_inner_outer_reductions() -> R {
+fn rejects_mixed_inner_outer_reductions_and_middle_welford() -> R {
+    // Var over a middle dim: Welford-style reductions only over the innermost dims.
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
-    let r = fd.sum(x, &[1], false)?;
-    fd.add_output(r)?;
+    let v = fd.var(x, &[1], 1, false)?;
+    fd.add_output(v)?;
     rejects(&fd.finish()?, "only the innermost dims can be reduced");
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
@@ -331,10 +334,10 @@ fn outer_reductions_loop_over_rows_per_thread() -> R {
 #[test]
 fn rejects_ops_it_does_not_know() -> R {
     let mut fd = FusionDefinition::new();
-    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
-    let y = fd.reshape(x, &[crate::builder::Size::Const(-1)])?;
+    let x = fd.define_tensor(DataType::F32, &[-1, 1, -1])?;
+    let y = fd.squeeze(x, &[1])?;
     fd.add_output(y)?;
-    rejects(&fd.finish()?, "the op reshape");
+    rejects(&fd.finish()?, "the op squeeze");
     // Welford-style reductions only over the innermost dims.
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
@@ -459,6 +462,177 @@ pub(crate) fn movement_corpus() -> crate::Result<Vec<(&'static str, Fusion, Defa
     Ok(out)
 }
 
+/// Reductions over dims other than the innermost ones: middle dims and mixes of outer
+/// and middle dims (one output element per thread, like outer reductions).
+pub(crate) fn middle_corpus() -> crate::Result<Vec<(&'static str, Fusion, DefaultKind)>> {
+    use DefaultKind::*;
+    let mut out = Vec::new();
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+    let r = fd.sum(x, &[1], false)?;
+    fd.add_output(r)?;
+    out.push(("middle_sum_1of3", fd.finish()?, OuterReduction));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1, -1])?;
+    let r = fd.max(x, &[1, 2], false)?;
+    fd.add_output(r)?;
+    out.push(("middle_max_2of4", fd.finish()?, OuterReduction));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+    let r = fd.min(x, &[0, 2], false)?;
+    fd.add_output(r)?;
+    out.push(("mixed_min_0_2of3", fd.finish()?, OuterReduction));
+    // bf16 in, f32 math: sqrt(sum(x * x, [1])) as bf16.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::BF16, &[-1, -1, -1])?;
+    let xf = fd.cast(x, DataType::F32)?;
+    let sq = fd.mul(xf, xf)?;
+    let s = fd.sum(sq, &[1], false)?;
+    let n = fd.sqrt(s)?;
+    let n = fd.cast(n, DataType::BF16)?;
+    fd.add_output(n)?;
+    out.push(("middle_norm_bf16", fd.finish()?, OuterReduction));
+    // Centering over the middle dim, with the mean as a second output.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+    let m = fd.mean(x, &[1], false)?;
+    let mb = fd.broadcast(m, &[false, true, false])?;
+    let y = fd.sub(x, mb)?;
+    fd.add_output(y)?;
+    fd.add_output(m)?;
+    out.push(("middle_center", fd.finish()?, OuterReduction));
+    Ok(out)
+}
+
+/// Slice, reshape and the indexing ops over fusion inputs, feeding pointwise math or a
+/// reduction.
+pub(crate) fn indexing_corpus() -> crate::Result<Vec<(&'static str, Fusion, DefaultKind)>> {
+    use crate::builder::{Size, Slice};
+    use DefaultKind::*;
+    let mut out = Vec::new();
+    // relu(x[:, 1:-1]).
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let sl = fd.slice(x, &[Slice::all(), Slice::range(1, -1)])?;
+    let t = fd.relu(sl)?;
+    fd.add_output(t)?;
+    out.push(("slice_relu", fd.finish()?, Pointwise));
+    // x[1::2, 3:s] + 1 with a scalar stop.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let stop = fd.define_scalar(DataType::I64)?;
+    let sl = fd.slice(
+        x,
+        &[
+            Slice::step(1, i64::MAX, 2),
+            Slice::range(3, Size::Val(stop)),
+        ],
+    )?;
+    let one = fd.constant(1.0);
+    let t = fd.add(sl, one)?;
+    fd.add_output(t)?;
+    out.push(("slice_step_scalar_stop", fd.finish()?, Pointwise));
+    // reshape(x, [-1, 48]) * 2 for x: [N, 6, 8], as the corpus `reshape_view`.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, 6, 8])?;
+    let r = fd.reshape(x, &[Size::Const(-1), Size::Const(48)])?;
+    let two = fd.constant(2.0);
+    let z = fd.mul(r, two)?;
+    fd.add_output(z)?;
+    out.push(("reshape_mul", fd.finish()?, Pointwise));
+    // reshape(x, [-1]) + y: a symbolic [N, H] flattened.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let y = fd.define_tensor(DataType::F32, &[-1])?;
+    let r = fd.reshape(x, &[Size::Const(-1)])?;
+    let z = fd.add(r, y)?;
+    fd.add_output(z)?;
+    out.push(("reshape_flatten_add", fd.finish()?, Pointwise));
+    // select(x, 0, 1) + y, and select by a scalar index (negative wraps).
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let y = fd.define_tensor(DataType::F32, &[-1])?;
+    let sel = fd.select(x, 0, Size::Const(1))?;
+    let z = fd.add(sel, y)?;
+    fd.add_output(z)?;
+    out.push(("select_add", fd.finish()?, Pointwise));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+    let i = fd.define_scalar(DataType::I64)?;
+    let sel = fd.select(x, 1, Size::Val(i))?;
+    let z = fd.neg(sel)?;
+    fd.add_output(z)?;
+    out.push(("select_scalar_index", fd.finish()?, Pointwise));
+    // index_select(x, 0, rows) * 2.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let rows = fd.define_tensor(DataType::I64, &[-1])?;
+    let g = fd.index_select(x, 0, rows)?;
+    let two = fd.constant(2.0);
+    let z = fd.mul(g, two)?;
+    fd.add_output(z)?;
+    out.push(("index_select_mul", fd.finish()?, Pointwise));
+    // gather(x, 1, idx) and take_along_axis(x, idx, 1) with i32 indices.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::BF16, &[-1, -1])?;
+    let idx = fd.define_tensor(DataType::I32, &[-1, -1])?;
+    let g = fd.gather(x, 1, idx)?;
+    fd.add_output(g)?;
+    out.push(("gather_bf16", fd.finish()?, Pointwise));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let idx = fd.define_tensor(DataType::I64, &[-1, -1])?;
+    let g = fd.take_along_axis(x, idx, 1)?;
+    let e = fd.exp(g)?;
+    fd.add_output(e)?;
+    out.push(("take_along_axis_exp", fd.finish()?, Pointwise));
+    // Data movement under reductions: sum over the sliced rows, and a column sum of
+    // selected rows.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let sl = fd.slice(x, &[Slice::all(), Slice::range(1, -1)])?;
+    let r = fd.sum(sl, &[1], false)?;
+    fd.add_output(r)?;
+    out.push(("slice_inner_sum", fd.finish()?, InnerReduction));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let rows = fd.define_tensor(DataType::I64, &[-1])?;
+    let g = fd.index_select(x, 0, rows)?;
+    let r = fd.sum(g, &[0], false)?;
+    fd.add_output(r)?;
+    out.push(("index_select_outer_sum", fd.finish()?, OuterReduction));
+    Ok(out)
+}
+
+#[test]
+fn middle_and_mixed_reductions_loop_over_reduced_dims_per_thread() -> R {
+    for (name, f, kind) in middle_corpus()? {
+        let (sf, k) = default_schedule_kind(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(k, kind, "{name}");
+        let src = codegen::generate(&sf, &KernelOptions::default())?.cuda_source();
+        let body = src.split("__global__").nth(1).ok_or("no kernel")?;
+        assert!(
+            body.contains("threadIdx.x") && body.contains("blockIdx.x"),
+            "{name}\n{body}"
+        );
+        assert!(!body.contains("__syncthreads"), "{name}\n{body}");
+    }
+    Ok(())
+}
+
+#[test]
+fn indexing_ops_read_their_inputs_from_global_memory() -> R {
+    for (name, f, kind) in indexing_corpus()? {
+        let (sf, k) = default_schedule_kind(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(k, kind, "{name}");
+        let src = codegen::generate(&sf, &KernelOptions::default())?.cuda_source();
+        let body = src.split("__global__").nth(1).ok_or("no kernel")?;
+        // The data-movement input (T0) is indexed in global memory.
+        assert!(body.contains("T0["), "{name}\n{body}");
+    }
+    Ok(())
+}
+
 #[test]
 fn movement_ops_need_input_operands_and_one_output() -> R {
     let mut fd = FusionDefinition::new();
@@ -474,18 +648,79 @@ fn movement_ops_need_input_operands_and_one_output() -> R {
     fd.add_output(p)?;
     fd.add_output(e)?;
     rejects(&fd.finish()?, "more than one output");
-    // Slice is not taken (see `analysis::is_movement`).
+    // Indexing of a computed value, and a gather whose index is computed.
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let e = fd.exp(x)?;
     let sl = fd.slice(
-        x,
+        e,
         &[
             crate::builder::Slice::all(),
             crate::builder::Slice::range(1, -1),
         ],
     )?;
-    let t = fd.relu(sl)?;
-    fd.add_output(t)?;
-    rejects(&fd.finish()?, "the op slice");
+    fd.add_output(sl)?;
+    rejects(&fd.finish()?, "must read fusion inputs");
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let idx = fd.define_tensor(DataType::I64, &[-1, -1])?;
+    let one = fd.constant(1i64);
+    let i2 = fd.add(idx, one)?;
+    let g = fd.gather(x, 1, i2)?;
+    fd.add_output(g)?;
+    rejects(&fd.finish()?, "must read fusion inputs");
+    Ok(())
+}
+
+/// Data movement whose kernel could read outside its input for some runtime values.
+#[test]
+fn rejects_movement_that_could_read_out_of_bounds() -> R {
+    use crate::builder::{Size, Slice};
+    // A scalar slice start (a negative one would read before the tensor).
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let start = fd.define_scalar(DataType::I64)?;
+    let sl = fd.slice(x, &[Slice::all(), Slice::range(Size::Val(start), i64::MAX)])?;
+    fd.add_output(sl)?;
+    rejects(&fd.finish()?, "start given by a scalar input");
+    // Reshapes to sizes from scalars, or to constants from symbolic sizes, without -1.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let n = fd.define_scalar(DataType::I64)?;
+    let m = fd.define_scalar(DataType::I64)?;
+    let r = fd.reshape(x, &[Size::Val(n), Size::Val(m)])?;
+    fd.add_output(r)?;
+    rejects(&fd.finish()?, "not provably the input's");
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let r = fd.reshape(x, &[Size::Const(6), Size::Const(8)])?;
+    fd.add_output(r)?;
+    rejects(&fd.finish()?, "give one dim as -1");
+    // Accepted: static shapes (checked by the builder), or one inferred dim.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[4, 12])?;
+    let r = fd.reshape(x, &[Size::Const(6), Size::Const(8)])?;
+    fd.add_output(r)?;
+    accepts(&fd.finish()?, DefaultKind::Pointwise);
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let n = fd.define_scalar(DataType::I64)?;
+    let r = fd.reshape(x, &[Size::Val(n), Size::Const(-1)])?;
+    fd.add_output(r)?;
+    accepts(&fd.finish()?, DefaultKind::Pointwise);
+    Ok(())
+}
+
+#[test]
+fn zz_dump_scratch() -> R {
+    let Ok(dir) = std::env::var("NVF_SCRATCH_DUMP") else {
+        return Ok(());
+    };
+    for (name, f, _) in accepted_corpus()? {
+        let sf = default_schedule(&f)?;
+        let src = codegen::generate(&sf, &KernelOptions::default())?.cuda_source();
+        let body = src.split("__global__").nth(1).unwrap_or("").to_owned();
+        std::fs::write(format!("{dir}/{name}.cu"), body)?;
+    }
     Ok(())
 }

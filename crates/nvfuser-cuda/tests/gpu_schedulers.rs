@@ -1,0 +1,152 @@
+//! The tuned schedulers on the GPU: every workload of the benchmark suite
+//! (`nvfuser_core::workloads`) over a sweep of shapes (rows 1..64K, hidden 1..256K,
+//! odd and non-multiple-of-vector sizes) through `FusionExecutorCache`, against the CPU
+//! reference on random inputs; then the seed scenario: computed pointwise params with
+//! the unroll factor changed give the same values as the automatic path. Skipped
+//! without a GPU, required with `NVFUSER_REQUIRE_GPU=1`.
+//!
+//! ```text
+//! NVFUSER_REQUIRE_GPU=1 cargo test -p nvfuser-cuda --test gpu_schedulers -- --nocapture
+//! ```
+
+use std::collections::BTreeMap;
+
+use nvfuser_core::eval::{EvalInput, HostTensor, Tolerance};
+use nvfuser_core::scheduler::HeuristicParams;
+use nvfuser_core::workloads::{self, WorkloadInput};
+use nvfuser_core::DataType;
+use nvfuser_cuda::testing::{require_gpu, run_and_compare};
+use nvfuser_cuda::{Device, FusionExecutorCache};
+
+fn gpu() -> Option<Device> {
+    require_gpu()?;
+    Some(Device::cuda(0).unwrap_or_else(|e| panic!("the driver sees a GPU, but: {e}")))
+}
+
+/// Outputs are rounded from f32 math: f32 results of reductions over up to 256K
+/// elements accumulate in a different order than the f64 reference (rtol/atol 1e-4
+/// relative to the row's magnitude); half-precision outputs may round to the neighbour
+/// of the reference's value (two units in the last place).
+fn tolerance(dtype: DataType) -> Tolerance {
+    match dtype {
+        DataType::F32 => Tolerance::new(2e-4, 2e-4),
+        DataType::F16 => Tolerance::new(2e-3, 1e-3),
+        DataType::BF16 => Tolerance::new(1.6e-2, 2e-3),
+        other => Tolerance::for_dtype(other),
+    }
+}
+
+fn eval_inputs(
+    name: &str,
+    dtype: DataType,
+    rows: usize,
+    hidden: usize,
+    seed: u64,
+) -> Vec<EvalInput> {
+    workloads::inputs(name, dtype, rows, hidden)
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| match w {
+            WorkloadInput::Tensor(d, s) => {
+                EvalInput::Tensor(HostTensor::random(d, &s, seed * 31 + i as u64))
+            }
+            WorkloadInput::Scalar(v) => EvalInput::Scalar(v),
+        })
+        .collect()
+}
+
+const ROWS: &[usize] = &[1, 3, 128, 1000, 65536];
+const HIDDEN: &[usize] = &[1, 7, 64, 1000, 1024, 4096, 12289, 32768, 262144];
+
+#[test]
+fn tuned_schedulers_match_the_cpu_reference() {
+    let Some(device) = gpu() else { return };
+    let mut compared = 0;
+    let mut mismatches = Vec::new();
+    let mut per_scheduler: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seed = 1;
+    for &(name, build) in workloads::ALL {
+        for dtype in [DataType::BF16, DataType::F32] {
+            let exec = FusionExecutorCache::new(build(dtype).unwrap());
+            for &rows in ROWS {
+                for &hidden in HIDDEN {
+                    if rows * hidden > 1 << 20 {
+                        continue;
+                    }
+                    seed += 1;
+                    let case = format!("{name} {dtype} [{rows}, {hidden}]");
+                    let inputs = eval_inputs(name, dtype, rows, hidden, seed);
+                    match run_and_compare(&device, &exec, &inputs, None, &tolerance) {
+                        Ok(n) => compared += n,
+                        Err(m) => mismatches.push(format!("{case}: {m}")),
+                    }
+                }
+            }
+            // Which scheduler ran it at one mid-size shape.
+            let inputs = eval_inputs(name, dtype, 1000, 1024, 7);
+            let tensors: Vec<_> = inputs
+                .iter()
+                .filter_map(|i| match i {
+                    EvalInput::Tensor(h) => Some(device.tensor_from_host(h).unwrap()),
+                    _ => None,
+                })
+                .collect();
+            let mut args: Vec<nvfuser_cuda::Arg<'_>> = tensors.iter().map(Into::into).collect();
+            for i in &inputs {
+                if let EvalInput::Scalar(v) = i {
+                    args.push(nvfuser_cuda::Arg::Scalar(*v));
+                }
+            }
+            let (_, profile) = exec.run_profiled(&device, &args).unwrap();
+            *per_scheduler.entry(profile.scheduler.clone()).or_default() += 1;
+        }
+    }
+    println!(
+        "tuned schedulers: {compared} outputs compared, {} mismatches; schedulers at [1000, 1024]: {per_scheduler:?}",
+        mismatches.len()
+    );
+    assert!(
+        mismatches.is_empty(),
+        "mismatches:\n{}",
+        mismatches.join("\n")
+    );
+    assert!(compared > 0);
+}
+
+/// The seed scenario: compute pointwise params, change the unroll factor, run with the
+/// edited params, and get the same values as the automatic path.
+#[test]
+fn edited_pointwise_params_give_the_same_values() {
+    let Some(device) = gpu() else { return };
+    let fusion = workloads::gelu_tanh(DataType::BF16).unwrap();
+    let exec = FusionExecutorCache::new(fusion);
+    let x = HostTensor::random(DataType::BF16, &[513, 1000], 42);
+    let xd = device.tensor_from_host(&x).unwrap();
+    let args = [nvfuser_cuda::Arg::from(&xd)];
+    let auto = exec.heuristics(&device, &args).unwrap();
+    let HeuristicParams::Pointwise(mut p) = auto.clone() else {
+        panic!("gelu took {auto:?}, expected pointwise params");
+    };
+    let before = p.unroll;
+    p.unroll = if p.unroll == 1 { 4 } else { 1 };
+    let edited = HeuristicParams::Pointwise(p);
+    let a = exec.run(&device, &args).unwrap()[0]
+        .to_host_tensor()
+        .unwrap();
+    let b = exec.run_with_params(&device, &args, &edited).unwrap()[0]
+        .to_host_tensor()
+        .unwrap();
+    assert_eq!(a, b, "edited params changed the values");
+    let src_auto = exec.cuda_source(&device, &args).unwrap();
+    println!("seed scenario: unroll {before} -> edited, outputs identical ({} elements); automatic kernel {} bytes of CUDA", 513 * 1000, src_auto.len());
+    // Invalid params are refused before anything is scheduled.
+    let HeuristicParams::Pointwise(mut bad) = auto else {
+        unreachable!()
+    };
+    bad.threads = 100;
+    let err = exec
+        .run_with_params(&device, &args, &HeuristicParams::Pointwise(bad))
+        .unwrap_err();
+    assert!(err.to_string().contains("threads = 100"), "{err}");
+}
