@@ -137,3 +137,8 @@ pub fn finish(ok: bool) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// The first line of a (possibly long, multi-line) message.
+pub fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
