@@ -65,32 +65,31 @@ fn main() -> Result<(), Error> {
     let (b, bd) = common::random(&device, DataType::BF16, &[hd], 4)?;
     println!("dropout(p = {p}) + residual + LayerNorm [{n}, {hd}] bf16 on {device}");
 
-    let (h, y) = match dropout_residual_layer_norm(
-        &device, &xd, &rd, &wd, &bd, p, seed, offset, eps,
-    ) {
-        Ok(outputs) => {
-            println!(
-                "  {}",
-                common::pick(
-                    &device,
-                    "one fused kernel",
-                    "one fusion (on the CPU reference)"
-                )
-            );
-            outputs
-        }
-        // The GPU's schedulers may not take random numbers and a reduction in one
-        // kernel yet: that is a typed error, never a silent CPU fallback. Run the two
-        // halves as two fusions instead (h goes through global memory once more).
-        Err(Error::UnsupportedFusion { reason }) => {
-            println!(
+    let (h, y) =
+        match dropout_residual_layer_norm(&device, &xd, &rd, &wd, &bd, p, seed, offset, eps) {
+            Ok(outputs) => {
+                println!(
+                    "  {}",
+                    common::pick(
+                        &device,
+                        "one fused kernel",
+                        "one fusion (on the CPU reference)"
+                    )
+                );
+                outputs
+            }
+            // The GPU's schedulers may not take random numbers and a reduction in one
+            // kernel yet: that is a typed error, never a silent CPU fallback. Run the two
+            // halves as two fusions instead (h goes through global memory once more).
+            Err(Error::UnsupportedFusion { reason }) => {
+                println!(
                 "  not one kernel on this build ({reason});\n  running it as two fusions instead"
             );
-            let (h, h32) = dropout_residual(&device, &xd, &rd, p, seed, offset)?;
-            (h, layer_norm_f32(&device, &h32, &wd, &bd, eps)?)
-        }
-        Err(e) => return Err(e),
-    };
+                let (h, h32) = dropout_residual(&device, &xd, &rd, p, seed, offset)?;
+                (h, layer_norm_f32(&device, &h32, &wd, &bd, eps)?)
+            }
+            Err(e) => return Err(e),
+        };
 
     // The reference: the same uniform stream (row-major element index i), then f64 math.
     let (xs, rs, ws, bs) = (

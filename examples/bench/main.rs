@@ -303,6 +303,7 @@ fn run_case(
         block: None,
         registers: None,
         first_call_ms: None,
+        params: None,
         note: case.note.into(),
     };
     let held = match make_args(device, case, seed + 1) {
@@ -349,6 +350,12 @@ fn run_case(
         }
     }
     drop(outputs);
+    if device.is_gpu() {
+        r.params = exec
+            .heuristics(device, &args)
+            .ok()
+            .and_then(|p| serde_json::to_value(p).ok());
+    }
     match measure::time_case(device, flusher, &exec, &args, opts.warmup, opts.repeats) {
         Ok(t) => {
             r.time_us = Some(t.kernel.median_us);

@@ -45,6 +45,8 @@ pub struct CaseResult {
     pub registers: Option<u32>,
     /// First call: schedule, generate, compile (or load from the disk cache), run.
     pub first_call_ms: Option<f64>,
+    /// The heuristic params the scheduler picked (`HeuristicParams` as JSON).
+    pub params: Option<serde_json::Value>,
     pub note: String,
 }
 

@@ -212,7 +212,7 @@ def run(args):
                      dtype=dtype_name(torch, case["dtype"]), bytes=nbytes, status="error", error=None,
                      check="not run", time_us=None, min_us=None, max_us=None, gb_s=None, pct_of_copy=None,
                      call_us=None, scheduler="eager" if impl == "torch-eager" else "inductor",
-                     kernel_name=None, grid=None, block=None, registers=None, first_call_ms=None,
+                     kernel_name=None, grid=None, block=None, registers=None, first_call_ms=None, params=None,
                      note=case["note"])
             try:
                 if impl == "torch-eager":
