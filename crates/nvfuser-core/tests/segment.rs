@@ -468,3 +468,199 @@ fn segment_set_extent_inputs() {
     let inputs = random_inputs(&f, &[&[4, 3], &[4, 3]], &[]);
     check_against_whole(&f, &seg, &accept_all, &inputs);
 }
+
+/// bf16 LayerNorm-like: x (bf16) upcast, a row sum broadcast back, output bf16.
+fn half_norm(out_dtype: DataType) -> (Fusion, ValId, ValId) {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::BF16, &[-1, -1]).unwrap();
+    let xf = fd.cast(x, DataType::F32).unwrap();
+    let s = fd.sum(xf, &[1], false).unwrap();
+    let b = fd.broadcast(s, &[false, true]).unwrap();
+    let y = fd.div(xf, b).unwrap();
+    let y = fd.cast(y, out_dtype).unwrap();
+    fd.add_output(y).unwrap();
+    (fd.finish().unwrap(), x, xf)
+}
+
+#[test]
+fn upcasts_of_half_cross_boundaries_in_half() {
+    let (f, x, xf) = half_norm(DataType::BF16);
+    let seg = segment_with(&f, &no_broadcast_of_reduction);
+    println!("{seg}");
+    let segs = seg.segments();
+    assert_eq!(segs.len(), 2);
+    // The epilogue reads x (bf16) and recomputes the cast instead of reading xf (f32).
+    let h = seg.half_boundaries();
+    assert_eq!(h.len(), 1);
+    assert_eq!((h[0].value, h[0].stored), (xf, x));
+    assert!(segs[1].inputs().contains(&SegmentValue::Val(x)));
+    assert!(!segs[1].inputs().contains(&SegmentValue::Val(xf)));
+    let cast = f.val(xf).definition.unwrap();
+    assert_eq!(segs[1].recomputed(), &[cast]);
+    // The reduction segment no longer outputs xf.
+    assert!(!segs[0].outputs().contains(&xf));
+    let inputs = random_inputs(&f, &[&[4, 33]], &[]);
+    check_against_whole(&f, &seg, &no_broadcast_of_reduction, &inputs);
+
+    // Off by option, or when no output is half: xf crosses in f32.
+    let off = SegmentedFusion::with_scheduler(
+        &f,
+        &no_broadcast_of_reduction,
+        SegmentOptions {
+            half_boundaries: false,
+        },
+    )
+    .unwrap();
+    assert!(off.half_boundaries().is_empty());
+    assert!(off.segments()[1].inputs().contains(&SegmentValue::Val(xf)));
+    check_against_whole(&f, &off, &no_broadcast_of_reduction, &inputs);
+    let (f32_out, _, xf) = half_norm(DataType::F32);
+    let seg = segment_with(&f32_out, &no_broadcast_of_reduction);
+    assert!(seg.half_boundaries().is_empty());
+    assert!(seg.segments()[1].inputs().contains(&SegmentValue::Val(xf)));
+}
+
+#[test]
+fn computed_half_values_are_not_narrowed() {
+    // h = bf16(x * 2) is rounded by its cast, so f32(h) may cross as h; but f32(x * 2)
+    // computed in bf16 math without a cast is not held in half and crosses in f32.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::BF16, &[-1, -1]).unwrap();
+    let two = fd.constant(2.0);
+    let m = fd.mul(x, two).unwrap(); // bf16 math, not rounded in the reference
+    let mf = fd.cast(m, DataType::F32).unwrap();
+    let s = fd.sum(mf, &[1], false).unwrap();
+    let b = fd.broadcast(s, &[false, true]).unwrap();
+    let y = fd.div(mf, b).unwrap();
+    let y = fd.cast(y, DataType::BF16).unwrap();
+    fd.add_output(y).unwrap();
+    let f = fd.finish().unwrap();
+    let seg = segment_with(&f, &no_broadcast_of_reduction);
+    println!("{seg}");
+    assert!(seg.half_boundaries().is_empty());
+    let inputs = random_inputs(&f, &[&[3, 10]], &[]);
+    check_against_whole(&f, &seg, &no_broadcast_of_reduction, &inputs);
+}
+
+#[test]
+fn scalar_cones_are_recomputed_where_needed() {
+    // eps is an input scalar, c = eps * 3 + n where n = size(relu(x), 1) (a scalar
+    // computed from an intermediate tensor): both segments that need c recompute it.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let eps = fd.define_scalar(DataType::F64).unwrap();
+    let a = fd.relu(x).unwrap();
+    let n = fd.size(a, 1).unwrap();
+    let three = fd.constant(3.0);
+    let c = fd.mul(eps, three).unwrap();
+    let c = fd.add(c, n).unwrap();
+    let a2 = fd.mul(a, c).unwrap();
+    let s = fd.sum(a2, &[1], false).unwrap();
+    let b = fd.broadcast(s, &[false, true]).unwrap();
+    let y = fd.sub(a2, b).unwrap();
+    let y = fd.div(y, c).unwrap();
+    fd.add_output(y).unwrap();
+    let f = fd.finish().unwrap();
+    let seg = segment_with(&f, &no_broadcast_of_reduction);
+    println!("{seg}");
+    assert_eq!(seg.segments().len(), 2);
+    for s in seg.segments() {
+        // Scalar inputs come from the original scalar input, never from a segment.
+        for x in s.inputs() {
+            if let SegmentValue::Val(v) = x {
+                assert!(f.val(*v).is_tensor() || f.inputs().contains(v));
+            }
+        }
+    }
+    let last = &seg.segments()[1];
+    assert!(last.inputs().contains(&SegmentValue::Val(eps)));
+    assert!(last.segment_val(c).is_some(), "the epilogue recomputes c");
+    let inputs = random_inputs(&f, &[&[4, 6]], &[ScalarValue::Float(0.25)]);
+    check_against_whole(&f, &seg, &no_broadcast_of_reduction, &inputs);
+}
+
+#[test]
+fn reproducers_rebuild_each_segment() {
+    let (f, _) = two_reduction_chain();
+    let seg = segment_with(&f, &one_reduction_shape);
+    let inputs = random_inputs(&f, &[&[5, 4]], &[]);
+    let mut env: std::collections::HashMap<ValId, EvalInput> = f
+        .inputs()
+        .iter()
+        .copied()
+        .zip(inputs.iter().cloned())
+        .collect();
+    for (k, src) in seg.to_reproducers("chain").iter().enumerate() {
+        println!("{src}");
+        let s = &seg.segments()[k];
+        let rebuilt = nvfuser_core::dsl::build_str(src).unwrap_or_else(|e| panic!("{src}\n{e:?}"));
+        let rebuilt = &rebuilt[0].0;
+        assert_eq!(rebuilt.inputs().len(), s.fusion().inputs().len());
+        let args = s.gather_inputs(&|v| env.get(&v).cloned()).unwrap();
+        let a = evaluate(rebuilt, &args).unwrap();
+        let b = evaluate(s.fusion(), &args).unwrap();
+        assert_eq!(a, b, "segment {k}");
+        for (&v, t) in s.outputs().iter().zip(b) {
+            env.insert(v, EvalInput::Tensor(t));
+        }
+    }
+    assert!(seg.to_reproducers("chain")[1].starts_with("fn chain_seg1("));
+}
+
+#[test]
+fn an_expression_no_scheduler_takes_is_an_error() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    let y = fd.exp(x).unwrap();
+    let z = fd.relu(y).unwrap();
+    fd.add_output(z).unwrap();
+    let f = fd.finish().unwrap();
+    let no_exp = |f: &Fusion| {
+        if f.exprs().any(|(_, e)| e.op.name() == "exp") {
+            reject("no exp")
+        } else {
+            accept_all(f)
+        }
+    };
+    let err = SegmentedFusion::with_scheduler(&f, &no_exp, SegmentOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("T1 = exp(T0)") && text.contains("no exp"),
+        "{text}"
+    );
+}
+
+#[test]
+fn nothing_to_compute_is_no_segments() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    fd.add_output(x).unwrap();
+    let f = fd.finish().unwrap();
+    let seg = SegmentedFusion::new(&f).unwrap();
+    assert_eq!(seg.whole_fusion(), &WholeFusion::Empty);
+    assert!(seg.segments().is_empty());
+    let inputs = random_inputs(&f, &[&[3]], &[]);
+    assert_eq!(
+        seg.evaluate(&inputs).unwrap(),
+        evaluate(&f, &inputs).unwrap()
+    );
+}
+
+#[test]
+fn whole_fusion_accepted_is_one_segment_with_identity_maps() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let b = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    let y = fd.add(x, b).unwrap();
+    let y = fd.relu(y).unwrap();
+    fd.add_output(y).unwrap();
+    let f = fd.finish().unwrap();
+    let seg = SegmentedFusion::new(&f).unwrap();
+    assert_eq!(seg.whole_fusion(), &WholeFusion::Accepted);
+    assert_eq!(seg.segments().len(), 1);
+    let s = &seg.segments()[0];
+    assert_eq!(s.inputs(), &[SegmentValue::Val(x), SegmentValue::Val(b)]);
+    assert_eq!(s.outputs(), &[y]);
+    assert_eq!(s.fusion(), &f);
+    assert!(seg.extents().is_empty());
+}
