@@ -68,15 +68,14 @@ fusion! {
 }
 
 /// SiLU-mul on one `[N, 2H]` input, `silu(x[:, :H]) * x[:, H:]`, built at run time with
-/// the builder (the slice bounds are computed from the input's size).
-fn silu_mul_sliced_fusion() -> Result<Fusion, Error> {
+/// the builder; `H` is known when the fusion is defined (as when a framework traces a
+/// model), so the slice bounds are constants.
+fn silu_mul_sliced_fusion(h: usize) -> Result<Fusion, Error> {
+    let h = h as i64;
     let mut fd = FusionDefinition::new();
-    let x = fd.define_tensor(DataType::BF16, &[-1, -1])?;
-    let width = fd.size(x, 1)?;
-    let two = fd.constant(2i64);
-    let half = fd.div(width, two)?;
-    let gate = fd.slice(x, &[Slice::all(), Slice::range(0, half)])?;
-    let up = fd.slice(x, &[Slice::all(), Slice::range(half, i64::MAX)])?;
+    let x = fd.define_tensor(DataType::BF16, &[-1, 2 * h])?;
+    let gate = fd.slice(x, &[Slice::all(), Slice::range(0, h)])?;
+    let up = fd.slice(x, &[Slice::all(), Slice::range(h, 2 * h)])?;
     let gate = fd.cast(gate, DataType::F32)?;
     let up = fd.cast(up, DataType::F32)?;
     let gate = fd.silu(gate)?;
@@ -263,7 +262,7 @@ pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     let mut sliced = rowwise(
         "silu_mul_sliced".into(),
         "silu_mul_sliced",
-        &silu_mul_sliced_fusion()?,
+        &silu_mul_sliced_fusion(h)?,
         vec![tensor(DataType::BF16, &[n, 2 * h])],
         n,
         h,

@@ -18,6 +18,7 @@
 mod cases;
 mod check;
 mod measure;
+mod offline;
 mod output;
 
 use std::path::PathBuf;
@@ -148,6 +149,7 @@ fn run(mut opts: Options) -> BenchResult<ExitCode> {
                 Ok(()) => println!("bench: the L2-flush spin kernel compiles with NVRTC for sm_90"),
                 Err(e) => println!("bench: the spin kernel did not compile with NVRTC: {e}"),
             }
+            offline_plans(&opts)?;
             opts.repeats = opts.repeats.min(3);
             opts.warmup = 0;
             (Device::cpu(), None, 64)
@@ -252,6 +254,30 @@ fn run(mut opts: Options) -> BenchResult<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Without a GPU: the scheduler, params and NVRTC compile of every full-size case on
+/// an H100's properties (see `offline.rs`).
+fn offline_plans(opts: &Options) -> BenchResult<()> {
+    let props = nvfuser::DeviceProperties::h100_sxm_for_tests();
+    let cases = selected(opts, 1)?;
+    println!(
+        "bench: the full-size cases on {} (scheduled offline):",
+        props.name
+    );
+    for case in &cases {
+        match offline::plan(case, &props) {
+            Ok((scheduler, params, compiled)) => {
+                println!(
+                    "  {:<28} {:<17} {compiled}
+  {:<28} {params}",
+                    case.name, scheduler, ""
+                )
+            }
+            Err(why) => println!("  {:<28} {why}", case.name),
+        }
+    }
+    Ok(())
 }
 
 fn make_args(device: &Device, case: &Case, seed: u64) -> Result<Vec<Held>, Error> {
