@@ -12,6 +12,9 @@ mod common;
 use nvfuser::prelude::*;
 use nvfuser::{fusion, philox, Error};
 
+// Written the way the GPU schedulers take it today: the mask's shape comes from `rows`
+// and `cols` arguments and the dropout scale 1 / (1 - p) from the host, because scalar
+// expressions in a kernel (`x.size(0)`, `1.0 - p`) are not lowered yet.
 fusion! {
     /// `h = dropout(x, p) + residual`, `y = layer_norm(h) * w + b`.
     pub fn dropout_residual_layer_norm(
@@ -20,12 +23,15 @@ fusion! {
         w: Tensor<bf16, [H]>,
         b: Tensor<bf16, [H]>,
         p: f32,
+        scale: f32,
         seed: i64,
         offset: i64,
         eps: f32,
+        rows: i64,
+        cols: i64,
     ) -> (Tensor<bf16, [N, H]>, Tensor<bf16, [N, H]>) {
-        let u = uniform([x.size(0), x.size(1)], 0.0, 1.0, seed, offset, f32);
-        let dropped = where_(u >= p, (x as f32) / (1.0 - p), 0.0f32);
+        let u = uniform([rows, cols], 0.0, 1.0, seed, offset, f32);
+        let dropped = where_(u >= p, (x as f32) * scale, 0.0f32);
         let h = dropped + (residual as f32);
         let (var, mean) = h.var_mean([1], correction = 0, keepdim = true);
         let y = (h - mean) * rsqrt(var + eps) * (w as f32) + (b as f32);
@@ -37,11 +43,14 @@ fusion! {
         x: Tensor<bf16, [N, H]>,
         residual: Tensor<bf16, [N, H]>,
         p: f32,
+        scale: f32,
         seed: i64,
         offset: i64,
+        rows: i64,
+        cols: i64,
     ) -> (Tensor<bf16, [N, H]>, Tensor<f32, [N, H]>) {
-        let u = uniform([x.size(0), x.size(1)], 0.0, 1.0, seed, offset, f32);
-        let h = where_(u >= p, (x as f32) / (1.0 - p), 0.0f32) + (residual as f32);
+        let u = uniform([rows, cols], 0.0, 1.0, seed, offset, f32);
+        let h = where_(u >= p, (x as f32) * scale, 0.0f32) + (residual as f32);
         (h as bf16, h)
     }
 
@@ -59,37 +68,39 @@ fn main() -> Result<(), Error> {
     let device = common::device();
     let (n, hd) = common::pick(&device, (8192, 4096), (64, 1024));
     let (p, seed, offset, eps) = (0.1f32, 42i64, 0i64, 1e-5f32);
+    let scale = 1.0 / (1.0 - p);
+    let (rows, cols) = (n as i64, hd as i64);
     let (x, xd) = common::random(&device, DataType::BF16, &[n, hd], 1)?;
     let (r, rd) = common::random(&device, DataType::BF16, &[n, hd], 2)?;
     let (w, wd) = common::random(&device, DataType::BF16, &[hd], 3)?;
     let (b, bd) = common::random(&device, DataType::BF16, &[hd], 4)?;
     println!("dropout(p = {p}) + residual + LayerNorm [{n}, {hd}] bf16 on {device}");
 
-    let (h, y) =
-        match dropout_residual_layer_norm(&device, &xd, &rd, &wd, &bd, p, seed, offset, eps) {
-            Ok(outputs) => {
-                println!(
-                    "  {}",
-                    common::pick(
-                        &device,
-                        "one fused kernel",
-                        "one fusion (on the CPU reference)"
-                    )
-                );
-                outputs
-            }
-            // The GPU's schedulers may not take random numbers and a reduction in one
-            // kernel yet: that is a typed error, never a silent CPU fallback. Run the two
-            // halves as two fusions instead (h goes through global memory once more).
-            Err(Error::UnsupportedFusion { reason }) => {
-                println!(
-                "  not one kernel on this build ({reason});\n  running it as two fusions instead"
+    let (h, y) = match dropout_residual_layer_norm(
+        &device, &xd, &rd, &wd, &bd, p, scale, seed, offset, eps, rows, cols,
+    ) {
+        Ok(outputs) => {
+            println!(
+                "  {}",
+                common::pick(
+                    &device,
+                    "one fused kernel",
+                    "one fusion (on the CPU reference)"
+                )
             );
-                let (h, h32) = dropout_residual(&device, &xd, &rd, p, seed, offset)?;
-                (h, layer_norm_f32(&device, &h32, &wd, &bd, eps)?)
-            }
-            Err(e) => return Err(e),
-        };
+            outputs
+        }
+        // The GPU's schedulers may not take random numbers and a reduction in one
+        // kernel yet: that is a typed error, never a silent CPU fallback. Run the two
+        // halves as two fusions instead (h goes through global memory once more).
+        Err(Error::UnsupportedFusion { reason }) => {
+            println!("  not one kernel on this build: {reason}");
+            println!("  running it as two fusions instead");
+            let (h, h32) = dropout_residual(&device, &xd, &rd, p, scale, seed, offset, rows, cols)?;
+            (h, layer_norm_f32(&device, &h32, &wd, &bd, eps)?)
+        }
+        Err(e) => return Err(e),
+    };
 
     // The reference: the same uniform stream (row-major element index i), then f64 math.
     let (xs, rs, ws, bs) = (
@@ -98,7 +109,7 @@ fn main() -> Result<(), Error> {
         w.to_f64_vec(),
         b.to_f64_vec(),
     );
-    let scale = 1.0 / (1.0 - f64::from(p));
+    let scale = f64::from(scale);
     let mut want_h = Vec::with_capacity(n * hd);
     for (i, (xv, rv)) in xs.iter().zip(&rs).enumerate() {
         let u = philox::uniform_f32(seed as u64, offset as u64, i as u64, 0.0, 1.0);
@@ -136,9 +147,12 @@ fn main() -> Result<(), Error> {
         (&wd).into(),
         (&bd).into(),
         p.into(),
+        scale.into(),
         seed.into(),
         offset.into(),
         eps.into(),
+        rows.into(),
+        cols.into(),
     ];
     if device.is_gpu() {
         if let Err(e) = common::profile(&device, &exec, &args, 20) {
