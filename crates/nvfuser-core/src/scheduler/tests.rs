@@ -710,17 +710,3 @@ fn rejects_movement_that_could_read_out_of_bounds() -> R {
     accepts(&fd.finish()?, DefaultKind::Pointwise);
     Ok(())
 }
-
-#[test]
-fn zz_dump_scratch() -> R {
-    let Ok(dir) = std::env::var("NVF_SCRATCH_DUMP") else {
-        return Ok(());
-    };
-    for (name, f, _) in accepted_corpus()? {
-        let sf = default_schedule(&f)?;
-        let src = codegen::generate(&sf, &KernelOptions::default())?.cuda_source();
-        let body = src.split("__global__").nth(1).unwrap_or("").to_owned();
-        std::fs::write(format!("{dir}/{name}.cu"), body)?;
-    }
-    Ok(())
-}

@@ -1,0 +1,121 @@
+//! Helpers shared by the GPU test files `gpu_runtime` and `gpu_default_movement`:
+//! the GPU (or a skip), dtype-aware tolerances, and a tally of outputs compared with the
+//! CPU reference evaluator. (`gpu_ops_more` has its own copy of the same structure.)
+
+#![allow(dead_code)]
+
+use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
+use nvfuser_core::{DataType, Fusion};
+use nvfuser_cuda::testing::require_gpu;
+use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
+
+/// GPU 0, or `None` (the test is skipped; with `NVFUSER_REQUIRE_GPU=1` it fails).
+pub fn gpu() -> Option<Device> {
+    require_gpu()?;
+    Some(Device::cuda(0).unwrap_or_else(|e| panic!("the driver sees a GPU, but: {e}")))
+}
+
+/// Tolerance for an output. Reductions: the GPU accumulates in f32 serially per thread
+/// (then across the block for inner reductions), the CPU reference in f64, so f32 gets
+/// rtol/atol 1e-4 (reduced lengths here stay below ~1000); f16/bf16 outputs get two
+/// units in the last place. Data movement (slice, reshape, gather) copies values and is
+/// exact within these tolerances too. Integers and bools are exact.
+pub fn tolerance(dtype: DataType) -> Tolerance {
+    match dtype {
+        DataType::F32 => Tolerance::new(1e-4, 1e-4),
+        DataType::F16 => Tolerance::new(2e-3, 1e-4),
+        DataType::BF16 => Tolerance::new(1.6e-2, 1e-3),
+        other => Tolerance::for_dtype(other),
+    }
+}
+
+/// Device copies of the tensor inputs (`None` for scalars).
+pub fn upload(device: &Device, inputs: &[EvalInput]) -> Vec<Option<Tensor>> {
+    inputs
+        .iter()
+        .map(|i| match i {
+            EvalInput::Tensor(h) => Some(device.tensor_from_host(h).unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Call arguments: the device tensors, or the scalars.
+pub fn args<'a>(inputs: &[EvalInput], tensors: &'a [Option<Tensor>]) -> Vec<Arg<'a>> {
+    inputs
+        .iter()
+        .zip(tensors)
+        .map(|(i, t)| match (i, t) {
+            (_, Some(t)) => Arg::from(t),
+            (EvalInput::Scalar(v), None) => Arg::Scalar(*v),
+            _ => unreachable!("a tensor input has a device tensor"),
+        })
+        .collect()
+}
+
+/// Outputs compared with the CPU reference, mismatches and fusions that did not run.
+#[derive(Default)]
+pub struct Tally {
+    pub compared: usize,
+    pub mismatches: Vec<String>,
+    pub unsupported: Vec<String>,
+}
+
+impl Tally {
+    /// Compares GPU outputs `got` with the reference `want`.
+    pub fn compare(&mut self, name: &str, got: &[Tensor], want: &[HostTensor]) {
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            let g = g.to_host_tensor().unwrap();
+            self.compared += 1;
+            if let Err(m) = compare(&g, w, tolerance(w.dtype())) {
+                self.mismatches.push(format!("{name} output {i}: {m}"));
+            }
+        }
+    }
+
+    /// Runs `fusion` through `exec` on the GPU and on the CPU reference, and compares
+    /// every output.
+    pub fn check_with(
+        &mut self,
+        device: &Device,
+        exec: &FusionExecutorCache,
+        name: &str,
+        inputs: &[EvalInput],
+    ) {
+        let want = evaluate(exec.fusion(), inputs).unwrap();
+        let tensors = upload(device, inputs);
+        let got = match exec.run(device, &args(inputs, &tensors)) {
+            Ok(g) => g,
+            Err(e) => {
+                self.unsupported.push(format!("{name}: {e}"));
+                return;
+            }
+        };
+        self.compare(name, &got, &want);
+    }
+
+    /// [`Tally::check_with`] with a new executor for `fusion`.
+    pub fn check(&mut self, device: &Device, name: &str, fusion: &Fusion, inputs: &[EvalInput]) {
+        let exec = FusionExecutorCache::new(fusion.clone());
+        self.check_with(device, &exec, name, inputs);
+    }
+
+    /// Prints `<what>: N outputs compared, M mismatches, K not run` and fails on any
+    /// mismatch or fusion that did not run.
+    pub fn finish(self, what: &str) {
+        println!(
+            "{what}: {} outputs compared, {} mismatches, {} not run",
+            self.compared,
+            self.mismatches.len(),
+            self.unsupported.len()
+        );
+        assert!(
+            self.mismatches.is_empty() && self.unsupported.is_empty(),
+            "{what}: mismatches:\n{}\nnot run:\n{}",
+            self.mismatches.join("\n"),
+            self.unsupported.join("\n")
+        );
+        assert!(self.compared > 0);
+    }
+}
