@@ -517,6 +517,72 @@ fn middle_cases() -> Vec<Case> {
         kind: DefaultKind::OuterReduction,
         inputs: three_d(700),
     });
+    // Welford-style reductions over outer and middle dims (serial Welford per thread).
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1]).unwrap();
+    let v = fd.var(x, &[0], 1, false).unwrap();
+    out.push(Case {
+        name: "var over the outer dim, correction 1".into(),
+        fusion: out1(fd, v),
+        kind: DefaultKind::OuterReduction,
+        inputs: [[1000, 129], [2, 1], [33, 257], [129, 37]]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| vec![rnd(F32, s, 900 + i as u64)])
+            .collect(),
+    });
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1]).unwrap();
+    let (avg, m2, n) = fd.welford(x, &[0]).unwrap();
+    fd.add_output(avg).unwrap();
+    fd.add_output(m2).unwrap();
+    fd.add_output(n).unwrap();
+    out.push(Case {
+        name: "welford over the outer dim".into(),
+        fusion: finish(fd),
+        kind: DefaultKind::OuterReduction,
+        inputs: [[1000, 129], [7, 1], [1, 300], [33, 257]]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| vec![rnd(F32, s, 910 + i as u64)])
+            .collect(),
+    });
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1, -1]).unwrap();
+    let (v, m) = fd.var_mean(x, &[1], 0, false).unwrap();
+    fd.add_output(v).unwrap();
+    fd.add_output(m).unwrap();
+    out.push(Case {
+        name: "var_mean over the middle dim".into(),
+        fusion: finish(fd),
+        kind: DefaultKind::OuterReduction,
+        inputs: three_d(920),
+    });
+    // Channel normalization of [N, C, L] over C, bf16 in and out, with the mean.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(BF16, &[-1, -1, -1]).unwrap();
+    let xf = fd.cast(x, F32).unwrap();
+    let (var, mean) = fd.var_mean(xf, &[1], 0, false).unwrap();
+    let mb = fd.broadcast(mean, &[false, true, false]).unwrap();
+    let xc = fd.sub(xf, mb).unwrap();
+    let eps = fd.constant(1e-5);
+    let ve = fd.add(var, eps).unwrap();
+    let rstd = fd.rsqrt(ve).unwrap();
+    let rb = fd.broadcast(rstd, &[false, true, false]).unwrap();
+    let y = fd.mul(xc, rb).unwrap();
+    let y = fd.cast(y, BF16).unwrap();
+    fd.add_output(y).unwrap();
+    fd.add_output(mean).unwrap();
+    out.push(Case {
+        name: "channel norm over the middle dim, bf16".into(),
+        fusion: finish(fd),
+        kind: DefaultKind::OuterReduction,
+        inputs: [[5, 7, 129], [3, 4, 1], [2, 300, 2], [17, 9, 13]]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| vec![rnd(BF16, s, 930 + i as u64)])
+            .collect(),
+    });
     // A middle dim of size 0: sums are 0.
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(F32, &[-1, -1, -1]).unwrap();

@@ -1,8 +1,8 @@
 //! The default schedule for reductions that are not over the innermost dims: one
 //! output element per thread.
 //!
-//! Accepted: every reduction (sum, max, min, mean, prod) reduces the same set of dims
-//! `axes` of a rank-`r` tensor, where `axes` is not the innermost suffix of the dims (that
+//! Accepted: every reduction (sum, max, min, mean, prod, and the Welford-style var,
+//! var_mean and welford) reduces the same set of dims `axes` of a rank-`r` tensor, where `axes` is not the innermost suffix of the dims (that
 //! is the inner-reduction schedule's) and keeps at least one dim: the outermost `k`
 //! dims (`[R.., I..]`, as the corpus `outer_sum`), dims in the middle (`sum(x, [1])` of
 //! `[A, B, C]`), or any mix (`[0, 2]` of rank 3). Every other computed tensor is either
@@ -15,8 +15,9 @@
 //! order) and the reduced ones last, without a permute of the data: `[I0, R, I1]`
 //! becomes `[I0, I1, R]`. The kept dims are merged into one dim, split by [`THREADS`]
 //! onto `blockIdx.x`/`threadIdx.x`, and the reduced dims are merged into one serial loop
-//! innermost. Each thread reduces its own output element serially, so there is no block
-//! reduction and no synchronization; when the innermost dim is kept (outer and middle
+//! innermost. Each thread reduces its own output element serially (a Welford update per
+//! element for var/var_mean/welford, whose sibling outputs follow the first), so there
+//! is no block reduction and no synchronization; when the innermost dim is kept (outer and middle
 //! reductions), consecutive threads read consecutive elements. Per-output tensors merge
 //! their dims and take the same split. Everything is inlined.
 
@@ -26,18 +27,15 @@ use super::{not_supported, DefaultScheduleError, THREADS};
 use crate::ir::{Fusion, Op, ValId};
 use crate::sched::{ParallelType, ScheduledFusion};
 
-/// The `(rank, reduced axes)` of a fusion whose live reductions all reduce the same
-/// axes, not the innermost suffix of the dims and not all of them; `None` when some
-/// reduction is not of that form (or is a Welford-style one).
+/// The `(rank, reduced axes)` of a fusion whose live reductions (Welford-style ones
+/// included) all reduce the same axes, not the innermost suffix of the dims and not all
+/// of them; `None` when some reduction is not of that form.
 pub(crate) fn outer_axes(fusion: &Fusion) -> Option<(usize, Vec<usize>)> {
     let live = fusion.live_exprs();
     let mut shape: Option<(usize, Vec<usize>)> = None;
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;
-        }
-        if is_welford(&e.op) {
-            return None;
         }
         let Some(axes) = reduction_axes(&e.op) else {
             continue;
@@ -91,7 +89,9 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
         }
         let out = e.outputs[0];
         let r = logical_rank(f, out).unwrap_or(0);
-        if matches!(e.op, Op::Reduction { .. }) {
+        if matches!(e.op, Op::Reduction { .. }) || is_welford(&e.op) {
+            // Welford siblings (var_mean's mean, welford's m2 and count) follow the
+            // first output's transforms.
             reductions.push(out);
             continue;
         }

@@ -297,13 +297,7 @@ fn accepts_pointwise_and_inner_reductions() -> R {
 }
 
 #[test]
-fn rejects_mixed_inner_outer_reductions_and_middle_welford() -> R {
-    // Var over a middle dim: Welford-style reductions only over the innermost dims.
-    let mut fd = FusionDefinition::new();
-    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
-    let v = fd.var(x, &[1], 1, false)?;
-    fd.add_output(v)?;
-    rejects(&fd.finish()?, "only the innermost dims can be reduced");
+fn rejects_mixed_inner_outer_reductions() -> R {
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
     let a = fd.sum(x, &[0], false)?;
@@ -338,12 +332,6 @@ fn rejects_ops_it_does_not_know() -> R {
     let y = fd.squeeze(x, &[1])?;
     fd.add_output(y)?;
     rejects(&fd.finish()?, "the op squeeze");
-    // Welford-style reductions only over the innermost dims.
-    let mut fd = FusionDefinition::new();
-    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
-    let y = fd.var(x, &[0], 1, false)?;
-    fd.add_output(y)?;
-    rejects(&fd.finish()?, "only the innermost dims can be reduced");
     Ok(())
 }
 
@@ -501,6 +489,36 @@ pub(crate) fn middle_corpus() -> crate::Result<Vec<(&'static str, Fusion, Defaul
     fd.add_output(y)?;
     fd.add_output(m)?;
     out.push(("middle_center", fd.finish()?, OuterReduction));
+    // Welford-style reductions over outer and middle dims: a serial Welford update per
+    // thread, no combine.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let v = fd.var(x, &[0], 1, false)?;
+    fd.add_output(v)?;
+    out.push(("outer_var", fd.finish()?, OuterReduction));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let (avg, m2, n) = fd.welford(x, &[0])?;
+    fd.add_output(avg)?;
+    fd.add_output(m2)?;
+    fd.add_output(n)?;
+    out.push(("outer_welford_three_outputs", fd.finish()?, OuterReduction));
+    // Normalization over the middle dim of [N, C, L] (channels), bf16 in and out.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::BF16, &[-1, -1, -1])?;
+    let xf = fd.cast(x, DataType::F32)?;
+    let (var, mean) = fd.var_mean(xf, &[1], 0, false)?;
+    let mb = fd.broadcast(mean, &[false, true, false])?;
+    let xc = fd.sub(xf, mb)?;
+    let eps = fd.constant(1e-5);
+    let ve = fd.add(var, eps)?;
+    let rstd = fd.rsqrt(ve)?;
+    let rb = fd.broadcast(rstd, &[false, true, false])?;
+    let y = fd.mul(xc, rb)?;
+    let y = fd.cast(y, DataType::BF16)?;
+    fd.add_output(y)?;
+    fd.add_output(mean)?;
+    out.push(("middle_norm_var_mean_bf16", fd.finish()?, OuterReduction));
     Ok(out)
 }
 
