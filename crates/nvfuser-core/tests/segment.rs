@@ -664,3 +664,30 @@ fn whole_fusion_accepted_is_one_segment_with_identity_maps() {
     assert_eq!(s.fusion(), &f);
     assert!(seg.extents().is_empty());
 }
+
+#[test]
+fn broadcasts_at_boundaries_cross_unbroadcast() {
+    // r = sum(x, [1], keepdim) is sum + broadcast; the column sum of x * r needs another
+    // segment. The boundary carries the sum [N], and the consumer recomputes the
+    // broadcast [N, 1].
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let r = fd.sum(x, &[1], true).unwrap();
+    let m = fd.mul(x, r).unwrap();
+    let c = fd.sum(m, &[0], false).unwrap();
+    fd.add_output(c).unwrap();
+    let f = fd.finish().unwrap();
+    let bcast = f.val(r).definition.unwrap();
+    let sum = f.expr(bcast).inputs[0];
+    let seg = segment_with(&f, &one_reduction_shape);
+    println!("{seg}");
+    let segs = seg.segments();
+    assert_eq!(segs.len(), 2);
+    assert_eq!(segs[0].outputs(), &[sum]);
+    assert_eq!(segs[1].recomputed(), &[bcast]);
+    assert!(segs[1].inputs().contains(&SegmentValue::Val(sum)));
+    assert!(!segs[1].inputs().contains(&SegmentValue::Val(r)));
+    assert!(seg.half_boundaries().is_empty());
+    let inputs = random_inputs(&f, &[&[6, 5]], &[]);
+    check_against_whole(&f, &seg, &one_reduction_shape, &inputs);
+}

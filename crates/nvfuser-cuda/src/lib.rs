@@ -45,6 +45,7 @@ pub mod fusion_cache;
 pub mod launch;
 pub mod nvrtc;
 pub mod profile;
+pub mod segmented;
 pub mod tensor;
 pub mod testing;
 
@@ -62,6 +63,7 @@ pub use nvrtc::{
     NvrtcVersion,
 };
 pub use profile::KernelProfile;
+pub use segmented::{SegmentedRuntime, SegmentedStats};
 pub use tensor::{contiguous_strides, Element, Tensor};
 
 /// The CUDA version of cudarc's bindings, `(major, minor)`.

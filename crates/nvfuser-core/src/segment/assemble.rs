@@ -1,4 +1,13 @@
-//! From groups to segments: outputs, the half-precision boundary rewrite, assembly.
+//! From groups to segments: outputs, boundary forwarding, assembly.
+//!
+//! Forwarding: a boundary value that is cheap to recompute from another tensor crosses
+//! as that tensor, and each consumer recomputes it:
+//! - `broadcast(u)`: `u` crosses (the producer writes the reduction result, not a
+//!   broadcast view of it; the bytes are the same);
+//! - `cast(u)` from half precision, when some fusion output is half and `u` is held in
+//!   half (see `half_source`): `u` crosses, halving the traffic without changing a value.
+//!
+//! A rewrite is kept only if the scheduler still accepts every segment it changes.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -118,6 +127,19 @@ fn half_source(g: &Graph<'_>, v: ValId) -> Option<ValId> {
     held.then_some(u)
 }
 
+/// The tensor a boundary value `v` can be recomputed from by its consumers, and
+/// whether that is a half-precision upcast (see the module documentation).
+fn forward_source(g: &Graph<'_>, v: ValId, wants_half: bool) -> Option<(ValId, bool)> {
+    let expr = g.fusion.expr(g.fusion.val(v).definition?);
+    match expr.op {
+        Op::Broadcast { .. } if g.fusion.val(expr.inputs[0]).is_tensor() => {
+            Some((expr.inputs[0], false))
+        }
+        Op::Cast if wants_half => half_source(g, v).map(|u| (u, true)),
+        _ => None,
+    }
+}
+
 fn describe(g: &Graph<'_>, exprs: &[ExprId]) -> String {
     let f = g.fusion;
     let parts: Vec<String> = exprs
@@ -139,8 +161,9 @@ fn describe(g: &Graph<'_>, exprs: &[ExprId]) -> String {
 }
 
 /// Builds the final segments from the groups (`owned`, topological order), checks the
-/// ones whose scheduler is not known yet, applies the half-precision boundary rewrite
-/// when `wants_half`, and drops segments left without outputs.
+/// ones whose scheduler is not known yet, forwards broadcasts (and half-precision
+/// upcasts when `wants_half`) across boundaries, and drops segments left without
+/// outputs.
 pub(crate) fn assemble(
     g: &Graph<'_>,
     seg: &mut Segmenter<'_, '_, '_>,
@@ -171,20 +194,26 @@ pub(crate) fn assemble(
     }
 
     let mut half = Vec::new();
-    if wants_half {
-        // Boundary values: outputs some other segment reads.
+    let mut tried: FxHashSet<ValId> = FxHashSet::default();
+    loop {
+        // Boundary values (outputs some other segment reads) that can be forwarded.
         let mut owner: FxHashMap<ValId, usize> = FxHashMap::default();
         for (s, out) in outs.iter().enumerate() {
             for &v in out {
                 owner.insert(v, s);
             }
         }
-        let mut candidates: Vec<(ValId, ValId)> = owner
+        let mut candidates: Vec<(ValId, ValId, bool)> = owner
             .keys()
-            .filter_map(|&v| half_source(g, v).map(|u| (v, u)))
+            .filter(|v| !tried.contains(*v))
+            .filter_map(|&v| forward_source(g, v, wants_half).map(|(u, h)| (v, u, h)))
             .collect();
+        if candidates.is_empty() {
+            break;
+        }
         candidates.sort_unstable();
-        for (v, u) in candidates {
+        for (v, u, is_half) in candidates {
+            tried.insert(v);
             let Some(&p) = owner.get(&v) else { continue };
             let Some(def) = g.fusion.val(v).definition else {
                 continue;
@@ -237,10 +266,12 @@ pub(crate) fn assemble(
             }
             lists = trial;
             outs = trial_outs;
-            half.push(HalfBoundary {
-                value: v,
-                stored: u,
-            });
+            if is_half {
+                half.push(HalfBoundary {
+                    value: v,
+                    stored: u,
+                });
+            }
         }
     }
 

@@ -13,11 +13,12 @@
 //! 2. Otherwise one group per tensor expression, then level-based merging in rounds, then
 //!    a greedy producer-to-consumer pass (see `merge`). A merge is made only when the
 //!    scheduler accepts the union, and never across a `segment_set` output.
-//! 3. Boundary tensors that are upcasts of half-precision tensors (`cast(x_f16 -> f32)`
-//!    with `x` held in half: a fusion input or an explicit cast) cross in half precision
-//!    when some fusion output is half: the consumer receives `x` and recomputes the
-//!    cast, which halves the traffic and changes no value. The rewrite is kept only
-//!    when the scheduler still accepts every segment it touches.
+//! 3. Forwarding across boundaries: a boundary tensor `broadcast(u)` crosses as `u`, and
+//!    an upcast of a half-precision tensor (`cast(x_f16 -> f32)` with `x` held in half:
+//!    a fusion input or an explicit cast) crosses as `x` when some fusion output is
+//!    half, which halves the traffic and changes no value; the consumers recompute the
+//!    broadcast or cast. A rewrite is kept only when the scheduler still accepts every
+//!    segment it touches.
 //!
 //! Scalar expressions are not grouped: a segment recomputes the scalars it needs.
 //! Segmentation looks at the definition only (no sizes), so it is done once per fusion.
@@ -51,9 +52,9 @@
 //! # Ok::<(), nvfuser_core::Error>(())
 //! ```
 
+mod assemble;
 mod build;
 mod graph;
-mod half;
 mod merge;
 mod print;
 mod run;
@@ -267,7 +268,7 @@ impl SegmentedFusion {
             let verdict = if g.forced_boundary {
                 None
             } else {
-                let outputs = half::outputs_of(&g, &[(all.clone(), Vec::new())]);
+                let outputs = assemble::outputs_of(&g, &[(all.clone(), Vec::new())]);
                 let built = build::build(&g, &all, &outputs[0]);
                 Some(seg.check(&built.fusion))
             };
@@ -294,7 +295,7 @@ impl SegmentedFusion {
                 .iter()
                 .any(|o| fusion.val(o.val).dtype.is_half());
         let (segments, half_boundaries) =
-            half::assemble(&g, &mut seg, &owned, &mut kinds, wants_half)?;
+            assemble::assemble(&g, &mut seg, &owned, &mut kinds, wants_half)?;
         let stats = seg.stats;
         let mut extents: Vec<ExtentRef> = segments
             .iter()
