@@ -125,12 +125,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .map_err(|e| format!("packing: {e}"))?;
     let mut params = packed.kernel_params();
-    let grid = [N.div_ceil(128) as u32, 1, 1];
-    let block = [128, 1, 1];
+    // The kernel's own launch dims for these sizes (whichever scheduler made it).
+    let dim = |t: nvfuser_core::ValId, axis: usize| -> Option<i64> {
+        let i = fusion.input_position(t)?;
+        [&ta, &tb][i].sizes().get(axis).map(|&s| s as i64)
+    };
+    let launch_dims = |e: &[nvfuser_core::ir::Extent; 3]| -> Result<[u32; 3], String> {
+        let mut d = [1u32; 3];
+        for (o, x) in d.iter_mut().zip(e) {
+            let v = x
+                .eval(&dim, &|_| None)
+                .ok_or(format!("launch extent {x}"))?;
+            *o = u32::try_from(v).map_err(|_| format!("launch extent {x} = {v}"))?;
+        }
+        Ok(d)
+    };
+    let grid = launch_dims(&kernel.launch.grid)?;
+    let block = launch_dims(&kernel.launch.block)?;
     let mut bare = || -> Result<(), Box<dyn std::error::Error>> {
         // SAFETY: the parameters were packed by the kernel's own ABI for live buffers
-        // (`ta`, `tb`, `out`) of N elements; grid and block are the default schedule's
-        // (blockIdx.x over N/128 blocks of 128 threads).
+        // (`ta`, `tb`, `out`) of N elements, and grid and block are the kernel's own
+        // launch dims for these sizes.
         unsafe { launch_raw(&device, &function, grid, block, params.as_mut_slice())? };
         Ok(())
     };
@@ -138,7 +153,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bare_queued = measure(&device, false, &mut bare)?;
 
     let stats = exec.stats();
-    println!("a * 2 + b on {N} f32, median of {CALLS} calls after {WARMUP} warm-up calls");
+    println!(
+        "a * 2 + b on {N} f32 (kernel {}, grid {grid:?}, block {block:?}), median of {CALLS} calls after {WARMUP} warm-up calls",
+        kernel.abi.name
+    );
     println!("| path | synchronized, us per call | queued, us per call |");
     println!("|---|---|---|");
     println!("| executor run (cached) | {exec_sync:.2} | {exec_queued:.2} |");
