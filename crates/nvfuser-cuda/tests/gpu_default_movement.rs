@@ -4,8 +4,9 @@
 //! dims (one output element per thread). Each kernel compiles with NVRTC for sm_80 and
 //! sm_90 (skipped without NVRTC, required with `NVFUSER_REQUIRE_NVRTC=1`), and runs on
 //! the GPU through `FusionExecutorCache` against the CPU reference on random inputs of
-//! several shapes, odd and empty ones included (skipped without a GPU, required with
-//! `NVFUSER_REQUIRE_GPU=1`). Index tensors hold in-range indices only (out of range,
+//! several shapes, odd and empty ones included, twice: forced onto the default schedule
+//! (`run_with_params(HeuristicParams::Default)`) and with the scheduler registry's
+//! choice (skipped without a GPU, required with `NVFUSER_REQUIRE_GPU=1`). Index tensors hold in-range indices only (out of range,
 //! the CPU reference errors while a kernel reads zero).
 //!
 //! ```text
@@ -629,7 +630,7 @@ fn run_all(what: &str, cases: &[Case]) {
                     EvalInput::Scalar(s) => format!("{s}"),
                 })
                 .collect();
-            tally.check(
+            tally.check_default_and_registry(
                 &device,
                 &format!("{} [{}]", c.name, shapes.join(", ")),
                 &c.fusion,

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use common::{args, gpu, upload, Tally};
 use nvfuser_core::eval::{evaluate, EvalInput, HostTensor};
+use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue};
 use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
 
@@ -282,7 +283,7 @@ fn poison_pool(device: &Device, bytes: usize) -> bool {
 
 /// Outputs are allocated without a memset: with the pool poisoned first, every output
 /// element must still be the kernel's (the fusions of `several_fusions`, each run right
-/// after poisoning).
+/// after poisoning, with the registry's scheduler and with the default schedule).
 #[test]
 fn every_output_element_is_written_by_the_kernel() {
     let _serial = serial();
@@ -294,15 +295,28 @@ fn every_output_element_is_written_by_the_kernel() {
         let exec = FusionExecutorCache::new(f.clone());
         let tensors = upload(&device, inputs);
         let call = args(inputs, &tensors);
-        // Build (and compile) the runtime first, so the poisoned memory goes to outputs.
-        drop(exec.run(&device, &call).unwrap());
-        reused += usize::from(poison_pool(&device, 64 << 20));
-        let got = exec.run(&device, &call).unwrap();
-        tally.compare(name, &got, &evaluate(f, inputs).unwrap());
+        let want = evaluate(f, inputs).unwrap();
+        // The registry's choice, and the default schedule.
+        for params in [None, Some(HeuristicParams::Default)] {
+            let run = || match &params {
+                Some(p) => exec.run_with_params(&device, &call, p),
+                None => exec.run(&device, &call),
+            };
+            // Build (and compile) the runtime first, so the poisoned memory goes to
+            // the outputs.
+            drop(run().unwrap());
+            reused += usize::from(poison_pool(&device, 64 << 20));
+            let label = if params.is_some() {
+                "default"
+            } else {
+                "registry"
+            };
+            tally.compare(&format!("{name} ({label})"), &run().unwrap(), &want);
+        }
     }
     println!(
         "the pool handed poisoned memory to a probe allocation {reused} of {} times",
-        cases.len()
+        2 * cases.len()
     );
     tally.finish("outputs on a poisoned pool");
 }

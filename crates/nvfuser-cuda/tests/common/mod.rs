@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
+use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::{DataType, Fusion};
 use nvfuser_cuda::testing::require_gpu;
 use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
@@ -74,18 +75,25 @@ impl Tally {
         }
     }
 
-    /// Runs `fusion` through `exec` on the GPU and on the CPU reference, and compares
-    /// every output.
+    /// Runs `fusion` through `exec` on the GPU (with `params`, e.g. the default
+    /// schedule, or the registry's choice for `None`) and on the CPU reference, and
+    /// compares every output.
     pub fn check_with(
         &mut self,
         device: &Device,
         exec: &FusionExecutorCache,
         name: &str,
         inputs: &[EvalInput],
+        params: Option<&HeuristicParams>,
     ) {
         let want = evaluate(exec.fusion(), inputs).unwrap();
         let tensors = upload(device, inputs);
-        let got = match exec.run(device, &args(inputs, &tensors)) {
+        let call = args(inputs, &tensors);
+        let got = match params {
+            Some(p) => exec.run_with_params(device, &call, p),
+            None => exec.run(device, &call),
+        };
+        let got = match got {
             Ok(g) => g,
             Err(e) => {
                 self.unsupported.push(format!("{name}: {e}"));
@@ -95,10 +103,48 @@ impl Tally {
         self.compare(name, &got, &want);
     }
 
-    /// [`Tally::check_with`] with a new executor for `fusion`.
+    /// [`Tally::check_with`] with a new executor for `fusion`, the registry's choice.
     pub fn check(&mut self, device: &Device, name: &str, fusion: &Fusion, inputs: &[EvalInput]) {
         let exec = FusionExecutorCache::new(fusion.clone());
-        self.check_with(device, &exec, name, inputs);
+        self.check_with(device, &exec, name, inputs, None);
+    }
+
+    /// [`Tally::check`] twice: forced onto the default schedule
+    /// (`HeuristicParams::Default`), and with the registry's choice (which may be a
+    /// tuned scheduler, or the default one again).
+    pub fn check_default_and_registry(
+        &mut self,
+        device: &Device,
+        name: &str,
+        fusion: &Fusion,
+        inputs: &[EvalInput],
+    ) {
+        let exec = FusionExecutorCache::new(fusion.clone());
+        let default = HeuristicParams::Default;
+        self.check_with(
+            device,
+            &exec,
+            &format!("{name} (default schedule)"),
+            inputs,
+            Some(&default),
+        );
+        let chosen = exec
+            .heuristics(device, &args(inputs, &upload(device, inputs)))
+            .map(|p| {
+                format!("{p:?}")
+                    .split(['(', ' ', '{'])
+                    .next()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .unwrap_or_else(|e| format!("no scheduler: {e}"));
+        self.check_with(
+            device,
+            &exec,
+            &format!("{name} (registry: {chosen})"),
+            inputs,
+            None,
+        );
     }
 
     /// Prints `<what>: N outputs compared, M mismatches, K not run` and fails on any
