@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use common::{args, gpu, upload, Tally};
 use nvfuser_core::eval::{evaluate, EvalInput, HostTensor};
 use nvfuser_core::scheduler::HeuristicParams;
-use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue};
+use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, ValId};
 use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
 
 /// The tests of this file count loaded modules and free memory of the whole device:
@@ -347,4 +347,106 @@ fn inputs_on_another_stream_are_ordered_both_ways() {
         tally.compare(&format!("foreign-stream input, round {round}"), &y, &want);
     }
     tally.finish("inputs on another stream");
+}
+
+/// The child half of `a_faulting_kernel_surfaces_at_the_next_synchronize` (does nothing
+/// unless the parent set `NVF_FAULT_CHILD`): launches a kernel on a bad address and
+/// reports what the next synchronize and download say. A device fault is sticky for the
+/// whole context, hence the separate process.
+#[test]
+fn fault_child() {
+    if std::env::var_os("NVF_FAULT_CHILD").is_none() {
+        return;
+    }
+    let Some(device) = gpu() else { return };
+    let fusion = affine();
+    let exec = FusionExecutorCache::new(fusion.clone());
+    let x = device
+        .tensor_from_host(&HostTensor::random(DataType::F32, &[1 << 20], 3))
+        .unwrap();
+    let y = exec.run(&device, &[(&x).into()]).unwrap().remove(0);
+    let (kernel, function) = exec.kernel_and_function(&device, &[(&x).into()]).unwrap();
+    // The same kernel with its input pointer replaced by an unmapped address.
+    let (input, output) = (fusion.inputs()[0], fusion.outputs()[0].val);
+    let mut packed = nvfuser_core::codegen::abi::PackedArgs::new();
+    kernel
+        .abi
+        .pack_into(
+            |id| {
+                let t = if id == input {
+                    &x
+                } else if id == output {
+                    &y
+                } else {
+                    return None;
+                };
+                Some(nvfuser_core::codegen::abi::ArgRef::Tensor {
+                    ptr: if id == input {
+                        0x100
+                    } else {
+                        t.cuda_address()?
+                    },
+                    sizes: t.sizes(),
+                    strides: t.strides(),
+                })
+            },
+            &[],
+            &mut packed,
+        )
+        .unwrap();
+    let mut params = packed.kernel_params();
+    let dim = |_: ValId, a: usize| x.sizes().get(a).map(|&s| s as i64);
+    let dims = |e: &[nvfuser_core::ir::Extent; 3]| -> [u32; 3] {
+        let mut d = [1u32; 3];
+        for (o, x) in d.iter_mut().zip(e) {
+            *o = x.eval(&dim, &|_| None).unwrap() as u32;
+        }
+        d
+    };
+    let (grid, block) = (dims(&kernel.launch.grid), dims(&kernel.launch.block));
+    // SAFETY: deliberately not: the kernel faults on the device. The process is a
+    // throwaway child; the point is that the host sees the fault as an error.
+    let launched = unsafe {
+        nvfuser_cuda::launch::launch_raw(&device, &function, grid, block, params.as_mut_slice())
+    };
+    println!("launch returned: {launched:?}");
+    println!("synchronize returned: {:?}", device.synchronize());
+    println!(
+        "download returned: {:?}",
+        y.to_vec::<f32>().map(|v| v.len())
+    );
+}
+
+/// A kernel that faults on the device does not fail its (asynchronous) launch; the
+/// fault surfaces as a driver error at the next synchronize and download. Runs the
+/// faulting half in a child process (the fault poisons the CUDA context).
+#[test]
+fn a_faulting_kernel_surfaces_at_the_next_synchronize() {
+    let Some(_device) = gpu() else { return };
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fault_child", "--nocapture", "--test-threads=1"])
+        .env("NVF_FAULT_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    let line = |what: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(what))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no `{what}` line from the child:\n{stdout}\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })
+            .to_owned()
+    };
+    assert!(line("launch returned").contains("Ok"), "{stdout}");
+    let sync = line("synchronize returned");
+    assert!(
+        sync.contains("Err") && sync.contains("cuStreamSynchronize"),
+        "{sync}"
+    );
+    assert!(line("download returned").contains("Err"), "{stdout}");
 }

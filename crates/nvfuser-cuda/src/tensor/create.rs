@@ -172,3 +172,19 @@ fn upload(gpu: &CudaDevice, bytes: &[u8]) -> Result<Arc<dyn CudaBuffer>, CudaErr
     ))?;
     Ok(Arc::new(slice))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uninitialized_tensors_are_contiguous_and_zero_on_the_cpu() {
+        let cpu = Device::cpu();
+        let t = cpu.uninit(DataType::F32, &[2, 3]).unwrap();
+        assert_eq!((t.sizes(), t.strides()), (&[2, 3][..], &[3, 1][..]));
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![0.0; 6]);
+        let empty = cpu.uninit(DataType::BF16, &[0, 5]).unwrap();
+        assert_eq!(empty.numel(), 0);
+        assert!(cpu.uninit(DataType::F64, &[usize::MAX, 2]).is_err());
+    }
+}
