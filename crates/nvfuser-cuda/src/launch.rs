@@ -20,7 +20,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaStream};
 use nvfuser_core::codegen::abi::{ArgRef, PackedArgs};
 use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions, Requirement};
-use nvfuser_core::ir::{Extent, ValKind};
+use nvfuser_core::ir::{Extent, IterKind, Op, SizeArg, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::Fusion;
 use smallvec::SmallVec;
@@ -129,6 +129,7 @@ pub(crate) fn launch_kernel_with(
             check_index_type(kernel, t)?;
         }
     }
+    check_data_dependent_reads(fusion, &eval, &scalar)?;
 
     // Output shapes (contiguous, row-major) and launch dims, before anything is
     // allocated.
@@ -266,6 +267,153 @@ pub(crate) fn launch_kernel_with(
     }
     drop(work_tensors);
     Ok(outputs)
+}
+
+/// Checks, before a launch, the runtime values that decide where data-movement and
+/// indexing ops read, with the CPU reference's rules, so that a kernel never reads
+/// outside its input (those kernels compute the input position from these values
+/// without a bounds check):
+///
+/// - `select`: the index (constant or scalar) in `-size..size` of the selected dim;
+/// - `slice`: bounds given by scalars in `0..=size`;
+/// - `reshape`: as many output elements as input elements;
+/// - `gather`: index sizes no larger than the input's in the other dims;
+///   `take_along_axis`: index sizes equal to the input's there, unless either dim is
+///   declared broadcast.
+///
+/// Index *values* of gather, index_select and take_along_axis need no check here: the
+/// kernels test each one and read zero outside the input (the CPU reference rejects
+/// them). A fusion without these ops costs one pass over its expressions.
+pub(crate) fn check_data_dependent_reads(
+    fusion: &Fusion,
+    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
+    scalar: &dyn Fn(nvfuser_core::ValId) -> Option<i64>,
+) -> Result<(), CudaError> {
+    let candidate = |op: &Op| {
+        matches!(
+            op,
+            Op::Select { .. }
+                | Op::Slice { .. }
+                | Op::Reshape { .. }
+                | Op::Gather { .. }
+                | Op::TakeAlongAxis { .. }
+        )
+    };
+    if !fusion.exprs().any(|(_, e)| candidate(&e.op)) {
+        return Ok(());
+    }
+    let live = fusion.live_exprs();
+    let bad = |op: &Op, expected: String, found: String| CudaError::InvalidTensor {
+        op: "launch",
+        expected: format!("{}: {expected}", op.name()),
+        found,
+    };
+    // Runtime sizes of a tensor (reduction dims included), from its extents.
+    let sizes = |v: nvfuser_core::ValId| -> Result<SmallVec<[i64; 6]>, CudaError> {
+        let mut out = SmallVec::new();
+        if let Some(t) = fusion.tensor_type(v) {
+            for d in t.shape() {
+                out.push(eval(&d.extent)?.max(0));
+            }
+        }
+        Ok(out)
+    };
+    let value = |e: &nvfuser_core::ir::Expr, a: SizeArg| -> Result<i64, CudaError> {
+        match a {
+            SizeArg::Const(c) => Ok(c),
+            SizeArg::Input(k) => e
+                .inputs
+                .get(k as usize)
+                .and_then(|&v| scalar(v))
+                .ok_or_else(|| {
+                    bad(
+                        &e.op,
+                        "an integer scalar input".into(),
+                        format!("input {k} of the expression"),
+                    )
+                }),
+        }
+    };
+    for (id, e) in fusion.exprs() {
+        if !candidate(&e.op) || !live[id.index()] {
+            continue;
+        }
+        match &e.op {
+            Op::Select { axis, index } => {
+                let size = sizes(e.inputs[0])?.get(*axis).copied().unwrap_or(0);
+                let i = value(e, *index)?;
+                if i < -size || i >= size {
+                    return Err(bad(
+                        &e.op,
+                        format!(
+                            "an index in {}..{size} for dim {axis} of size {size}",
+                            -size
+                        ),
+                        format!("{i}"),
+                    ));
+                }
+            }
+            Op::Slice { ranges } => {
+                let xs = sizes(e.inputs[0])?;
+                for (d, r) in ranges.iter().enumerate() {
+                    let size = xs.get(d).copied().unwrap_or(0);
+                    for (what, a) in [("start", r.start), ("stop", r.stop)] {
+                        if let SizeArg::Input(_) = a {
+                            let v = value(e, a)?;
+                            if v < 0 || v > size {
+                                return Err(bad(
+                                    &e.op,
+                                    format!("a {what} given by a scalar in 0..={size} at dim {d}"),
+                                    format!("{v}"),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            Op::Reshape { .. } => {
+                let numel = |s: &[i64]| s.iter().try_fold(1i64, |a, &n| a.checked_mul(n));
+                let (from, to) = (sizes(e.inputs[0])?, sizes(e.outputs[0])?);
+                if numel(&from) != numel(&to) {
+                    return Err(bad(
+                        &e.op,
+                        format!("sizes with the input's element count (input sizes {from:?})"),
+                        format!("output sizes {to:?}"),
+                    ));
+                }
+            }
+            Op::Gather { axis } | Op::TakeAlongAxis { axis } => {
+                let (xs, is) = (sizes(e.inputs[0])?, sizes(e.inputs[1])?);
+                let kinds = |v| -> SmallVec<[bool; 6]> {
+                    fusion.tensor_type(v).map_or_else(SmallVec::new, |t| {
+                        t.shape().map(|d| d.kind == IterKind::Broadcast).collect()
+                    })
+                };
+                let (xb, ib) = (kinds(e.inputs[0]), kinds(e.inputs[1]));
+                let gather = matches!(e.op, Op::Gather { .. });
+                for d in (0..xs.len().min(is.len())).filter(|d| d != axis) {
+                    let (x, i) = (xs[d], is[d]);
+                    let fits = if gather {
+                        i <= x
+                    } else {
+                        x == i || xb.get(d) == Some(&true) || ib.get(d) == Some(&true)
+                    };
+                    if !fits {
+                        return Err(bad(
+                            &e.op,
+                            format!(
+                                "an index size {} {x} at dim {d} (the input's size)",
+                                if gather { "<=" } else { "equal to" }
+                            ),
+                            format!("{i} (index sizes {is:?}, input sizes {xs:?})"),
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The runtime value of fusion tensor or scalar `id` for the ABI: an input argument or
@@ -429,4 +577,119 @@ fn check_requirements<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvfuser_core::builder::{Size, Slice};
+    use nvfuser_core::{DataType, FusionDefinition, ValId};
+
+    /// Runs the check with input `i` of shape `shapes[i]` (tensors) or value
+    /// `scalars[i]` (scalars).
+    fn check(f: &Fusion, shapes: &[&[usize]], scalars: &[i64]) -> Result<(), CudaError> {
+        let dim = |t: ValId, axis: usize| -> Option<i64> {
+            let p = f.input_position(t)?;
+            shapes.get(p)?.get(axis).map(|&s| s as i64)
+        };
+        let scalar = |v: ValId| -> Option<i64> { scalars.get(f.input_position(v)?).copied() };
+        let eval = |e: &Extent| -> Result<i64, CudaError> {
+            e.eval(&dim, &scalar)
+                .ok_or(CudaError::NotAGpu { op: "eval" })
+        };
+        check_data_dependent_reads(f, &eval, &scalar)
+    }
+
+    fn expect_err(r: Result<(), CudaError>, needle: &str) {
+        match r {
+            Err(CudaError::InvalidTensor { expected, .. }) if expected.contains(needle) => {}
+            other => panic!("expected an error naming {needle:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn select_indices_are_checked_against_the_runtime_size() {
+        let mut fd = FusionDefinition::new();
+        let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+        let i = fd.define_scalar(DataType::I64).unwrap();
+        let s = fd.select(x, 0, Size::Val(i)).unwrap();
+        let c = fd.select(x, 1, Size::Const(2)).unwrap();
+        let y = fd.add(s, c).unwrap();
+        fd.add_output(y).unwrap();
+        let f = fd.finish().unwrap();
+        // Shapes: x is [rows, cols]; the sum needs rows == cols to be meaningful, but
+        // only the indices matter here.
+        assert!(check(&f, &[&[4, 4], &[]], &[0, 3]).is_ok());
+        assert!(check(&f, &[&[4, 4], &[]], &[0, -4]).is_ok());
+        expect_err(
+            check(&f, &[&[4, 4], &[]], &[0, 4]),
+            "select: an index in -4..4",
+        );
+        expect_err(check(&f, &[&[4, 4], &[]], &[0, -5]), "select");
+        // The constant index 2 on a dim of size 2.
+        expect_err(check(&f, &[&[4, 2], &[]], &[0, 0]), "dim 1 of size 2");
+    }
+
+    #[test]
+    fn scalar_slice_bounds_and_reshape_sizes_are_checked() {
+        let mut fd = FusionDefinition::new();
+        let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+        let a = fd.define_scalar(DataType::I64).unwrap();
+        let sl = fd
+            .slice(x, &[Slice::range(Size::Val(a), i64::MAX)])
+            .unwrap();
+        fd.add_output(sl).unwrap();
+        let f = fd.finish().unwrap();
+        assert!(check(&f, &[&[10], &[]], &[0, 10]).is_ok());
+        assert!(check(&f, &[&[10], &[]], &[0, 0]).is_ok());
+        expect_err(
+            check(&f, &[&[10], &[]], &[0, -1]),
+            "start given by a scalar",
+        );
+        expect_err(check(&f, &[&[10], &[]], &[0, 11]), "0..=10");
+
+        let mut fd = FusionDefinition::new();
+        let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+        let n = fd.define_scalar(DataType::I64).unwrap();
+        let r = fd.reshape(x, &[Size::Val(n), Size::Const(-1)]).unwrap();
+        fd.add_output(r).unwrap();
+        let f = fd.finish().unwrap();
+        assert!(check(&f, &[&[6, 4], &[]], &[0, 8]).is_ok());
+        // 24 elements into rows of 5: the inferred dim rounds down to 4 (20 elements).
+        expect_err(check(&f, &[&[6, 4], &[]], &[0, 5]), "element count");
+    }
+
+    #[test]
+    fn gather_and_take_along_axis_index_sizes_are_checked() {
+        let mut fd = FusionDefinition::new();
+        let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+        let i = fd.define_tensor(DataType::I64, &[-1, -1]).unwrap();
+        let g = fd.gather(x, 1, i).unwrap();
+        fd.add_output(g).unwrap();
+        let f = fd.finish().unwrap();
+        assert!(check(&f, &[&[5, 3], &[5, 9]], &[]).is_ok());
+        assert!(check(&f, &[&[5, 3], &[2, 9]], &[]).is_ok());
+        expect_err(
+            check(&f, &[&[5, 3], &[6, 9]], &[]),
+            "gather: an index size <= 5",
+        );
+
+        let mut fd = FusionDefinition::new();
+        let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+        let i = fd.define_tensor(DataType::I64, &[-1, -1]).unwrap();
+        let g = fd.take_along_axis(x, i, 1).unwrap();
+        fd.add_output(g).unwrap();
+        let f = fd.finish().unwrap();
+        assert!(check(&f, &[&[5, 3], &[5, 9]], &[]).is_ok());
+        expect_err(
+            check(&f, &[&[5, 3], &[4, 9]], &[]),
+            "take_along_axis: an index size equal to 5",
+        );
+        // Without such ops nothing is checked.
+        let mut fd = FusionDefinition::new();
+        let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+        let y = fd.relu(x).unwrap();
+        fd.add_output(y).unwrap();
+        assert!(check(&fd.finish().unwrap(), &[&[3]], &[]).is_ok());
+    }
 }

@@ -115,6 +115,25 @@ fn slice_cases() -> Vec<Case> {
             vec![rnd(F32, &[2, 10], 13), int(2)],
         ],
     });
+    // x[start:, :] * 3 with a scalar start (checked by the launcher: 0..=size).
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1]).unwrap();
+    let start = fd.define_scalar(I64).unwrap();
+    let sl = fd
+        .slice(x, &[Slice::range(Size::Val(start), i64::MAX), Slice::all()])
+        .unwrap();
+    let three = fd.constant(3.0);
+    let y = fd.mul(sl, three).unwrap();
+    out.push(Case {
+        name: "x[start:, :] * 3".into(),
+        fusion: out1(fd, y),
+        kind: DefaultKind::Pointwise,
+        inputs: vec![
+            vec![rnd(F32, &[1000, 129], 14), int(999)],
+            vec![rnd(F32, &[7, 5], 15), int(0)],
+            vec![rnd(F32, &[33, 257], 16), int(33)],
+        ],
+    });
     // bf16 rank 3: (x[1:, :-1, ::3] as f32 * 2) as bf16.
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(BF16, &[-1, -1, -1]).unwrap();
@@ -213,6 +232,22 @@ fn reshape_cases() -> Vec<Case> {
             vec![rnd(F16, &[1032], 60), int(8)],
             vec![rnd(F16, &[129 * 37], 61), int(129)],
             vec![rnd(F16, &[5], 62), int(1)],
+        ],
+    });
+    // reshape(x, [n, m]) with both sizes from scalars (checked by the launcher).
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1]).unwrap();
+    let n = fd.define_scalar(I64).unwrap();
+    let m = fd.define_scalar(I64).unwrap();
+    let r = fd.reshape(x, &[Size::Val(n), Size::Val(m)]).unwrap();
+    let y = fd.abs(r).unwrap();
+    out.push(Case {
+        name: "abs(reshape([A, B], [n, m]))".into(),
+        fusion: out1(fd, y),
+        kind: DefaultKind::Pointwise,
+        inputs: vec![
+            vec![rnd(F32, &[12, 35], 63), int(20), int(21)],
+            vec![rnd(F32, &[1, 7], 64), int(7), int(1)],
         ],
     });
     // A static reshape [4, 12] -> [6, 8], then a column sum (an outer reduction).
@@ -682,6 +717,99 @@ fn middle_reduction_kernels_compile_with_nvrtc() {
 #[test]
 fn middle_and_mixed_reductions_match_the_cpu() {
     run_all("middle and mixed reductions", &middle_cases());
+}
+
+/// Values that would make a kernel read outside its input are typed errors before the
+/// launch, as on the CPU reference: a select index out of range (constant or scalar),
+/// a scalar slice bound outside `0..=size`, reshape sizes with another element count,
+/// a gather index larger than the input in a non-gathered dim.
+#[test]
+fn out_of_range_movement_values_are_typed_errors() {
+    use DataType::*;
+    let mut cases: Vec<(&str, Fusion, Vec<EvalInput>)> = Vec::new();
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1, -1]).unwrap();
+    let i = fd.define_scalar(I64).unwrap();
+    let sel = fd.select(x, 1, Size::Val(i)).unwrap();
+    let f = out1(fd, sel);
+    cases.push((
+        "select index 7 of 7",
+        f.clone(),
+        vec![rnd(F32, &[2, 7, 3], 1), int(7)],
+    ));
+    cases.push((
+        "select index -8 of 7",
+        f,
+        vec![rnd(F32, &[2, 7, 3], 1), int(-8)],
+    ));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1]).unwrap();
+    let b = fd.define_tensor(F32, &[-1]).unwrap();
+    let sel = fd.select(x, 0, Size::Const(1)).unwrap();
+    let y = fd.add(sel, b).unwrap();
+    cases.push((
+        "select constant index 1 of 1",
+        out1(fd, y),
+        vec![rnd(F32, &[1, 5], 2), rnd(F32, &[5], 3)],
+    ));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1]).unwrap();
+    let start = fd.define_scalar(I64).unwrap();
+    let sl = fd
+        .slice(x, &[Slice::range(Size::Val(start), i64::MAX), Slice::all()])
+        .unwrap();
+    let f = out1(fd, sl);
+    cases.push((
+        "slice start -1",
+        f.clone(),
+        vec![rnd(F32, &[4, 5], 4), int(-1)],
+    ));
+    cases.push(("slice start 5 of 4", f, vec![rnd(F32, &[4, 5], 4), int(5)]));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1]).unwrap();
+    let n = fd.define_scalar(I64).unwrap();
+    let m = fd.define_scalar(I64).unwrap();
+    let r = fd.reshape(x, &[Size::Val(n), Size::Val(m)]).unwrap();
+    cases.push((
+        "reshape 12 elements to 4 x 4",
+        out1(fd, r),
+        vec![rnd(F32, &[3, 4], 5), int(4), int(4)],
+    ));
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(F32, &[-1, -1]).unwrap();
+    let idx = fd.define_tensor(I64, &[-1, -1]).unwrap();
+    let g = fd.gather(x, 1, idx).unwrap();
+    cases.push((
+        "gather index with more rows than the input",
+        out1(fd, g),
+        vec![rnd(F32, &[3, 4], 6), indices(I64, &[5, 2], 4, 7)],
+    ));
+    for (name, f, inputs) in &cases {
+        assert!(
+            nvfuser_core::eval::evaluate(f, inputs).is_err(),
+            "{name}: the CPU reference accepts it"
+        );
+    }
+    let Some(device) = gpu() else { return };
+    let mut refused = 0;
+    for (name, f, inputs) in &cases {
+        let tensors = common::upload(&device, inputs);
+        let exec = nvfuser_cuda::FusionExecutorCache::new(f.clone());
+        match exec.run(&device, &common::args(inputs, &tensors)) {
+            Err(nvfuser_cuda::CudaError::InvalidTensor {
+                op,
+                expected,
+                found,
+            }) => {
+                println!("{name}: {op}: expected {expected}, found {found}");
+                refused += 1;
+            }
+            other => panic!("{name}: expected a typed error, got {other:?}"),
+        }
+    }
+    // The device is still healthy: no kernel read out of bounds.
+    device.synchronize().unwrap();
+    println!("{refused} out-of-range calls refused before launch");
 }
 
 /// The CPU reference runs every case (so the GPU comparisons above compare with real

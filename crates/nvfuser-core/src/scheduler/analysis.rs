@@ -1,7 +1,7 @@
 //! Checks shared by both default schedules: which ops, outputs and values they accept.
 
 use super::{not_supported, DefaultScheduleError};
-use crate::ir::{Expr, Extent, Fusion, Op, ReductionOp, SizeArg, ValId, ValKind};
+use crate::ir::{Fusion, Op, ReductionOp, ValKind};
 
 /// True for the ops the pointwise schedule handles (one output element per thread,
 /// positional dims).
@@ -34,7 +34,10 @@ pub(crate) fn is_creation(op: &Op) -> bool {
 /// its own source element: the input must be in global memory (a fusion input), never
 /// a register value computed by another thread's loop iteration. A to-the-end slice's
 /// extent is the input's size (the builder never puts `i64::MAX` in an extent), so
-/// 32-bit index math holds it.
+/// 32-bit index math holds it. The runtime values that decide where these kernels read
+/// (select indices, slice bounds from scalars, reshape sizes, index tensor sizes) are
+/// checked by the launcher before every launch (`nvfuser_cuda::launch`), with the CPU
+/// reference's rules; index values out of range read zero in the kernel.
 pub(crate) fn is_movement(op: &Op) -> bool {
     matches!(
         op,
@@ -132,7 +135,6 @@ pub(crate) fn check_common(fusion: &Fusion) -> Result<(), DefaultScheduleError> 
                         e.op.name()
                     ));
                 }
-                check_reads_in_bounds(fusion, e)?;
             }
             other => {
                 return not_supported(format!(
@@ -141,58 +143,6 @@ pub(crate) fn check_common(fusion: &Fusion) -> Result<(), DefaultScheduleError> 
                 ))
             }
         }
-    }
-    Ok(())
-}
-
-/// Data movement whose kernel could read outside its input for some runtime values is
-/// not taken (the CPU reference rejects those values; a kernel cannot):
-///
-/// - a slice whose start is a scalar input: the kernel reads from `min(start, size)`,
-///   so a negative start would read before the tensor (stops are safe: they only
-///   shorten the output);
-/// - a reshape whose element count is not provably the input's: without an inferred
-///   `-1` dim (which makes the output at most as large as the input), target sizes
-///   from scalars, or constants against symbolic input sizes, could ask for more
-///   elements than the input has.
-fn check_reads_in_bounds(fusion: &Fusion, e: &Expr) -> Result<(), DefaultScheduleError> {
-    match &e.op {
-        Op::Slice { ranges } => {
-            if let Some(d) = ranges
-                .iter()
-                .position(|r| matches!(r.start, SizeArg::Input(_)))
-            {
-                return not_supported(format!(
-                    "slice with a start given by a scalar input (dim {d}): the kernel would not check its range; use a constant start"
-                ));
-            }
-        }
-        Op::Reshape { sizes } => {
-            if sizes.contains(&SizeArg::Const(-1)) {
-                return Ok(());
-            }
-            let numel = |v: ValId| -> Option<Extent> {
-                let t = fusion.tensor_type(v)?;
-                Some(
-                    t.shape()
-                        .fold(Extent::Const(1), |acc, d| acc * d.extent.clone()),
-                )
-            };
-            let (from, to) = (numel(e.inputs[0]), numel(e.outputs[0]));
-            let equal = match (&from, &to) {
-                // Constant shapes on both sides were checked equal by the builder.
-                (Some(a), Some(b)) => a == b || (a.as_const().is_some() && b.as_const().is_some()),
-                _ => false,
-            };
-            if !equal {
-                return not_supported(format!(
-                    "reshape to sizes whose element count is not provably the input's ({} elements to {}): give one dim as -1",
-                    from.map_or("?".into(), |x| x.to_string()),
-                    to.map_or("?".into(), |x| x.to_string())
-                ));
-            }
-        }
-        _ => {}
     }
     Ok(())
 }
