@@ -117,3 +117,24 @@ fn tuned_schedulers_take_the_workloads_and_compile() {
         kernels.len()
     );
 }
+
+/// Every pointwise workload schedules with each unroll factor (loads hoisted into
+/// their own loop ahead of the math, for any number of inputs).
+#[test]
+fn pointwise_schedules_with_every_unroll() {
+    let device = DeviceInfo::h100_for_tests();
+    for name in ["gelu_tanh", "silu_mul", "bias_add"] {
+        let build = workloads::ALL.iter().find(|w| w.0 == name).unwrap().1;
+        let fusion = build(DataType::BF16).unwrap();
+        let info = runtime_info(&device, name, DataType::BF16, 4096, 4096);
+        let HeuristicParams::Pointwise(p) = compute_heuristics(&fusion, &info).unwrap() else {
+            panic!("{name} is not pointwise");
+        };
+        for unroll in [1, 2, 4, 8] {
+            let mut q = p.clone();
+            q.unroll = unroll;
+            schedule_with(&fusion, &HeuristicParams::Pointwise(q))
+                .unwrap_or_else(|e| panic!("{name} unroll {unroll}: {e}"));
+        }
+    }
+}

@@ -264,7 +264,7 @@ impl<'a> Lower<'a> {
                 match self.t(o).memory {
                     MemoryType::Global => {}
                     MemoryType::Shared => {
-                        let (_, exts) = self.alloc_dims(o)?;
+                        let (_, exts) = self.padded_alloc_dims(o)?;
                         let n = exts.iter().product::<i64>().max(1);
                         self.shared.push((format!("T{}", o.0), self.t(o).dtype, n));
                     }
@@ -580,8 +580,31 @@ impl<'a> Lower<'a> {
         off
     }
 
+    /// [`Self::alloc_dims`], with the rows of a shared-memory tile padded by one
+    /// element when they span a multiple of 32 banks: a tile read down its columns (a
+    /// transpose) then hits 32 different banks instead of one. Not for tiles accessed
+    /// with vectors (a padded row would break their alignment).
+    fn padded_alloc_dims(&self, tv: ValId) -> SchedResult<(Vec<usize>, Vec<i64>)> {
+        let (dims, mut exts) = self.alloc_dims(tv)?;
+        let t = self.t(tv);
+        let vectorized = t
+            .domain
+            .loop_dims
+            .iter()
+            .any(|&l| t.domain.dom(l).parallel == ParallelType::Vectorize);
+        if t.memory == MemoryType::Shared && exts.len() >= 2 && !vectorized {
+            if let Some(last) = exts.last_mut() {
+                let bytes = *last * t.dtype.size_bytes() as i64;
+                if bytes % 128 == 0 && t.dtype.size_bytes() == 4 {
+                    *last += 1;
+                }
+            }
+        }
+        Ok((dims, exts))
+    }
+
     fn local_offset(&self, tv: ValId, loop_idx: &dyn Fn(usize) -> Idx) -> SchedResult<Idx> {
-        let (dims, exts) = self.alloc_dims(tv)?;
+        let (dims, exts) = self.padded_alloc_dims(tv)?;
         let mut off = Idx::Const(0);
         for (n, &i) in dims.iter().enumerate() {
             let stride: i64 = exts[n + 1..].iter().product();
@@ -1107,7 +1130,34 @@ impl<'a> Lower<'a> {
             return self.emit_reduction_finish(ei, out);
         }
         let cidx = self.consumer_indices(tv);
-        let mut cond = self.predicates(tv, &cidx, false);
+        // Register math on register operands needs no bounds predicate: an element
+        // outside the tensor is computed from values that are never read back (every
+        // load into registers, every store and every reduction stays predicated), and
+        // skipping the condition keeps index arithmetic out of the math loop.
+        let register_only = t.memory == MemoryType::Local
+            && !matches!(
+                e.op,
+                Op::Reshape { .. }
+                    | Op::Permute { .. }
+                    | Op::Slice { .. }
+                    | Op::Pad { .. }
+                    | Op::Cat { .. }
+                    | Op::IndexSelect { .. }
+                    | Op::Select { .. }
+                    | Op::Gather { .. }
+                    | Op::TakeAlongAxis { .. }
+            )
+            && e.inputs.iter().all(|&i| {
+                self.s
+                    .tensors
+                    .get(&i)
+                    .is_none_or(|it| it.memory == MemoryType::Local)
+            });
+        let mut cond = if register_only {
+            Vec::new()
+        } else {
+            self.predicates(tv, &cidx, false)
+        };
         if t.memory == MemoryType::Global {
             cond.extend(self.thread_guards(tv));
         }

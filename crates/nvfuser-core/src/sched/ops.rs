@@ -225,8 +225,23 @@ impl ScheduledFusion {
                 }
             }
         }
+        // A cache of a fusion input depends on nothing computed: it goes ahead of every
+        // computation (after earlier input caches), so loads that get their own loops
+        // never split a loop nest of the math in two.
+        let at = if self.schedule.is_input(tv) {
+            self.schedule
+                .exprs
+                .iter()
+                .take_while(|e| {
+                    e.op == Op::Set && e.inputs.len() == 1 && self.schedule.is_input(e.inputs[0])
+                })
+                .count()
+                .min(uses[0])
+        } else {
+            uses[0]
+        };
         self.schedule.exprs.insert(
-            uses[0],
+            at,
             SExpr {
                 op: Op::Set,
                 inputs: vec![tv],

@@ -266,7 +266,9 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
     let v = vector_width(p, info)?;
     let chunks = ceil_div(h.max(1), v);
     let max_tx = info.device.max_threads_per_block.min(1024) as i64;
-    let mut threads_x = round_up(ceil_div(chunks, 8), 32).clamp(32, max_tx);
+    // About four vector chunks per thread: enough independent loads in flight, few
+    // enough registers that several blocks fit on an SM between the row's phases.
+    let mut threads_x = round_up(ceil_div(chunks, 4), 32).clamp(32, max_tx);
     if threads_x < 128 {
         threads_x = round_up(chunks, 32).min(128);
     }

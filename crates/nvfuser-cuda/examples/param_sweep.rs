@@ -1,0 +1,148 @@
+//! Tries variations of the heuristic params of one workload on the GPU and prints the
+//! bandwidth of each (CUDA-event kernel time, median of 15): how the heuristics were
+//! tuned. `param_sweep softmax bf16 32768 8192`.
+use nvfuser_core::eval::HostTensor;
+use nvfuser_core::scheduler::HeuristicParams;
+use nvfuser_core::workloads::{self, WorkloadInput};
+use nvfuser_core::DataType;
+use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
+
+fn variants(auto: &HeuristicParams) -> Vec<HeuristicParams> {
+    let mut out = vec![auto.clone()];
+    match auto {
+        HeuristicParams::Pointwise(p) => {
+            for unroll in [1, 2, 4, 8] {
+                for threads in [128, 256, 512] {
+                    let mut q = p.clone();
+                    q.unroll = unroll;
+                    q.threads = threads;
+                    out.push(HeuristicParams::Pointwise(q));
+                }
+            }
+        }
+        HeuristicParams::InnerPersistent(p) => {
+            for tx in [64, 128, 256, 512, 1024] {
+                let chunks = (p.hidden + p.vectorize - 1) / p.vectorize;
+                let mut q = p.clone();
+                q.threads_x = tx;
+                q.batch = (chunks + tx - 1) / tx;
+                q.rows_per_block = (128 / tx).max(1);
+                out.push(HeuristicParams::InnerPersistent(q));
+            }
+        }
+        HeuristicParams::Reduction(p) => {
+            for tx in [128, 256, 512] {
+                for unroll in [1, 2, 4, 8] {
+                    let mut q = p.clone();
+                    q.threads_x = tx;
+                    q.unroll = unroll;
+                    out.push(HeuristicParams::Reduction(q));
+                }
+            }
+        }
+        HeuristicParams::OuterReduction(p) => {
+            for tx in [32, 64, 128, 256] {
+                for unroll in [4, 8, 16] {
+                    for g in [p.grid_split, p.grid_split * 2, p.grid_split * 4] {
+                        let mut q = p.clone();
+                        q.threads_x = tx;
+                        q.unroll = unroll;
+                        q.grid_split = g;
+                        out.push(HeuristicParams::OuterReduction(q));
+                    }
+                }
+            }
+        }
+        HeuristicParams::Transpose(p) => {
+            for tile in [32, 64] {
+                for ty in [2, 4, 8, 16] {
+                    if tile * ty <= 1024 {
+                        let mut q = p.clone();
+                        q.tile = tile;
+                        q.threads_y = ty;
+                        out.push(HeuristicParams::Transpose(q));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let name = a.get(1).map_or("gelu_tanh", |s| s.as_str());
+    let dtype = match a.get(2).map_or("bf16", |s| s.as_str()) {
+        "f32" => DataType::F32,
+        "f16" => DataType::F16,
+        _ => DataType::BF16,
+    };
+    let rows: usize = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(1024);
+    let hidden: usize = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(4096);
+    let device = match Device::cuda(0) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("param_sweep needs a GPU: {e}");
+            return;
+        }
+    };
+    let build = workloads::ALL
+        .iter()
+        .find(|w| w.0 == name)
+        .expect("workload")
+        .1;
+    let exec = FusionExecutorCache::new(build(dtype).unwrap());
+    let inputs = workloads::inputs(name, dtype, rows, hidden).unwrap();
+    let tensors: Vec<_> = inputs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| match w {
+            WorkloadInput::Tensor(d, s) => Some(
+                device
+                    .tensor_from_host(&HostTensor::random(*d, s, i as u64 + 1))
+                    .unwrap(),
+            ),
+            WorkloadInput::Scalar(_) => None,
+        })
+        .collect();
+    let mut args: Vec<Arg<'_>> = tensors.iter().map(Into::into).collect();
+    for w in &inputs {
+        if let WorkloadInput::Scalar(v) = w {
+            args.push(Arg::Scalar(*v));
+        }
+    }
+    let auto = exec.heuristics(&device, &args).unwrap();
+    println!("{name} {dtype} [{rows}, {hidden}] on {device}");
+    for (i, p) in variants(&auto).iter().enumerate() {
+        let mut times = Vec::new();
+        let mut gbs = 0.0;
+        let mut err = None;
+        for _ in 0..15 {
+            match exec.run_profiled_with(&device, &args, Some(p)) {
+                Ok((_, prof)) => {
+                    times.push(prof.time_ms);
+                    gbs = (prof.bytes_read + prof.bytes_written) as f64;
+                }
+                Err(e) => {
+                    err = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        let label = if i == 0 { "auto " } else { "     " };
+        let json = serde_json::to_string(p).unwrap();
+        match err {
+            Some(e) => println!("{label} error: {e} | {json}"),
+            None => {
+                times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                let t = times[times.len() / 2];
+                println!(
+                    "{label} {:8.1} us {:6.0} GB/s | {json}",
+                    t * 1e3,
+                    gbs / t / 1e6
+                );
+            }
+        }
+    }
+}
