@@ -95,6 +95,23 @@ pub(crate) fn outputs_and_pruned(
     }
 }
 
+/// The computed tensors that the expressions `own` and `rec` read but do not produce.
+fn outside_reads(g: &Graph<'_>, own: &[ExprId], rec: &[ExprId]) -> FxHashSet<ValId> {
+    let mut produced: FxHashSet<ValId> = FxHashSet::default();
+    for &e in own.iter().chain(rec) {
+        produced.extend(g.fusion.expr(e).outputs.iter().copied());
+    }
+    let mut reads = FxHashSet::default();
+    for &e in own.iter().chain(rec) {
+        for &v in &g.reads[g.node_of[e.index()] as usize] {
+            if !produced.contains(&v) {
+                reads.insert(v);
+            }
+        }
+    }
+    reads
+}
+
 /// The outputs of one list of owned expressions (no recomputation), for the
 /// whole-fusion check.
 pub(crate) fn outputs_of(g: &Graph<'_>, lists: &[(Vec<ExprId>, Vec<ExprId>)]) -> Vec<Vec<ValId>> {
@@ -125,6 +142,127 @@ fn half_source(g: &Graph<'_>, v: ValId) -> Option<ValId> {
             .definition
             .is_some_and(|d| matches!(f.expr(d).op, Op::Cast | Op::SegmentSet));
     held.then_some(u)
+}
+
+/// Segments under forwarding: their expression lists and outputs, what each reads from
+/// the others, who reads each value, and who owns (computes for the others) each value.
+#[derive(Clone)]
+struct State {
+    lists: Lists,
+    outs: Vec<Vec<ValId>>,
+    seg_reads: Vec<FxHashSet<ValId>>,
+    readers: FxHashMap<ValId, Vec<usize>>,
+    owner: FxHashMap<ValId, usize>,
+}
+
+impl State {
+    fn new(g: &Graph<'_>, lists: Lists, outs: Vec<Vec<ValId>>) -> State {
+        let mut owner: FxHashMap<ValId, usize> = FxHashMap::default();
+        for (s, (own, _)) in lists.iter().enumerate() {
+            for &e in own {
+                for &o in &g.fusion.expr(e).outputs {
+                    owner.insert(o, s);
+                }
+            }
+        }
+        let seg_reads: Vec<FxHashSet<ValId>> = lists
+            .iter()
+            .map(|(own, rec)| outside_reads(g, own, rec))
+            .collect();
+        let mut readers: FxHashMap<ValId, Vec<usize>> = FxHashMap::default();
+        for (s, r) in seg_reads.iter().enumerate() {
+            for &v in r {
+                readers.entry(v).or_default().push(s);
+            }
+        }
+        State {
+            lists,
+            outs,
+            seg_reads,
+            readers,
+            owner,
+        }
+    }
+
+    /// Makes every segment that reads `v` from another recompute it (its definition
+    /// goes into their recomputed lists); returns those segments.
+    fn forward(&mut self, g: &Graph<'_>, v: ValId) -> Vec<usize> {
+        let Some(def) = g.fusion.val(v).definition else {
+            return Vec::new();
+        };
+        let consumers: Vec<usize> = self.readers.get(&v).cloned().unwrap_or_default();
+        for &s in &consumers {
+            let (own, rec) = &mut self.lists[s];
+            if !rec.contains(&def) && !own.contains(&def) {
+                rec.push(def);
+                rec.sort_unstable();
+            }
+        }
+        consumers
+    }
+
+    /// After the lists of `dirty` segments changed: recomputes what they read, then the
+    /// outputs of every segment whose readers changed (pruning what feeds nothing),
+    /// until nothing changes. Returns every segment whose list or outputs changed.
+    fn refresh(&mut self, g: &Graph<'_>, dirty: Vec<usize>) -> Vec<usize> {
+        let mut changed: FxHashSet<usize> = dirty.iter().copied().collect();
+        let mut dirty: FxHashSet<usize> = dirty.into_iter().collect();
+        while !dirty.is_empty() {
+            let mut recompute: FxHashSet<usize> = FxHashSet::default();
+            for &s in &dirty {
+                let (own, rec) = &self.lists[s];
+                let new_reads = outside_reads(g, own, rec);
+                for x in self.seg_reads[s].difference(&new_reads) {
+                    if let Some(rs) = self.readers.get_mut(x) {
+                        rs.retain(|&r| r != s);
+                    }
+                    recompute.extend(self.owner.get(x));
+                }
+                for &x in new_reads.difference(&self.seg_reads[s]) {
+                    self.readers.entry(x).or_default().push(s);
+                    recompute.extend(self.owner.get(&x));
+                }
+                self.seg_reads[s] = new_reads;
+                recompute.insert(s);
+            }
+            dirty.clear();
+            let mut recompute: Vec<usize> = recompute.into_iter().collect();
+            recompute.sort_unstable();
+            for s in recompute {
+                let (own, rec) = &self.lists[s];
+                let mut out: Vec<ValId> = Vec::new();
+                for &e in own {
+                    for &o in &g.fusion.expr(e).outputs {
+                        let read_elsewhere = self
+                            .readers
+                            .get(&o)
+                            .is_some_and(|rs| rs.iter().any(|&r| r != s));
+                        if g.is_output[o.index()] || read_elsewhere {
+                            out.push(o);
+                        }
+                    }
+                }
+                out.sort_unstable();
+                let kept: FxHashSet<ExprId> =
+                    prune(g, &all_exprs(own, rec), &out).into_iter().collect();
+                let own: Vec<ExprId> = own.iter().copied().filter(|e| kept.contains(e)).collect();
+                let rec: Vec<ExprId> = rec.iter().copied().filter(|e| kept.contains(e)).collect();
+                let list_changed =
+                    (own.len(), rec.len()) != (self.lists[s].0.len(), self.lists[s].1.len());
+                if list_changed {
+                    self.lists[s] = (own, rec);
+                    dirty.insert(s);
+                }
+                if list_changed || out != self.outs[s] {
+                    self.outs[s] = out;
+                    changed.insert(s);
+                }
+            }
+        }
+        let mut changed: Vec<usize> = changed.into_iter().collect();
+        changed.sort_unstable();
+        changed
+    }
 }
 
 /// The tensor a boundary value `v` can be recomputed from by its consumers, and
@@ -172,7 +310,7 @@ pub(crate) fn assemble(
     wants_half: bool,
 ) -> Result<(Vec<Segment>, Vec<HalfBoundary>), SegmentError> {
     let lists: Lists = owned.iter().map(|o| (o.clone(), Vec::new())).collect();
-    let (mut lists, mut outs) = outputs_and_pruned(g, &lists);
+    let (mut lists, outs) = outputs_and_pruned(g, &lists);
     let mut built: Vec<Built> = lists
         .iter()
         .zip(&outs)
@@ -193,86 +331,83 @@ pub(crate) fn assemble(
         }
     }
 
+    // Forwarding, in rounds: every forwardable boundary value of a round at once, then
+    // the changed segments are rebuilt and checked once.
     let mut half = Vec::new();
-    let mut tried: FxHashSet<ValId> = FxHashSet::default();
-    loop {
-        // Boundary values (outputs some other segment reads) that can be forwarded.
-        let mut owner: FxHashMap<ValId, usize> = FxHashMap::default();
-        for (s, out) in outs.iter().enumerate() {
-            for &v in out {
-                owner.insert(v, s);
+    if !lists.is_empty() {
+        let mut state = State::new(g, lists, outs);
+        let mut tried: FxHashSet<ValId> = FxHashSet::default();
+        loop {
+            let mut candidates: Vec<(ValId, ValId, bool)> = state
+                .readers
+                .iter()
+                .filter(|(v, rs)| !rs.is_empty() && !tried.contains(*v))
+                .filter_map(|(&v, _)| forward_source(g, v, wants_half).map(|(u, h)| (v, u, h)))
+                .collect();
+            if candidates.is_empty() {
+                break;
             }
-        }
-        let mut candidates: Vec<(ValId, ValId, bool)> = owner
-            .keys()
-            .filter(|v| !tried.contains(*v))
-            .filter_map(|&v| forward_source(g, v, wants_half).map(|(u, h)| (v, u, h)))
-            .collect();
-        if candidates.is_empty() {
-            break;
-        }
-        candidates.sort_unstable();
-        for (v, u, is_half) in candidates {
-            tried.insert(v);
-            let Some(&p) = owner.get(&v) else { continue };
-            let Some(def) = g.fusion.val(v).definition else {
-                continue;
-            };
-            let mut trial = lists.clone();
-            let mut touched = false;
-            for (s, (own, rec)) in trial.iter_mut().enumerate() {
-                if s == p || rec.contains(&def) || own.contains(&def) {
-                    continue;
+            candidates.sort_unstable();
+            tried.extend(candidates.iter().map(|c| c.0));
+            // A segment the scheduler refuses after the rewrite drops the candidates that
+            // touch it; a few retries, then the round's rest is given up.
+            for _attempt in 0..4 {
+                if candidates.is_empty() {
+                    break;
                 }
-                let reads_v = own
-                    .iter()
-                    .chain(rec.iter())
-                    .any(|&e| g.reads[g.node_of[e.index()] as usize].contains(&v));
-                if reads_v {
-                    rec.push(def);
-                    rec.sort_unstable();
-                    touched = true;
+                let mut trial = state.clone();
+                let mut direct: Vec<Vec<usize>> = Vec::new();
+                for &(v, _, _) in &candidates {
+                    direct.push(trial.forward(g, v));
                 }
-            }
-            if !touched {
-                continue;
-            }
-            let (trial, trial_outs) = outputs_and_pruned(g, &trial);
-            let mut rebuilt: Vec<(usize, Built, Option<SchedulerKind>)> = Vec::new();
-            let mut ok = true;
-            for s in 0..trial.len() {
-                if trial[s] == lists[s] && trial_outs[s] == outs[s] {
-                    continue;
-                }
-                let b = build(g, &all_exprs(&trial[s].0, &trial[s].1), &trial_outs[s]);
-                if b.outputs.is_empty() {
-                    rebuilt.push((s, b, kinds[s]));
-                    continue;
-                }
-                match seg.check(&b.fusion) {
-                    Ok(kind) => rebuilt.push((s, b, Some(kind))),
-                    Err(_) => {
-                        ok = false;
-                        break;
+                let changed = trial.refresh(g, direct.iter().flatten().copied().collect());
+                let mut rebuilt: Vec<(usize, Built, Option<SchedulerKind>)> = Vec::new();
+                let mut refused: FxHashSet<usize> = FxHashSet::default();
+                for s in changed {
+                    let (own, rec) = &trial.lists[s];
+                    let b = build(g, &all_exprs(own, rec), &trial.outs[s]);
+                    if b.outputs.is_empty() {
+                        rebuilt.push((s, b, kinds[s]));
+                        continue;
+                    }
+                    match seg.check(&b.fusion) {
+                        Ok(kind) => rebuilt.push((s, b, Some(kind))),
+                        Err(_) => {
+                            refused.insert(s);
+                        }
                     }
                 }
-            }
-            if !ok {
-                continue;
-            }
-            for (s, b, kind) in rebuilt {
-                built[s] = b;
-                kinds[s] = kind;
-            }
-            lists = trial;
-            outs = trial_outs;
-            if is_half {
-                half.push(HalfBoundary {
-                    value: v,
-                    stored: u,
-                });
+                if refused.is_empty() {
+                    for (s, b, kind) in rebuilt {
+                        built[s] = b;
+                        kinds[s] = kind;
+                    }
+                    state = trial;
+                    half.extend(
+                        candidates
+                            .iter()
+                            .filter(|c| c.2)
+                            .map(|&(v, u, _)| HalfBoundary {
+                                value: v,
+                                stored: u,
+                            }),
+                    );
+                    break;
+                }
+                let before = candidates.len();
+                candidates = candidates
+                    .into_iter()
+                    .zip(direct)
+                    .filter(|(_, d)| !d.iter().any(|s| refused.contains(s)))
+                    .map(|(c, _)| c)
+                    .collect();
+                if candidates.len() == before {
+                    // The refusal follows from a knock-on change: give the round up.
+                    break;
+                }
             }
         }
+        lists = state.lists;
     }
 
     let segments = built

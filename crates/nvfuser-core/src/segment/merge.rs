@@ -5,22 +5,32 @@
 //! 1. **Level-based merging**, in rounds. A group's level is the length of the longest
 //!    path to it from groups without producers. In a round, groups are visited by level;
 //!    each group not yet paired picks the first neighbour (consumers, then producers)
-//!    whose level differs by exactly one, that is not paired yet, and whose union with it
-//!    the scheduler accepts. A direct edge between levels `L` and `L + 1` is the only
-//!    path between its ends, so merging it cannot close a cycle. Several pairs merged in
-//!    the same round could still close one, but only through "crossing" edges (from the
-//!    lower end of one pair to the upper end of another pair on the same two levels; see
-//!    `crossing`), so a pair with such an edge to an already chosen pair waits for the
-//!    next round. Rounds repeat until one merges nothing. A chain of `n` groups halves in
-//!    each round, so the work is `O(n log n)` scheduler checks of total size.
-//! 2. **Greedy producer-to-consumer merging**: in topological order, each group tries its
-//!    consumers (nearest first), merging with the first whose union is accepted and
-//!    creates no cycle (no other path between the two); sweeps repeat until one merges
-//!    nothing.
+//!    whose level differs by exactly one, that is not paired yet, not more than
+//!    `LOPSIDED` times larger or smaller, and whose union with it the scheduler accepts.
+//!    A direct edge between levels `L` and `L + 1` is the only path between its ends, so
+//!    merging it cannot close a cycle. Several pairs merged in the same round could
+//!    still close one, but only through "crossing" edges (from the lower end of one pair
+//!    to the upper end of another pair on the same two levels; see `crossing`), so a
+//!    pair with such an edge to an already chosen pair waits for the next round. Rounds
+//!    repeat until one merges nothing. A chain of `n` groups halves in each round, so
+//!    the work is `O(n log n)` in the total size of the checked unions.
+//! 2. **Sibling merging**, in rounds: groups on one level that read a common producer
+//!    group pair up the same way (no path joins two groups of one level). A group with
+//!    many consumers then takes them in a few large merges instead of one per round.
+//! 3. **Greedy producer-to-consumer merging**: in topological order, each group tries its
+//!    consumers, nearest first, merging with each whose union is accepted and that no
+//!    other path reaches (one ordered search per group serves all its candidates; see
+//!    `greedy_visit`); sweeps repeat until one merges nothing.
 //!
-//! Edges that leave a `segment_set` are never merged. A pair the scheduler rejected is
-//! remembered by the groups' versions (a group gets a new version when it grows), so it
-//! is not asked again until one side changes.
+//! Edges that leave a `segment_set` are never merged. Rejections are remembered by
+//! `(slot, version)`: a group that grows keeps the rejections of its slot (rejection is
+//! assumed monotone), and a pair is asked again only when both sides changed. So a
+//! group next to many incompatible groups is not re-checked against all of them after
+//! each of its own merges.
+//!
+//! Cost: scheduler checks grow linearly with the fusion (about 1.1 to 1.4 per
+//! expression in the `segment_bench` families), and so does the total size of the
+//! checked unions.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -28,6 +38,12 @@ use super::build::build;
 use super::graph::Graph;
 use crate::ir::{ExprId, Fusion, ValId};
 use crate::scheduler::{Rejections, SchedulerKind};
+
+/// Level rounds skip pairs where one group is more than this many times the other.
+const LOPSIDED: usize = 4;
+
+/// Scheduler checks one group may make per sibling round.
+const SIBLING_TRIES: usize = 4;
 
 /// The acceptance check: a scheduler that takes the fusion, or every refusal.
 pub(crate) type Accept<'a> = &'a dyn Fn(&Fusion) -> Result<SchedulerKind, Rejections>;
@@ -50,10 +66,14 @@ pub struct SegmenterStats {
     pub scheduler_checks: usize,
     /// Checks that said yes.
     pub accepted: usize,
+    /// Expressions in all the candidate unions checked (the work behind the checks).
+    pub checked_exprs: usize,
     /// Level-based merge rounds that merged something.
     pub level_rounds: usize,
     /// Merges made by the level-based rounds.
     pub level_merges: usize,
+    /// Merges of sibling groups (same level, a common producer).
+    pub sibling_merges: usize,
     /// Merges made by the greedy pass.
     pub greedy_merges: usize,
     /// Expressions (graph nodes) segmented.
@@ -66,7 +86,9 @@ pub(crate) struct Segmenter<'g, 'f, 'a> {
     groups: Vec<Group>,
     group_of: Vec<u32>,
     next_version: u64,
-    rejected: FxHashSet<(u64, u64)>,
+    /// `(slot, version)`: the group in `slot` (at any later size) was rejected with the
+    /// group of that version.
+    rejected: FxHashSet<(u32, u64)>,
     pub stats: SegmenterStats,
 }
 
@@ -122,6 +144,7 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
     /// The groups after both merge phases, in a topological order.
     pub fn run(&mut self) -> Vec<FinalGroup> {
         self.level_rounds();
+        self.sibling_rounds();
         self.greedy();
         let order = self.topo_order();
         let groups = order
@@ -141,12 +164,27 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
         groups
     }
 
-    fn key(&self, a: u32, b: u32) -> (u64, u64) {
-        let (x, y) = (
+    /// Whether the pair was rejected before, assuming rejection is monotone: a group
+    /// that was rejected with `b` is still rejected with `b` after it grew (merging more
+    /// into a group rarely makes an unschedulable union schedulable, and a path that
+    /// made a merge cyclic stays), so only a pair whose both sides changed is asked
+    /// again. This keeps a group with many incompatible neighbours from being re-checked
+    /// against all of them after each of its merges.
+    fn is_rejected(&self, a: u32, b: u32) -> bool {
+        let (va, vb) = (
             self.groups[a as usize].version,
             self.groups[b as usize].version,
         );
-        (x.min(y), x.max(y))
+        self.rejected.contains(&(a, vb)) || self.rejected.contains(&(b, va))
+    }
+
+    fn reject(&mut self, a: u32, b: u32) {
+        let (va, vb) = (
+            self.groups[a as usize].version,
+            self.groups[b as usize].version,
+        );
+        self.rejected.insert((a, vb));
+        self.rejected.insert((b, va));
     }
 
     /// The union of groups `a` and `b` as a fusion, checked by the scheduler.
@@ -172,6 +210,7 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
         };
         let (exprs, outputs) = self.exprs_and_outputs(&nodes, inside);
         let built = build(self.g, &exprs, &outputs);
+        self.stats.checked_exprs += exprs.len();
         self.check(&built.fusion)
     }
 
@@ -315,11 +354,10 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
                     (side, self.groups[other as usize].nodes[0])
                 });
                 for (_, lo, hi) in cands {
-                    if self.crossing(lo, hi, &role, &level) {
+                    if self.lopsided(lo, hi) || self.crossing(lo, hi, &role, &level) {
                         continue;
                     }
-                    let key = self.key(lo, hi);
-                    if self.rejected.contains(&key) {
+                    if self.is_rejected(lo, hi) {
                         continue;
                     }
                     match self.try_union(lo, hi) {
@@ -329,9 +367,7 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
                             role[hi as usize] = 2;
                             break;
                         }
-                        Err(_) => {
-                            self.rejected.insert(key);
-                        }
+                        Err(_) => self.reject(lo, hi),
                     }
                 }
             }
@@ -342,6 +378,76 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
             self.stats.level_merges += pairs.len();
             for (lo, hi, kind) in pairs {
                 self.merge(lo, hi, kind);
+            }
+        }
+    }
+
+    /// Whether one group is more than [`LOPSIDED`] times the other. Level rounds leave
+    /// such pairs to the later passes, so that a group with many consumers (a hub) does
+    /// not absorb them one per round, each time re-checking its whole self: its
+    /// consumers first merge among themselves (`sibling_rounds`), then the hub takes
+    /// them in a few large merges.
+    fn lopsided(&self, a: u32, b: u32) -> bool {
+        let (x, y) = (
+            self.groups[a as usize].nodes.len(),
+            self.groups[b as usize].nodes.len(),
+        );
+        x.max(y) > LOPSIDED * x.min(y)
+    }
+
+    /// Sibling merging, in rounds: groups on the same level that read a common producer
+    /// group are paired (each group with at most one partner per round, at most
+    /// [`SIBLING_TRIES`] scheduler checks per group and round) when the scheduler
+    /// accepts the union. Two groups on one level have no path between them, and a
+    /// merged pair stays on that level, so every edge still climbs and no cycle can form.
+    fn sibling_rounds(&mut self) {
+        loop {
+            let (order, level) = self.topo_levels();
+            let mut paired = vec![false; self.groups.len()];
+            let mut pairs: Vec<(u32, u32, SchedulerKind)> = Vec::new();
+            for &p in &order {
+                let mut sibs: Vec<u32> = self.groups[p as usize]
+                    .consumers
+                    .keys()
+                    .copied()
+                    .filter(|&c| !paired[c as usize])
+                    .collect();
+                if sibs.len() < 2 {
+                    continue;
+                }
+                sibs.sort_by_key(|&c| (level[c as usize], self.groups[c as usize].nodes[0]));
+                for i in 0..sibs.len() {
+                    let a = sibs[i];
+                    if paired[a as usize] {
+                        continue;
+                    }
+                    let mut tries = 0;
+                    for &b in &sibs[i + 1..] {
+                        if level[b as usize] != level[a as usize] || tries == SIBLING_TRIES {
+                            break;
+                        }
+                        if paired[b as usize] || self.is_rejected(a, b) {
+                            continue;
+                        }
+                        tries += 1;
+                        match self.try_union(a, b) {
+                            Ok(kind) => {
+                                paired[a as usize] = true;
+                                paired[b as usize] = true;
+                                pairs.push((a, b, kind));
+                                break;
+                            }
+                            Err(_) => self.reject(a, b),
+                        }
+                    }
+                }
+            }
+            if pairs.is_empty() {
+                break;
+            }
+            self.stats.sibling_merges += pairs.len();
+            for (a, b, kind) in pairs {
+                self.merge(a, b, kind);
             }
         }
     }
@@ -364,56 +470,16 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
     }
 
     fn greedy(&mut self) {
-        let positions = |order: &[u32], n: usize| {
-            let mut pos = vec![u32::MAX; n];
+        loop {
+            let order = self.topo_order();
+            let mut pos = vec![u32::MAX; self.groups.len()];
             for (k, &x) in order.iter().enumerate() {
                 pos[x as usize] = k as u32;
             }
-            pos
-        };
-        loop {
             let mut merged_in_sweep = false;
-            let mut order = self.topo_order();
-            let mut pos = positions(&order, self.groups.len());
-            let mut i = 0;
-            while i < order.len() {
-                let s = order[i];
-                let mut cands: Vec<u32> = self.groups[s as usize]
-                    .consumers
-                    .iter()
-                    .filter(|(_, &barrier)| !barrier)
-                    .map(|(&c, _)| c)
-                    .collect();
-                cands.sort_by_key(|&c| pos[c as usize]);
-                let mut merged = None;
-                for c in cands {
-                    let key = self.key(s, c);
-                    if self.rejected.contains(&key) {
-                        continue;
-                    }
-                    if self.other_path(s, c, &pos) {
-                        self.rejected.insert(key);
-                        continue;
-                    }
-                    match self.try_union(s, c) {
-                        Ok(kind) => {
-                            merged = Some(self.merge(s, c, kind));
-                            break;
-                        }
-                        Err(_) => {
-                            self.rejected.insert(key);
-                        }
-                    }
-                }
-                match merged {
-                    Some(keep) => {
-                        self.stats.greedy_merges += 1;
-                        merged_in_sweep = true;
-                        order = self.topo_order();
-                        pos = positions(&order, self.groups.len());
-                        i = pos[keep as usize] as usize;
-                    }
-                    None => i += 1,
+            for &s in &order {
+                if self.groups[s as usize].alive && self.greedy_visit(s, &pos) {
+                    merged_in_sweep = true;
                 }
             }
             if !merged_in_sweep {
@@ -422,29 +488,96 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
         }
     }
 
-    /// Whether some path from `p` reaches its consumer `c` other than the direct edge
-    /// (merging them would then close a cycle). `pos` is a topological numbering: such
-    /// a path only visits groups numbered below `c`.
-    fn other_path(&self, p: u32, c: u32, pos: &[u32]) -> bool {
-        let limit = pos[c as usize];
-        let mut seen: FxHashSet<u32> = FxHashSet::default();
-        let mut stack: Vec<u32> = self.groups[p as usize]
-            .consumers
-            .keys()
-            .copied()
-            .filter(|&x| x != c)
-            .collect();
-        while let Some(x) = stack.pop() {
-            if pos[x as usize] >= limit || !seen.insert(x) {
+    /// Merges group `s` with the consumers it can take, nearest (in the topological
+    /// numbering `pos`) first. A consumer is mergeable when no other path leads to it
+    /// from `s`. Such paths are found by one search shared by all of `s`'s candidates:
+    /// nodes come off a heap in `pos` order, never past the candidate under test (a path
+    /// only climbs in `pos`, and the numbering stays valid for paths outside the merged
+    /// group); a direct consumer that stays separate passes reachability on to its
+    /// consumers, and a merged one passes nothing (its consumers become direct ones).
+    fn greedy_visit(&mut self, mut s: u32, pos: &[u32]) -> bool {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let mut merged = false;
+        // (pos, slot, direct): direct consumers of `s`, and nodes behind one of them.
+        let mut heap: BinaryHeap<Reverse<(u32, u32, bool)>> = BinaryHeap::new();
+        let mut pushed_direct: FxHashSet<u32> = FxHashSet::default();
+        let mut pushed_reached: FxHashSet<u32> = FxHashSet::default();
+        let mut reach: FxHashSet<u32> = FxHashSet::default();
+        for &d in self.groups[s as usize].consumers.keys() {
+            pushed_direct.insert(d);
+            heap.push(Reverse((pos[d as usize], d, true)));
+        }
+        let mut tried: FxHashSet<u32> = FxHashSet::default();
+        loop {
+            let next = self.groups[s as usize]
+                .consumers
+                .iter()
+                .filter(|(&c, &barrier)| !barrier && !tried.contains(&c))
+                .map(|(&c, _)| c)
+                .min_by_key(|&c| pos[c as usize]);
+            let Some(c) = next else { break };
+            tried.insert(c);
+            if self.is_rejected(s, c) {
                 continue;
             }
-            for &y in self.groups[x as usize].consumers.keys() {
-                if y == c {
-                    return true;
+            while let Some(&Reverse((p, x, direct))) = heap.peek() {
+                if p >= pos[c as usize] {
+                    break;
                 }
-                stack.push(y);
+                heap.pop();
+                if !direct {
+                    reach.insert(x);
+                }
+                for &y in self.groups[x as usize].consumers.keys() {
+                    if pushed_reached.insert(y) {
+                        heap.push(Reverse((pos[y as usize], y, false)));
+                    }
+                }
+            }
+            // Entries at `c`'s own position: `c` behind another consumer.
+            while let Some(&Reverse((p, x, direct))) = heap.peek() {
+                if p != pos[c as usize] || x != c {
+                    break;
+                }
+                heap.pop();
+                if !direct {
+                    reach.insert(x);
+                }
+            }
+            let behind: Vec<u32> = self.groups[c as usize]
+                .consumers
+                .keys()
+                .copied()
+                .filter(|&y| y != s)
+                .collect();
+            let verdict = if reach.contains(&c) {
+                None
+            } else {
+                Some(self.try_union(s, c))
+            };
+            match verdict {
+                Some(Ok(kind)) => {
+                    s = self.merge(s, c, kind);
+                    for y in behind {
+                        if pushed_direct.insert(y) {
+                            heap.push(Reverse((pos[y as usize], y, true)));
+                        }
+                    }
+                    self.stats.greedy_merges += 1;
+                    merged = true;
+                }
+                _ => {
+                    // `c` stays apart: what it feeds is behind it.
+                    self.reject(s, c);
+                    for y in behind {
+                        if pushed_reached.insert(y) {
+                            heap.push(Reverse((pos[y as usize], y, false)));
+                        }
+                    }
+                }
             }
         }
-        false
+        merged
     }
 }
