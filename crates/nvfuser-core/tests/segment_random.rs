@@ -1,0 +1,227 @@
+//! Random fusions, segmented under several acceptance rules (including a non-monotone
+//! one): every segmentation is well formed, in a runnable order, accepted by its rule,
+//! and evaluates, segment by segment through the maps, to the whole fusion's values.
+
+use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
+use nvfuser_core::ir::{Fusion, Op};
+use nvfuser_core::prelude::*;
+use nvfuser_core::scheduler::{can_schedule, Rejection, Rejections, SchedulerKind};
+use nvfuser_core::segment::{SegmentOptions, SegmentValue, SegmentedFusion};
+
+type Verdict = Result<SchedulerKind, Rejections>;
+
+fn reject(reason: &str) -> Verdict {
+    Err(Rejections(vec![Rejection {
+        kind: SchedulerKind::Default,
+        reason: reason.into(),
+    }]))
+}
+
+fn kind(f: &Fusion) -> SchedulerKind {
+    if f.exprs().any(|(_, e)| e.op.reduction_axes().is_some()) {
+        SchedulerKind::Reduction
+    } else {
+        SchedulerKind::Pointwise
+    }
+}
+
+fn accept_all(f: &Fusion) -> Verdict {
+    Ok(kind(f))
+}
+
+fn one_reduction_shape(f: &Fusion) -> Verdict {
+    let mut shape = None;
+    for (_, e) in f.exprs() {
+        if let Some(axes) = e.op.reduction_axes() {
+            let rank = f.tensor_type(e.inputs[0]).map_or(0, |t| t.rank());
+            let s = (rank, axes.to_vec());
+            match &shape {
+                None => shape = Some(s),
+                Some(x) if *x != s => return reject("two reduction shapes"),
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(kind(f))
+}
+
+fn no_broadcast_of_reduction(f: &Fusion) -> Verdict {
+    let mut derived = vec![false; f.num_vals()];
+    for (_, e) in f.exprs() {
+        let from = e.inputs.iter().any(|i| derived[i.index()]);
+        if from && matches!(e.op, Op::Broadcast { .. }) {
+            return reject("a reduction result is broadcast");
+        }
+        if from || e.op.reduction_axes().is_some() {
+            for o in &e.outputs {
+                derived[o.index()] = true;
+            }
+        }
+    }
+    Ok(kind(f))
+}
+
+fn at_most_four(f: &Fusion) -> Verdict {
+    if f.num_exprs() > 4 {
+        reject("more than 4 expressions")
+    } else {
+        Ok(kind(f))
+    }
+}
+
+/// Not monotone: rejects about a third of the candidate fusions by their structure.
+fn arbitrary(f: &Fusion) -> Verdict {
+    if f.num_exprs() > 1 && f.structural_hash() % 3 == 0 {
+        reject("arbitrary")
+    } else {
+        Ok(kind(f))
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A random fusion of about `ops` steps over `[N, H]` f32 tensors (and a bf16 input).
+fn random_fusion(seed: u64, ops: usize) -> Fusion {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9) + 1);
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let h = fd.define_tensor(DataType::BF16, &[-1, -1]).unwrap();
+    let hf = fd.cast(h, DataType::F32).unwrap();
+    let mut pool = vec![x, hf];
+    for _ in 0..ops {
+        let a = pool[rng.below(pool.len())];
+        let b = pool[rng.below(pool.len())];
+        let v = match rng.below(9) {
+            0 => fd.tanh(a).unwrap(),
+            1 => fd.sin(a).unwrap(),
+            2 => fd.add(a, b).unwrap(),
+            3 => fd.mul(a, b).unwrap(),
+            4 => {
+                let r = fd.sum(a, &[1], true).unwrap();
+                fd.sub(b, r).unwrap()
+            }
+            5 => {
+                let r = fd.mean(a, &[0], true).unwrap();
+                fd.sub(b, r).unwrap()
+            }
+            6 => fd.segment_set(a).unwrap(),
+            7 => {
+                let c = fd.cast(a, DataType::BF16).unwrap();
+                fd.cast(c, DataType::F32).unwrap()
+            }
+            _ => {
+                let r = fd.max(a, &[1], false).unwrap();
+                let r = fd.broadcast(r, &[false, true]).unwrap();
+                fd.mul(b, r).unwrap()
+            }
+        };
+        pool.push(v);
+    }
+    let last = *pool.last().unwrap();
+    fd.add_output(last).unwrap();
+    let extra = pool[2 + rng.below(pool.len() - 2)];
+    if extra != last {
+        fd.add_output(extra).unwrap();
+    }
+    // A bf16 output turns the half-precision boundaries on.
+    if rng.below(2) == 0 {
+        let o = fd.cast(last, DataType::BF16).unwrap();
+        fd.add_output(o).unwrap();
+    }
+    fd.finish().unwrap()
+}
+
+/// Returns the number of segments.
+fn check(seed: u64, f: &Fusion, name: &str, rule: &dyn Fn(&Fusion) -> Verdict) -> usize {
+    let seg = SegmentedFusion::with_scheduler(f, rule, SegmentOptions::default())
+        .unwrap_or_else(|e| panic!("seed {seed}, {name}: {e}\n{f}"));
+    let ctx = || format!("seed {seed}, {name}:\n{f}\n{seg}");
+    // Well formed, accepted, runnable in order, maps consistent.
+    let mut available: std::collections::HashSet<ValId> = f.inputs().iter().copied().collect();
+    for (k, s) in seg.segments().iter().enumerate() {
+        nvfuser_core::ir::verify(s.fusion())
+            .unwrap_or_else(|e| panic!("segment {k}: {e}\n{}", ctx()));
+        assert_eq!(
+            rule(s.fusion()).ok(),
+            Some(s.scheduler()),
+            "segment {k}\n{}",
+            ctx()
+        );
+        for x in s.inputs() {
+            let v = match x {
+                SegmentValue::Val(v) => *v,
+                SegmentValue::Extent(e) => e.tensor,
+            };
+            assert!(
+                available.contains(&v),
+                "segment {k} reads {v} too early\n{}",
+                ctx()
+            );
+        }
+        available.extend(s.outputs().iter().copied());
+        for &v in seg.release_after(k) {
+            for later in &seg.segments()[k + 1..] {
+                assert!(!later.inputs().contains(&SegmentValue::Val(v)), "{}", ctx());
+            }
+        }
+    }
+    let inputs: Vec<EvalInput> = f
+        .inputs()
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            EvalInput::Tensor(HostTensor::random(
+                f.val(i).dtype,
+                &[5, 7],
+                seed * 7 + k as u64,
+            ))
+        })
+        .collect();
+    let whole = evaluate(f, &inputs).unwrap();
+    let parts = seg.evaluate(&inputs).unwrap();
+    for (k, (a, b)) in parts.iter().zip(&whole).enumerate() {
+        let tol = match b.dtype() {
+            DataType::F32 => Tolerance::new(1e-4, 1e-4),
+            d => Tolerance::for_dtype(d),
+        };
+        compare(a, b, tol).unwrap_or_else(|m| panic!("output {k}: {m}\n{}", ctx()));
+    }
+    seg.segments().len()
+}
+
+#[test]
+fn random_fusions_segment_soundly() {
+    let rules: [(&str, &dyn Fn(&Fusion) -> Verdict); 6] = [
+        ("accept all", &accept_all),
+        ("one reduction shape", &one_reduction_shape),
+        ("no broadcast of a reduction", &no_broadcast_of_reduction),
+        ("at most four", &at_most_four),
+        ("arbitrary", &arbitrary),
+        ("registry", &can_schedule),
+    ];
+    let mut segments = [0usize; 6];
+    let mut exprs = 0;
+    for seed in 0..100 {
+        let f = random_fusion(seed, 4 + (seed as usize % 25));
+        exprs += f.num_exprs();
+        for (k, (name, rule)) in rules.iter().enumerate() {
+            segments[k] += check(seed, &f, name, *rule);
+        }
+    }
+    println!("{exprs} expressions; segments per rule: {segments:?}");
+    // Every rule but "accept all" splits something (segment_set splits even there).
+    assert!(segments.iter().all(|&n| n > 100), "{segments:?}");
+}
