@@ -9,6 +9,7 @@ use nvfuser_core::scheduler::{can_schedule, Rejection, Rejections, SchedulerKind
 use nvfuser_core::segment::{SegmentOptions, SegmentValue, SegmentedFusion};
 
 type Verdict = Result<SchedulerKind, Rejections>;
+type Rule<'a> = &'a dyn Fn(&Fusion) -> Verdict;
 
 fn reject(reason: &str) -> Verdict {
     Err(Rejections(vec![Rejection {
@@ -71,7 +72,7 @@ fn at_most_four(f: &Fusion) -> Verdict {
 
 /// Not monotone: rejects about a third of the candidate fusions by their structure.
 fn arbitrary(f: &Fusion) -> Verdict {
-    if f.num_exprs() > 1 && f.structural_hash() % 3 == 0 {
+    if f.num_exprs() > 1 && f.structural_hash().is_multiple_of(3) {
         reject("arbitrary")
     } else {
         Ok(kind(f))
@@ -204,7 +205,7 @@ fn check(seed: u64, f: &Fusion, name: &str, rule: &dyn Fn(&Fusion) -> Verdict) -
 
 #[test]
 fn random_fusions_segment_soundly() {
-    let rules: [(&str, &dyn Fn(&Fusion) -> Verdict); 6] = [
+    let rules: [(&str, Rule<'_>); 6] = [
         ("accept all", &accept_all),
         ("one reduction shape", &one_reduction_shape),
         ("no broadcast of a reduction", &no_broadcast_of_reduction),
