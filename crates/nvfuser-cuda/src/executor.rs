@@ -500,22 +500,31 @@ impl FusionExecutorCache {
     /// Outputs of a call whose outputs are all empty: allocated, nothing launched.
     fn empty_outputs(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
         let f = &self.fusion;
+        let dim = |t: nvfuser_core::ValId, axis: usize| match args.get(f.input_position(t)?)? {
+            Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
+            Arg::Scalar(_) => None,
+        };
+        let scalar = |v: nvfuser_core::ValId| match args.get(f.input_position(v)?)? {
+            Arg::Scalar(s) => s.cast(f.val(v).dtype).as_i64(),
+            Arg::Tensor(_) => None,
+        };
+        let eval = |e: &nvfuser_core::ir::Extent| -> Result<i64, CudaError> {
+            e.eval(&dim, &scalar)
+                .ok_or_else(|| CudaError::InvalidTensor {
+                    op: "fusion call",
+                    expected: format!("an extent computable from the inputs: {e}"),
+                    found: "an unbound or invalid value".into(),
+                })
+        };
+        // The same checks as a launch: a slice bound or select index out of range is an
+        // error even when the result would be empty (as on the CPU reference).
+        crate::launch::check_data_dependent_reads(f, &eval, &scalar)?;
         let size = |e: &nvfuser_core::ir::Extent| -> Result<usize, CudaError> {
-            e.eval(
-                &|t, axis| match args.get(f.input_position(t)?)? {
-                    Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
-                    Arg::Scalar(_) => None,
-                },
-                &|v| match args.get(f.input_position(v)?)? {
-                    Arg::Scalar(s) => s.cast(f.val(v).dtype).as_i64(),
-                    Arg::Tensor(_) => None,
-                },
-            )
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| CudaError::InvalidTensor {
+            let n = eval(e)?;
+            usize::try_from(n).map_err(|_| CudaError::InvalidTensor {
                 op: "fusion call",
-                expected: format!("an output extent computable from the inputs: {e}"),
-                found: "an unbound or negative value".into(),
+                expected: format!("a non-negative output extent {e}"),
+                found: n.to_string(),
             })
         };
         f.outputs()
@@ -593,7 +602,9 @@ impl FusionExecutorCache {
             cache
                 .entries
                 .iter()
-                .find(|e| e.sig == sig && e.user.as_ref() == user && e.runtime.params == params)
+                .find(|e| {
+                    e.sig == sig && e.user.as_ref() == user && e.runtime.params.same_kernel(&params)
+                })
                 .map(|e| e.runtime.clone())
         };
         let rt = match reused {

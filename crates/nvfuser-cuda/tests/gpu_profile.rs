@@ -75,7 +75,7 @@ fn a_large_pointwise_kernel_shows_plausible_bandwidth() {
     assert!(p.gb_per_s > 100.0 && p.gb_per_s <= peak, "{p}");
     assert!(p.percent_of_peak > 0.0 && p.percent_of_peak <= 100.0, "{p}");
     assert_eq!(p.peak_gb_per_s, peak);
-    assert_eq!(p.scheduler, "default pointwise");
+    assert_eq!(p.scheduler, "pointwise");
     assert!(
         p.registers_per_thread > 0 && p.registers_per_thread <= 255,
         "{p}"

@@ -433,7 +433,7 @@ fn a_faulting_kernel_surfaces_at_the_next_synchronize() {
     let line = |what: &str| {
         stdout
             .lines()
-            .find(|l| l.starts_with(what))
+            .find(|l| l.contains(what))
             .unwrap_or_else(|| {
                 panic!(
                     "no `{what}` line from the child:\n{stdout}\n{}",

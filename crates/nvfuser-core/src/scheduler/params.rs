@@ -196,6 +196,28 @@ impl HeuristicParams {
         }
     }
 
+    /// True when both generate the same kernel: equal in every field but the
+    /// informative launch dims (which follow the sizes of each call).
+    pub fn same_kernel(&self, other: &HeuristicParams) -> bool {
+        fn strip(p: &HeuristicParams) -> HeuristicParams {
+            let mut p = p.clone();
+            let none = LaunchParams {
+                grid: [0; 3],
+                block: [0; 3],
+            };
+            match &mut p {
+                HeuristicParams::Pointwise(x) => x.launch = none,
+                HeuristicParams::Reduction(x) => x.launch = none,
+                HeuristicParams::OuterReduction(x) => x.launch = none,
+                HeuristicParams::InnerPersistent(x) => x.launch = none,
+                HeuristicParams::Transpose(x) => x.launch = none,
+                HeuristicParams::NoOp | HeuristicParams::Default => {}
+            }
+            p
+        }
+        strip(self) == strip(other)
+    }
+
     /// The kernel options, where the scheduler has any.
     pub fn compile(&self) -> Option<&CompileParams> {
         match self {

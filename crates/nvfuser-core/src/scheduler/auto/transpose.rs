@@ -108,8 +108,9 @@ pub(crate) fn heuristics(p: &TransposePlan, info: &RuntimeInfo) -> Plan<Transpos
         );
     }
     let (a, b) = (t.sizes[0], t.sizes[1]);
-    let tile = 32;
-    let threads_y = 8;
+    // 64 × 64 tiles with 4 rows of 64 threads: 3998 GB/s on an H200 for [8192, 8192]
+    // f32 (32 × 32 tiles with 8 rows: 3718).
+    let (tile, threads_y) = if a >= 64 && b >= 64 { (64, 4) } else { (32, 8) };
     Ok(TransposeParams {
         tile,
         threads_y,
