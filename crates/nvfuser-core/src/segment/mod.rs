@@ -36,7 +36,7 @@
 //!
 //! ```
 //! use nvfuser_core::prelude::*;
-//! use nvfuser_core::segment::{SegmentedFusion, SegmentValue};
+//! use nvfuser_core::segment::{ExtentRef, SegmentedFusion, SegmentValue};
 //!
 //! let mut fd = FusionDefinition::new();
 //! let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
@@ -47,7 +47,14 @@
 //! let fusion = fd.finish()?;
 //! let seg = SegmentedFusion::new(&fusion).unwrap();
 //! assert_eq!(seg.segments().len(), 2);
-//! assert_eq!(seg.segments()[1].inputs(), &[SegmentValue::Val(z)]);
+//! // The second segment receives z, and the sizes of x's dims as i64 scalars (z is
+//! // declared with them; x itself is not an input of that segment).
+//! let (x0, x1) = (ExtentRef { tensor: x, axis: 0 }, ExtentRef { tensor: x, axis: 1 });
+//! assert_eq!(
+//!     seg.segments()[1].inputs(),
+//!     &[SegmentValue::Val(z), SegmentValue::Extent(x0), SegmentValue::Extent(x1)]
+//! );
+//! assert_eq!(SegmentValue::Extent(x1).id(seg.extents()), Some(-2));
 //! println!("{seg}"); // every segment, its scheduler and its maps
 //! # Ok::<(), nvfuser_core::Error>(())
 //! ```
