@@ -552,3 +552,77 @@ fn random_segmented_fusions_on_the_gpu() {
     }
     assert!(gaps <= KNOWN_SCHEDULER_GAPS, "{gaps} scheduler gaps");
 }
+
+#[test]
+fn runtime_is_shareable_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<SegmentedRuntime>();
+}
+
+#[test]
+fn scalar_inputs_extents_and_empty_fusions_on_the_cpu_device() {
+    // eps (a scalar input) and size(relu(x), 1) feed a scalar cone that both segments
+    // recompute; segment 1 gets x's sizes as extent inputs.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let eps = fd.define_scalar(DataType::F64).unwrap();
+    let a = fd.relu(x).unwrap();
+    let n = fd.size(a, 1).unwrap();
+    let c = fd.mul(eps, n).unwrap();
+    let a2 = fd.mul(a, c).unwrap();
+    let s = fd.sum(a2, &[1], false).unwrap();
+    let b = fd.broadcast(s, &[false, true]).unwrap();
+    let y = fd.sub(a2, b).unwrap();
+    fd.add_output(y).unwrap();
+    fd.add_output(s).unwrap();
+    let f = fd.finish().unwrap();
+    let seg = SegmentedFusion::with_scheduler(
+        &f,
+        &|f: &Fusion| {
+            let mut derived = vec![false; f.num_vals()];
+            for (_, e) in f.exprs() {
+                let from = e.inputs.iter().any(|i| derived[i.index()]);
+                if from && matches!(e.op, Op::Broadcast { .. }) {
+                    return Err(Rejections(Vec::new()));
+                }
+                if from || e.op.reduction_axes().is_some() {
+                    for o in &e.outputs {
+                        derived[o.index()] = true;
+                    }
+                }
+            }
+            Ok(SchedulerKind::Default)
+        },
+        SegmentOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(seg.segments().len(), 2);
+    let rt = SegmentedRuntime::from_segmented(seg).unwrap();
+    let cpu = Device::cpu();
+    let host = HostTensor::random(DataType::F32, &[6, 9], 1);
+    let xt = cpu.tensor_from_host(&host).unwrap();
+    let out = rt.run(&cpu, &[(&xt).into(), 0.5f64.into()]).unwrap();
+    let reference = evaluate(
+        &f,
+        &[
+            EvalInput::Tensor(host),
+            EvalInput::Scalar(ScalarValue::Float(0.5)),
+        ],
+    )
+    .unwrap();
+    for (o, r) in out.iter().zip(&reference) {
+        compare(&o.to_host_tensor().unwrap(), r, Tolerance::new(1e-5, 1e-5)).unwrap();
+    }
+    // Bad arguments are refused before anything runs.
+    assert!(rt.run(&cpu, &[(&xt).into()]).is_err());
+
+    // Nothing to compute: the output is the input.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    fd.add_output(x).unwrap();
+    let rt = SegmentedRuntime::new(fd.finish().unwrap()).unwrap();
+    assert!(rt.segmented().segments().is_empty());
+    let t = cpu.tensor_from_slice(&[1.0f32, 2.0], [2]).unwrap();
+    let out = rt.run(&cpu, &[(&t).into()]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+}
