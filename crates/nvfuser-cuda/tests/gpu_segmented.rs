@@ -16,9 +16,16 @@ use nvfuser_core::scheduler::{
 };
 use nvfuser_core::segment::{SegmentOptions, SegmentedFusion};
 use nvfuser_cuda::testing::{note, require_gpu};
-use nvfuser_cuda::{Arg, CudaError, Device, GpuArch, SegmentedRuntime, Tensor};
+use nvfuser_cuda::{Arg, CudaError, Device, GpuArch, KernelCache, SegmentedRuntime, Tensor};
 
 type Verdict = Result<SchedulerKind, Rejections>;
+
+/// The GPU tests of this file run one at a time, so the kernel cache counters that one
+/// of them checks are not moved by another.
+fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+    static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    GPU.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// y = x - sum(x, [1]) - sum(x, [0]) (both kept as dims): two reductions of different
 /// shapes feeding one epilogue.
@@ -271,6 +278,7 @@ fn segmented_fusions_on_the_cpu_device() {
 #[test]
 fn segmented_fusions_on_the_gpu() {
     let Some(_gpu) = require_gpu() else { return };
+    let _serial = gpu_lock();
     let device = Device::cuda(0).unwrap();
     check_cases(&device);
 }
@@ -278,6 +286,7 @@ fn segmented_fusions_on_the_gpu() {
 #[test]
 fn half_boundary_crosses_in_bf16_on_the_gpu() {
     let Some(_gpu) = require_gpu() else { return };
+    let _serial = gpu_lock();
     let device = Device::cuda(0).unwrap();
     let f = half_norm();
     let seg =
@@ -306,6 +315,7 @@ fn half_boundary_crosses_in_bf16_on_the_gpu() {
 #[test]
 fn segments_compile_in_parallel_on_the_first_call() {
     let Some(_gpu) = require_gpu() else { return };
+    let _serial = gpu_lock();
     let device = Device::cuda(0).unwrap();
     let rt = SegmentedRuntime::new(alternating(4)).unwrap();
     let n = rt.segmented().segments().len();
@@ -327,7 +337,16 @@ fn segments_compile_in_parallel_on_the_first_call() {
         0,
         "prepared once per layout"
     );
+    // The run finds every kernel in memory: the sizes were predicted exactly.
+    let before = KernelCache::global().stats();
     let out = rt.run(&device, &args).unwrap();
+    let after = KernelCache::global().stats();
+    assert_eq!(
+        (after.nvrtc_compiles, after.disk_hits),
+        (before.nvrtc_compiles, before.disk_hits),
+        "the run needed kernels that the parallel step did not prepare"
+    );
+    assert!(after.memory_hits >= before.memory_hits + compiled as u64);
     let eval_inputs: Vec<EvalInput> = host.into_iter().map(EvalInput::Tensor).collect();
     let reference = evaluate(rt.fusion(), &eval_inputs).unwrap();
     compare(
@@ -522,6 +541,7 @@ fn random_fusion(seed: u64, ops: usize) -> Fusion {
 #[test]
 fn random_segmented_fusions_on_the_gpu() {
     let Some(_gpu) = require_gpu() else { return };
+    let _serial = gpu_lock();
     let device = Device::cuda(0).unwrap();
     let mut gaps = 0;
     for seed in 0..RANDOM_CASES {
