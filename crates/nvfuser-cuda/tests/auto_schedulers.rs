@@ -138,3 +138,35 @@ fn pointwise_schedules_with_every_unroll() {
         }
     }
 }
+
+/// A fusion no scheduler takes says why, scheduler by scheduler, in registry order.
+#[test]
+fn every_refusal_is_reported_in_order() {
+    use nvfuser_core::FusionDefinition;
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let s = fd.define_scalar(DataType::F32).unwrap();
+    let one = fd.constant(1.0f32);
+    let s1 = fd.sub(s, one).unwrap();
+    let y = fd.mul(x, s1).unwrap();
+    fd.add_output(y).unwrap();
+    let fusion = fd.finish().unwrap();
+    let mut info =
+        RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &[(DataType::F32, &[4, 8])]);
+    info.inputs.push(InputInfo::Scalar(2.0f32.into()));
+    let err = compute_heuristics(&fusion, &info).unwrap_err();
+    let kinds: Vec<_> = err.0.iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        nvfuser_core::scheduler::SchedulerKind::ORDER.to_vec()
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("pointwise: the scalar expression sub"),
+        "{text}"
+    );
+    assert!(
+        text.contains("default: not supported by the default schedule"),
+        "{text}"
+    );
+}

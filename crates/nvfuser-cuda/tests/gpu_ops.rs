@@ -465,15 +465,23 @@ fn softmax_and_rms_norm_match_on_row_lengths() {
 fn unsupported_fusions_are_typed_errors_on_the_gpu() {
     let Some(device) = gpu() else { return };
     let mut fd = FusionDefinition::new();
-    // A scalar output: kernels write tensors only.
+    // Scalar math inside the fusion: kernels compute tensors only.
     let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
-    let n = fd.size(x, 0).unwrap();
-    fd.add_output(n).unwrap();
+    let s = fd.define_scalar(DataType::F32).unwrap();
+    let one = fd.constant(1.0f32);
+    let s1 = fd.sub(s, one).unwrap();
+    let y = fd.mul(x, s1).unwrap();
+    fd.add_output(y).unwrap();
     let exec = FusionExecutorCache::new(fd.finish().unwrap());
     let t = device.tensor_from_slice(&[1.0f32; 8], [2, 4]).unwrap();
-    let err = exec.run(&device, &[(&t).into()]).unwrap_err();
+    let err = exec
+        .run(
+            &device,
+            &[(&t).into(), nvfuser_cuda::Arg::Scalar(3.0f32.into())],
+        )
+        .unwrap_err();
     println!("{err}");
-    assert!(err.to_string().contains("scalar output"), "{err}");
+    assert!(err.to_string().contains("scalar expression"), "{err}");
 }
 
 /// A tensor of more than 2^31 elements: the executor picks 64-bit indexing and every

@@ -51,6 +51,7 @@ pub(crate) struct InnerPlan {
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
+    super::reject_scalar_math(fusion)?;
     let live = fusion.live_exprs();
     let mut shape: Option<(usize, usize)> = None;
     let mut reference = None;

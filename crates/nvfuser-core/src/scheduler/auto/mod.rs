@@ -155,3 +155,19 @@ pub(crate) fn tensor_inputs<'a>(
         .iter()
         .filter_map(move |&v| info.tensor(f, v).map(|t| (v, t)))
 }
+
+/// Refuses live expressions that compute scalars: only tensor math runs in kernels.
+pub(crate) fn reject_scalar_math(f: &Fusion) -> Plan<()> {
+    let live = f.live_exprs();
+    for (id, e) in f.exprs() {
+        if live[id.index()] {
+            if let Some(&s) = e.outputs.iter().find(|&&o| !f.val(o).is_tensor()) {
+                return Err(format!(
+                    "the scalar expression {} defining {s} (only tensor math runs in kernels)",
+                    e.op.name()
+                ));
+            }
+        }
+    }
+    Ok(())
+}

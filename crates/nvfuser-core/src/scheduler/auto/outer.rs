@@ -35,6 +35,7 @@ pub(crate) struct OuterPlan {
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
+    super::reject_scalar_math(fusion)?;
     let live = fusion.live_exprs();
     let uses = fusion.uses();
     let outputs: BTreeSet<ValId> = fusion.outputs().iter().map(|o| o.val).collect();

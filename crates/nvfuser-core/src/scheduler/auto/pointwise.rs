@@ -39,6 +39,7 @@ pub(crate) struct PointwisePlan {
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
+    super::reject_scalar_math(fusion)?;
     let live = fusion.live_exprs();
     if fusion.outputs().is_empty() {
         return Err("a fusion without outputs".into());
