@@ -100,6 +100,8 @@ pub struct FusionExecutorCache {
     evictions: AtomicU64,
     /// This executor's own dump; `None`: the process's `NVFUSER_DUMP`.
     dump: Option<Dump>,
+    /// Set once no single kernel can hold the fusion: its segments run instead.
+    segmented: std::sync::OnceLock<crate::SegmentedRuntime>,
 }
 
 /// Counters of a [`FusionExecutorCache`]'s runtime cache.
@@ -301,6 +303,7 @@ impl FusionExecutorCache {
             reuses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             dump: None,
+            segmented: std::sync::OnceLock::new(),
         }
     }
 
@@ -413,7 +416,18 @@ impl FusionExecutorCache {
             if let Some(views) = self.no_op_outputs(args) {
                 return Ok(views);
             }
-            let rt = self.runtime(device, args, user)?;
+            if user.is_none() {
+                if let Some(seg) = self.segmented.get() {
+                    return seg.run(device, args);
+                }
+            }
+            let rt = match self.runtime(device, args, user) {
+                Ok(rt) => rt,
+                Err(e @ CudaError::UnsupportedFusion { .. }) if user.is_none() => {
+                    return self.segmented_or(e)?.run(device, args);
+                }
+                Err(e) => return Err(e),
+            };
             let Some(c) = &rt.compiled else {
                 return self.empty_outputs(device, args);
             };
@@ -495,6 +509,36 @@ impl FusionExecutorCache {
             profile::registers_per_thread(&c.function)?,
         );
         Ok((outputs, profile))
+    }
+
+    /// The segmented runtime, made on the first call that no single kernel can run:
+    /// when the fusion splits into more than one segment. Otherwise `err` (a single
+    /// segment would fail the same way).
+    fn segmented_or(&self, err: CudaError) -> Result<&crate::SegmentedRuntime, CudaError> {
+        if let Some(seg) = self.segmented.get() {
+            return Ok(seg);
+        }
+        let seg = match crate::SegmentedRuntime::new(self.fusion.clone()) {
+            Ok(seg) if seg.segmented().segments().len() > 1 => seg,
+            Ok(_) => return Err(err),
+            Err(seg_err) => {
+                return Err(CudaError::UnsupportedFusion {
+                    reason: format!("{err}; segmenting it failed too: {seg_err}"),
+                })
+            }
+        };
+        let seg = match &self.dump {
+            Some(d) => seg.with_dump(d.clone()),
+            None => seg,
+        };
+        Ok(self.segmented.get_or_init(|| seg))
+    }
+
+    /// The segmented runtime this executor runs the fusion with, if no single kernel
+    /// could (see [`crate::SegmentedRuntime`]); `None` before the first GPU call or when
+    /// one kernel runs it.
+    pub fn segmented_runtime(&self) -> Option<&crate::SegmentedRuntime> {
+        self.segmented.get()
     }
 
     /// Outputs of a call whose outputs are all empty: allocated, nothing launched.
@@ -615,7 +659,31 @@ impl FusionExecutorCache {
             None => {
                 // Built outside the lock: compiling takes milliseconds.
                 self.misses.fetch_add(1, Ordering::Relaxed);
-                Arc::new(self.build(device, &sig, params)?)
+                match self.build(device, &sig, params.clone()) {
+                    Ok(rt) => Arc::new(rt),
+                    // The registry's checks are optimistic: a tuned schedule that the
+                    // lowering refuses falls back to the default schedule.
+                    Err(e @ CudaError::UnsupportedFusion { .. })
+                        if user.is_none()
+                            && !matches!(
+                                params,
+                                HeuristicParams::Default | HeuristicParams::NoOp
+                            ) =>
+                    {
+                        self.dump().section(
+                            DumpFlags::SCHEDULER,
+                            "scheduler",
+                            "fallback",
+                            &format!("{}: {e}; trying the default schedule", params.kind()),
+                        );
+                        Arc::new(self.build(device, &sig, HeuristicParams::Default).map_err(
+                            |d| CudaError::UnsupportedFusion {
+                                reason: format!("{e}; the default schedule: {d}"),
+                            },
+                        )?)
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         };
         let mut cache = self.lock();
@@ -693,9 +761,24 @@ impl FusionExecutorCache {
         params: Option<&HeuristicParams>,
     ) -> Result<(HeuristicParams, Option<Kernel>), CudaError> {
         let wide = nvfuser_core::scheduler::index_type_for(&self.fusion, info) == IndexType::I64;
+        let user = params.is_some();
         let params = self.params_for(info, params, wide)?;
-        let built = self.generate(wide, &params)?;
-        Ok((params, built.map(|(_, _, k)| k)))
+        match self.generate(wide, &params) {
+            Ok(built) => Ok((params, built.map(|(_, _, k)| k))),
+            // As in a run: a tuned schedule the lowering refuses falls back to the
+            // default schedule.
+            Err(e @ CudaError::UnsupportedFusion { .. })
+                if !user && !matches!(params, HeuristicParams::Default | HeuristicParams::NoOp) =>
+            {
+                let built = self
+                    .generate(wide, &HeuristicParams::Default)
+                    .map_err(|d| CudaError::UnsupportedFusion {
+                        reason: format!("{e}; the default schedule: {d}"),
+                    })?;
+                Ok((HeuristicParams::Default, built.map(|(_, _, k)| k)))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Schedule and kernel for `params` (dumped as selected), or `None` for a no-op.

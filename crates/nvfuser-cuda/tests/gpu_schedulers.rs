@@ -150,3 +150,101 @@ fn edited_pointwise_params_give_the_same_values() {
         .unwrap_err();
     assert!(err.to_string().contains("threads = 100"), "{err}");
 }
+
+/// Fusions no single kernel can hold run through the executor as segments: a row
+/// normalization next to a column reduction, and random numbers feeding a LayerNorm
+/// (dropout + residual + LayerNorm; the tuned schedulers keep random numbers out of
+/// reduction kernels). Equal to the CPU reference (the Philox stream is the same).
+#[test]
+fn unschedulable_fusions_run_segmented_through_the_executor() {
+    use nvfuser_core::builder::Size;
+    use nvfuser_core::{FusionDefinition, ScalarValue};
+    let Some(device) = gpu() else { return };
+    let mut cases = Vec::new();
+    // y = x - mean(x, rows) broadcast, z = max(x, cols): two reductions of different
+    // shapes.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let m = fd.mean(x, &[1], true).unwrap();
+    let y = fd.sub(x, m).unwrap();
+    let z = fd.max(x, &[0], false).unwrap();
+    fd.add_output(y).unwrap();
+    fd.add_output(z).unwrap();
+    let inputs = vec![EvalInput::Tensor(HostTensor::random(
+        DataType::F32,
+        &[257, 1000],
+        3,
+    ))];
+    cases.push(("row mean + column max", fd.finish().unwrap(), inputs));
+    // Dropout (uniform mask) + residual + LayerNorm over [rows, cols] bf16.
+    let (rows, cols) = (300usize, 1024usize);
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::BF16, &[-1, -1]).unwrap();
+    let res = fd.define_tensor(DataType::BF16, &[-1, -1]).unwrap();
+    let r = fd.define_scalar(DataType::I64).unwrap();
+    let c = fd.define_scalar(DataType::I64).unwrap();
+    let seed = fd.define_scalar(DataType::I64).unwrap();
+    let offset = fd.define_scalar(DataType::I64).unwrap();
+    let lo = fd.constant(0.0f32);
+    let hi = fd.constant(1.0f32);
+    let u = fd
+        .uniform(
+            &[Size::Val(r), Size::Val(c)],
+            lo,
+            hi,
+            seed,
+            offset,
+            DataType::F32,
+        )
+        .unwrap();
+    let p = fd.constant(0.1f32);
+    let keep = fd.ge(u, p).unwrap();
+    let xf = fd.cast(x, DataType::F32).unwrap();
+    let zero = fd.constant(0.0f32);
+    let dropped = fd.where_(keep, xf, zero).unwrap();
+    let scale = fd.constant(1.0f32 / 0.9);
+    let dropped = fd.mul(dropped, scale).unwrap();
+    let rf = fd.cast(res, DataType::F32).unwrap();
+    let h = fd.add(dropped, rf).unwrap();
+    let (var, mean) = fd.var_mean(h, &[1], 0, true).unwrap();
+    let eps = fd.constant(1e-5f32);
+    let ve = fd.add(var, eps).unwrap();
+    let rstd = fd.rsqrt(ve).unwrap();
+    let hc = fd.sub(h, mean).unwrap();
+    let yn = fd.mul(hc, rstd).unwrap();
+    let yb = fd.cast(yn, DataType::BF16).unwrap();
+    fd.add_output(yb).unwrap();
+    let inputs = vec![
+        EvalInput::Tensor(HostTensor::random(DataType::BF16, &[rows, cols], 5)),
+        EvalInput::Tensor(HostTensor::random(DataType::BF16, &[rows, cols], 6)),
+        EvalInput::Scalar(ScalarValue::from(rows as i64)),
+        EvalInput::Scalar(ScalarValue::from(cols as i64)),
+        EvalInput::Scalar(ScalarValue::from(1234i64)),
+        EvalInput::Scalar(ScalarValue::from(0i64)),
+    ];
+    cases.push((
+        "dropout + residual + LayerNorm",
+        fd.finish().unwrap(),
+        inputs,
+    ));
+    for (name, fusion, inputs) in cases {
+        let exec = FusionExecutorCache::new(fusion);
+        let n = run_and_compare(&device, &exec, &inputs, None, &tolerance)
+            .unwrap_or_else(|m| panic!("{name}: {m}"));
+        let seg = exec
+            .segmented_runtime()
+            .unwrap_or_else(|| panic!("{name}: expected a segmented run"));
+        let kinds: Vec<String> = seg
+            .segmented()
+            .segments()
+            .iter()
+            .map(|s| format!("{:?}", s.scheduler()))
+            .collect();
+        println!(
+            "{name}: {n} outputs match the CPU reference, run as {} segments {kinds:?}",
+            kinds.len()
+        );
+        // A second call reuses the segmented runtime.
+        run_and_compare(&device, &exec, &inputs, None, &tolerance).unwrap();
+    }
+}

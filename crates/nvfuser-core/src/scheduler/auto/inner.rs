@@ -347,7 +347,7 @@ pub(crate) fn schedule_persistent(
     } else {
         Vec::new()
     };
-    let f = specialize(&p.fusion, &fixed);
+    let f = specialize(&two_pass_moments(&p.fusion), &fixed);
     schedule(
         p,
         f,
@@ -435,8 +435,13 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     }
     // Vector stores of full-rank outputs.
     let mut stores: Vec<ValId> = Vec::new();
+    let inner_is_broadcast = |v: ValId| {
+        f.tensor_type(v)
+            .and_then(|t| t.shape().last().map(|d| d.is_broadcast_like()))
+            .unwrap_or(true)
+    };
     for o in f.outputs() {
-        if full.contains(&o.val) && sp.v > 1 {
+        if full.contains(&o.val) && sp.v > 1 && !inner_is_broadcast(o.val) {
             let c = s.cache_before(o.val)?;
             full.push(c);
             stores.push(o.val);
@@ -526,4 +531,108 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     }
     s.inline_most()?;
     Ok(s)
+}
+
+/// The fusion with every uncorrected `var_mean` / `var` computed in two passes over the
+/// row: `mean = mean(x)`, then `var = mean((x - mean)²)`. With the row in registers the
+/// second pass reads no memory, and two plain block reductions replace a Welford update
+/// (a division per element) and a Welford combine. Outputs keep their ids; a nonzero
+/// correction keeps the Welford form.
+pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
+    use crate::ir::{BinaryOp, Expr, IterDomain, ReductionOp, TensorType, Val, ValKind};
+    use smallvec::smallvec;
+    let mut nf = f.clone();
+    nf.exprs.clear();
+    for v in nf.vals.iter_mut() {
+        v.definition = None;
+    }
+    let full_type = |x: ValId, broadcast_axes: &[usize]| -> Option<TensorType> {
+        let t = f.tensor_type(x)?;
+        let dims: Vec<IterDomain> = t
+            .shape()
+            .enumerate()
+            .map(|(i, d)| {
+                if broadcast_axes.contains(&i) {
+                    IterDomain::broadcast()
+                } else {
+                    d.clone()
+                }
+            })
+            .collect();
+        Some(TensorType::contiguous(dims))
+    };
+    for (_, e) in f.exprs() {
+        let (axes, var, mean) = match &e.op {
+            Op::VarMean {
+                axes,
+                correction: 0,
+            } => (axes.clone(), e.outputs[0], Some(e.outputs[1])),
+            Op::Var {
+                axes,
+                correction: 0,
+            } => (axes.clone(), e.outputs[0], None),
+            _ => {
+                nf.push_expr(e.clone());
+                continue;
+            }
+        };
+        let x = e.inputs[0];
+        let (Some(bt), Some(ft)) = (full_type(x, &axes), full_type(x, &[])) else {
+            nf.push_expr(e.clone());
+            continue;
+        };
+        let dtype = f.val(var).dtype;
+        let mean = mean.unwrap_or_else(|| {
+            nf.push_val(Val {
+                dtype,
+                kind: f.val(var).kind.clone(),
+                definition: None,
+            })
+        });
+        let tensor = |nf: &mut Fusion, t: &TensorType| {
+            nf.push_val(Val {
+                dtype,
+                kind: ValKind::Tensor(t.clone()),
+                definition: None,
+            })
+        };
+        let rank = ft.domain.len();
+        nf.push_expr(Expr {
+            op: Op::Reduction {
+                op: ReductionOp::Mean,
+                axes: axes.clone(),
+            },
+            inputs: smallvec![x],
+            outputs: smallvec![mean],
+        });
+        let mb = tensor(&mut nf, &bt);
+        nf.push_expr(Expr {
+            op: Op::Broadcast {
+                mask: (0..rank).map(|i| axes.contains(&i)).collect(),
+            },
+            inputs: smallvec![mean],
+            outputs: smallvec![mb],
+        });
+        let d = tensor(&mut nf, &ft);
+        nf.push_expr(Expr {
+            op: Op::Binary(BinaryOp::Sub),
+            inputs: smallvec![x, mb],
+            outputs: smallvec![d],
+        });
+        let d2 = tensor(&mut nf, &ft);
+        nf.push_expr(Expr {
+            op: Op::Binary(BinaryOp::Mul),
+            inputs: smallvec![d, d],
+            outputs: smallvec![d2],
+        });
+        nf.push_expr(Expr {
+            op: Op::Reduction {
+                op: ReductionOp::Mean,
+                axes,
+            },
+            inputs: smallvec![d2],
+            outputs: smallvec![var],
+        });
+    }
+    nf
 }

@@ -232,8 +232,14 @@ pub(crate) fn schedule(
         }
         Ok(())
     };
-    for &tv in reductions.iter().chain(&full) {
-        schedule_full(&mut s, tv)?;
+    // The first reduction is the reference; every other full tensor takes its
+    // transforms (and extents: inputs may spell equal sizes differently).
+    let reference = reductions[0];
+    schedule_full(&mut s, reference)?;
+    let others: Vec<ValId> = reductions[1..].iter().chain(&full).copied().collect();
+    if !others.is_empty() {
+        s.transform_like(reference, &others)?;
+        s.parallelize_like(reference, &others)?;
     }
     for &tv in &per_col {
         for _ in 1..kept {
