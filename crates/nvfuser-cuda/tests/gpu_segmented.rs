@@ -223,7 +223,14 @@ fn check_cases(device: &Device) {
         assert_eq!(out.len(), reference.len());
         for (k, (o, r)) in out.iter().zip(&reference).enumerate() {
             let o = o.to_host_tensor().unwrap();
-            compare(&o, r, Tolerance::for_dtype(r.dtype()))
+            // Sums over thousands of f32 elements, then differences of such sums
+            // (x - rows - cols): the GPU's f32 accumulation order leaves absolute errors
+            // of about 1e-5 per thousand elements summed, against an f64 reference.
+            let tol = match r.dtype() {
+                DataType::F32 => Tolerance::new(1e-5, 1e-3),
+                d => Tolerance::for_dtype(d),
+            };
+            compare(&o, r, tol)
                 .unwrap_or_else(|m| panic!("{name}: output {k} against the CPU reference: {m}"));
         }
 
@@ -563,6 +570,10 @@ fn random_segmented_fusions_on_the_gpu() {
         let reference = evaluate(&f, &[EvalInput::Tensor(host)]).unwrap();
         for (k, (o, r)) in out.iter().zip(&reference).enumerate() {
             let tol = match r.dtype() {
+                // A value rounded through bf16 inside the fusion (a cast pair) may
+                // round differently after f32 math than after the reference's f64
+                // math: one bf16 ulp.
+                DataType::F32 if has_half_cast(&f) => Tolerance::new(8e-3, 1e-4),
                 DataType::F32 => Tolerance::new(1e-4, 1e-4),
                 d => Tolerance::for_dtype(d),
             };
@@ -645,4 +656,14 @@ fn scalar_inputs_extents_and_empty_fusions_on_the_cpu_device() {
     let t = cpu.tensor_from_slice(&[1.0f32, 2.0], [2]).unwrap();
     let out = rt.run(&cpu, &[(&t).into()]).unwrap();
     assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+}
+
+/// True when the fusion rounds some value to f16 or bf16.
+fn has_half_cast(f: &Fusion) -> bool {
+    f.exprs().any(|(_, e)| {
+        matches!(e.op, nvfuser_core::ir::Op::Cast)
+            && e.outputs
+                .iter()
+                .any(|&o| matches!(f.val(o).dtype, DataType::BF16 | DataType::F16))
+    })
 }
