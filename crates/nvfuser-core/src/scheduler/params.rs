@@ -30,10 +30,14 @@ pub struct LaunchParams {
 }
 
 /// Pointwise: the reference output's dims are merged into an outer and an inner part
-/// (adjacent dims merge only where every tensor agrees on which are broadcast); the
-/// inner part is split into `[blocks, unroll, threads, vectorize]`.
+/// around `break_point` (adjacent dims merge only where every tensor agrees on which are
+/// broadcast); the inner part is split into `[blocks, unroll, threads, vectorize]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PointwiseParams {
+    /// The first reference dim of the inner part: dims before it (merged where the
+    /// tensors agree on broadcasts) are the outer part on `blockIdx.x`; it must lie in
+    /// the innermost group of dims that merge.
+    pub break_point: i64,
     /// Elements per vector load/store (1, 2, 4, 8 or 16; at most 16 bytes).
     pub vectorize: i64,
     /// Vector accesses per thread, outside the thread dim (1 to 16).
@@ -236,6 +240,13 @@ impl HeuristicParams {
         let k = self.kind();
         match self {
             HeuristicParams::Pointwise(p) => {
+                check(
+                    k,
+                    "break_point",
+                    p.break_point,
+                    p.break_point >= 0,
+                    "at least 0",
+                )?;
                 check(
                     k,
                     "vectorize",

@@ -134,27 +134,6 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     for i in 0..dims.len() {
         numel = numel.saturating_mul(size(i)?);
     }
-    let (inner_elems, outer_elems) = match p.inner {
-        Some(g) => {
-            let (start, len) = p.groups[g];
-            let mut inner = 1i64;
-            for i in start..start + len {
-                inner = inner.saturating_mul(size(i)?);
-            }
-            let outer = if g > 0 {
-                let (os, ol) = p.groups[g - 1];
-                let mut o = 1i64;
-                for i in os..os + ol {
-                    o = o.saturating_mul(size(i)?);
-                }
-                o
-            } else {
-                1
-            };
-            (inner, outer)
-        }
-        None => (1, 1),
-    };
     // Vector width: 16 bytes of the widest input/output, limited by every vectorized
     // tensor (full-rank inputs whose inner part is not broadcast, and the outputs).
     let max_v = (16 / super::widest_io_bytes(f) as i64).max(1);
@@ -182,9 +161,54 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     while unroll > 1 && ceil_div(numel, v * threads * unroll) < 4 * sm {
         unroll /= 2;
     }
+    // Break point: the inner part is the innermost dims of the inner group that still
+    // hold two blocks' worth of elements; the rest of the group joins the outer part
+    // (`blockIdx.x`), so rows are indexed by the block and not divided out of a flat
+    // index per element. A short inner group stays whole (1-D over the group).
+    let (break_point, inner_elems, outer_elems) = match p.inner {
+        Some(g) => {
+            let (start, len) = p.groups[g];
+            let mut bp = start;
+            let mut inner = 1i64;
+            for i in (start..start + len).rev() {
+                inner = inner.saturating_mul(size(i)?);
+                if inner >= 2 * v * threads * unroll {
+                    bp = i;
+                    break;
+                }
+            }
+            let mut inner = 1i64;
+            for i in bp..start + len {
+                inner = inner.saturating_mul(size(i)?);
+            }
+            let (groups, gi) = axis_groups(p, bp).ok_or("no inner group")?;
+            let mut outer = 1i64;
+            if gi > 0 {
+                let (os, ol) = groups[gi - 1];
+                for i in os..os + ol {
+                    outer = outer.saturating_mul(size(i)?);
+                }
+            }
+            if gi > 1 {
+                let (zs, zl) = groups[gi - 2];
+                let mut z = 1i64;
+                for i in zs..zs + zl {
+                    z = z.saturating_mul(size(i)?);
+                }
+                if z > info.device.max_grid_dim[2] as i64 {
+                    return Err(format!(
+                        "{z} elements along dims {zs}..{} exceed the grid's z limit",
+                        zs + zl
+                    ));
+                }
+            }
+            (bp, inner, outer)
+        }
+        None => (0, 1, 1),
+    };
     // Blocks along the inner part must fit the grid dim they are bound to.
     let inner_blocks = ceil_div(inner_elems, v * threads * unroll);
-    let two_d = p.inner.is_some_and(|g| g > 0);
+    let two_d = p.inner.is_some() && axis_groups(p, break_point).is_some_and(|(_, gi)| gi > 0);
     if two_d && inner_blocks > info.device.max_grid_dim[1] as i64 {
         return Err(format!(
             "{inner_blocks} blocks along the inner dims exceed the grid's y limit"
@@ -196,6 +220,7 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
         [inner_blocks.max(1), 1, 1]
     };
     Ok(PointwiseParams {
+        break_point: break_point as i64,
         vectorize: v,
         unroll,
         threads,
@@ -230,6 +255,26 @@ pub(crate) fn index_type(f: &Fusion, info: &RuntimeInfo) -> IndexType {
     } else {
         IndexType::I32
     }
+}
+
+/// The reference's dims grouped for scheduling with the inner part starting at dim
+/// `bp`: the plan's groups with the inner group cut at `bp` (its dims before `bp` form
+/// their own outer group), and the index of the inner part; `None` when `bp` is not
+/// inside the inner group.
+fn axis_groups(p: &PointwisePlan, bp: usize) -> Option<(Vec<(usize, usize)>, usize)> {
+    let g = p.inner?;
+    let (start, len) = p.groups[g];
+    if bp < start || bp >= start + len {
+        return None;
+    }
+    let mut groups = p.groups[..g].to_vec();
+    if bp > start {
+        groups.push((start, bp - start));
+    }
+    let gi = groups.len();
+    groups.push((bp, start + len - bp));
+    groups.extend_from_slice(&p.groups[g + 1..]);
+    Some((groups, gi))
 }
 
 /// The size of the reference's innermost dim (vectors never cross it).
@@ -287,13 +332,22 @@ pub(crate) fn schedule(
             stores.push(o.val);
         }
     }
-    if let Some(g) = p.inner {
+    if p.inner.is_some() {
+        let bp = usize::try_from(params.break_point).unwrap_or(usize::MAX);
+        let (groups, g) = axis_groups(p, bp).ok_or_else(|| ScheduleError::InvalidArgument {
+            op: "pointwise schedule",
+            tensor: reference,
+            reason: format!(
+                "break_point {} is not inside the inner group of dims",
+                params.break_point
+            ),
+        })?;
         // The vector is an inner split of the innermost logical dim (vectors never
         // cross it), taken before the merges; with v > 1 the inner group is the last.
         let rank = logical_kinds(&s, reference).len() as i64;
         s.split(reference, rank - 1, v)?;
         // Merge each group from the last, so earlier axes keep their positions.
-        for &(start, len) in p.groups.iter().rev() {
+        for &(start, len) in groups.iter().rev() {
             for _ in 1..len {
                 s.merge(reference, start as i64)?;
             }
