@@ -22,6 +22,12 @@ __device__ inline nvfuser_index_t nvf_wrap_index(long long i, nvfuser_index_t si
 
 // f16 and bf16: storage types with round-to-nearest-even conversions.
 __device__ inline unsigned short nvf_f2h_bits(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  // One instruction where the hardware has it (same rounding: to nearest even).
+  unsigned short r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+#endif
   unsigned int x = __float_as_uint(f);
   unsigned int sign = (x >> 16) & 0x8000u;
   unsigned int ax = x & 0x7fffffffu;
@@ -37,6 +43,11 @@ __device__ inline unsigned short nvf_f2h_bits(float f) {
   return (unsigned short)(sign | h);
 }
 __device__ inline float nvf_h2f(unsigned short h) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  float r;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+  return r;
+#endif
   unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
   unsigned int e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   if (e == 0u) { float f = (float)m * 5.9604644775390625e-8f; return sign ? -f : f; }
@@ -44,6 +55,11 @@ __device__ inline float nvf_h2f(unsigned short h) {
   return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
 }
 __device__ inline unsigned short nvf_f2bf_bits(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+#endif
   unsigned int x = __float_as_uint(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
   x += 0x7fffu + ((x >> 16) & 1u);

@@ -150,14 +150,10 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     }
     let threads = 128i64;
     let sm = info.device.sm_count as i64;
-    // About two input vectors per thread in flight measured best on an H200: GELU-tanh
-    // [16384, 32768] bf16 (one input) 2910 GB/s at unroll 2 vs 2521 at 1 and 2675 at 4;
-    // SiLU-mul [8192, 14336] (two inputs) 3577 GB/s at unroll 1 vs 2889 at 2. More
-    // costs registers and occupancy.
-    let loads = tensor_inputs(f, info)
-        .filter(|&(inp, t)| cached_input(p, inp) && t.sizes.len() == rank)
-        .count() as i64;
-    let mut unroll = (2 / loads.max(1)).max(1);
+    // Two vectors per thread (outside the thread dim) measured best on an H200 with the
+    // rows on blockIdx.x: GELU-tanh [16384, 32768] bf16 3161 GB/s at unroll 2 vs 2759
+    // at 1; SiLU-mul [8192, 14336] 4076 vs 3952. Four or more costs occupancy.
+    let mut unroll = 2i64;
     while unroll > 1 && ceil_div(numel, v * threads * unroll) < 4 * sm {
         unroll /= 2;
     }
