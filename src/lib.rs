@@ -34,11 +34,14 @@ pub mod __private {
     pub use crate::private::*;
 }
 
-pub use nvfuser_core::{builder, codegen, dsl, dtype, eval, ir, philox, print, sched, scheduler};
+pub use nvfuser_core::{
+    builder, codegen, dsl, dtype, eval, ir, philox, print, sched, scheduler, segment, workloads,
+};
 pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
-pub use nvfuser_cuda::{executor, launch};
+pub use nvfuser_cuda::{executor, launch, nvrtc, segmented};
 pub use nvfuser_cuda::{
-    Arg, Device, DeviceProperties, Element, FusionCache, FusionExecutorCache, KernelProfile, Tensor,
+    Arg, Device, DeviceProperties, Element, FusionCache, FusionExecutorCache, GpuArch,
+    KernelProfile, SegmentedRuntime, Tensor,
 };
 
 /// The error type of everything that runs: definition errors convert into it.
@@ -48,6 +51,7 @@ pub type Error = nvfuser_cuda::CudaError;
 pub mod prelude {
     pub use half::{bf16, f16};
     pub use nvfuser_core::builder::{Contiguity, Slice, TensorSpec};
+    pub use nvfuser_core::scheduler::{HeuristicParams, SchedulerKind};
     pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
     pub use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
     pub use nvfuser_macros::fusion;

@@ -271,6 +271,14 @@ pub enum CudaError {
     #[error(transparent)]
     Core(#[from] nvfuser_core::Error),
 
+    /// A scheduling primitive refused its arguments (a hand schedule).
+    #[error(transparent)]
+    Schedule(#[from] nvfuser_core::sched::ScheduleError),
+
+    /// Heuristic params could not be applied (`schedule_with`).
+    #[error(transparent)]
+    Scheduler(#[from] nvfuser_core::scheduler::SchedulerError),
+
     /// The kernel cache directory cannot be used.
     #[error("kernel cache directory {}: {what}", .path.display())]
     CacheDir {

@@ -1,7 +1,7 @@
 //! The kernel IR: loops, predicates, allocations and statements, ready to print.
 //!
-//! Lowering ([`super::lower`]) has already resolved every index into an [`Idx`] and
-//! every value into a typed C++ expression, so the printer ([`super::cuda`]) only
+//! Lowering (`lower`) has already resolved every index into an [`Idx`] and
+//! every value into a typed C++ expression, so the printer (`cuda`) only
 //! formats. Snapshot tests read the printed CUDA; tests of lowering decisions can
 //! inspect this tree directly.
 

@@ -1,8 +1,8 @@
 //! Lowering of a scheduled fusion to a kernel IR, and CUDA C++ code generation.
 //!
-//! Pipeline: [`crate::sched::validate`] → [`lower`] (loop nests from loop domains and
+//! Pipeline: [`crate::sched::validate`] → `lower` (loop nests from loop domains and
 //! compute-at positions, index math from the recorded transforms, predicates,
-//! allocations, reductions) → [`cuda`] (prints self-contained CUDA C++ with the
+//! allocations, reductions) → `cuda` (prints self-contained CUDA C++ with the
 //! [`preamble`] runtime support). The kernel's parameters come from one
 //! [`abi::KernelAbi`], which prints the signature and packs launch arguments.
 //!

@@ -1,5 +1,25 @@
-//! The default schedule: a simple, correct schedule for any fusion it accepts, used by
-//! the executor until the automatic schedulers (issue 6) replace it.
+//! Deciding how a fusion runs: the scheduler registry ([`registry`]: which scheduler
+//! takes a fusion and why the others refuse), what the heuristics see ([`info`]), their
+//! parameters ([`params`]) and the tuned schedulers (pointwise, inner and outer
+//! reduction, inner persistent normalization, transpose; private module `auto`), applied
+//! with [`schedule_with`].
+//!
+//! ```
+//! use nvfuser_core::prelude::*;
+//! use nvfuser_core::scheduler::{compute_heuristics, schedule_with, DeviceInfo, RuntimeInfo};
+//!
+//! let fusion = nvfuser_core::workloads::gelu_tanh(DataType::BF16)?;
+//! let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &[(DataType::BF16, &[4096, 4096])]);
+//! let params = compute_heuristics(&fusion, &info).expect("pointwise takes it");
+//! assert_eq!(params.kind().name(), "pointwise");
+//! let scheduled = schedule_with(&fusion, &params).expect("it schedules");
+//! assert!(scheduled.scheduled_ir().contains("BIDx"));
+//! # Ok::<(), nvfuser_core::Error>(())
+//! ```
+//!
+//! The rest of this module is the *default schedule*: a simple, correct schedule, last in
+//! the registry, for what the tuned schedulers do not take (data-movement ops, indexing,
+//! reductions over middle dims).
 //!
 //! [`default_schedule`] picks one of two shapes of kernel, or says in plain words why it
 //! cannot:
