@@ -392,19 +392,10 @@ fn random_segment_kernels_generate_and_compile_with_nvrtc() {
             refused.push(format!("seed {seed}: {reason}"));
         }
     }
-    // A scheduler that accepted a segment at compile time (can_schedule) but fails to
-    // schedule it for real sizes is the registry's bug, not the segmenter's: listed, not
-    // failed (see KNOWN_SCHEDULER_GAPS).
-    for r in &refused {
-        note(&format!("known scheduler gap: {r}"));
-    }
-    assert!(refused.len() <= KNOWN_SCHEDULER_GAPS, "{refused:#?}");
+    // Every segment the registry accepted at compile time (can_schedule) generates for
+    // real sizes: a tuned schedule the lowering refuses falls back to the default one.
+    assert!(refused.is_empty(), "{refused:#?}");
 }
-
-/// Random cases whose segments the registry accepts (`can_schedule`) but then fails to
-/// schedule: none since a tuned schedule the lowering refuses falls back to the default
-/// schedule (there were 4 of 24 before).
-const KNOWN_SCHEDULER_GAPS: usize = 0;
 
 /// Generates every segment's kernel for the sizes the runtime predicts and compiles it
 /// with NVRTC; for small cases also runs the segments on the CPU device and checks the
@@ -550,23 +541,14 @@ fn random_segmented_fusions_on_the_gpu() {
     let Some(_gpu) = require_gpu() else { return };
     let _serial = gpu_lock();
     let device = Device::cuda(0).unwrap();
-    let mut gaps = 0;
     for seed in 0..RANDOM_CASES {
         let f = random_fusion(seed, 4 + (seed as usize % 20));
         let rt = SegmentedRuntime::new(f.clone()).unwrap();
         let host = HostTensor::random(DataType::F32, &[129, 300], seed);
         let x = device.tensor_from_host(&host).unwrap();
-        let out = match rt.run(&device, &[(&x).into()]) {
-            Ok(out) => out,
-            Err(CudaError::UnsupportedFusion { reason })
-                if reason.contains("scheduling failed") =>
-            {
-                note(&format!("seed {seed}: known scheduler gap: {reason}"));
-                gaps += 1;
-                continue;
-            }
-            Err(e) => panic!("seed {seed}: {e}\n{}", rt.segmented()),
-        };
+        let out = rt
+            .run(&device, &[(&x).into()])
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{}", rt.segmented()));
         let reference = evaluate(&f, &[EvalInput::Tensor(host)]).unwrap();
         for (k, (o, r)) in out.iter().zip(&reference).enumerate() {
             let tol = match r.dtype() {
@@ -581,7 +563,6 @@ fn random_segmented_fusions_on_the_gpu() {
                 .unwrap_or_else(|m| panic!("seed {seed}: output {k}: {m}\n{}", rt.segmented()));
         }
     }
-    assert!(gaps <= KNOWN_SCHEDULER_GAPS, "{gaps} scheduler gaps");
 }
 
 #[test]
