@@ -177,12 +177,35 @@ fn check(
     }
 }
 
-fn pow2_upto(v: i64, max: i64) -> bool {
-    v >= 1 && v <= max && v & (v - 1) == 0
+/// The ranges fields of several schedulers share.
+#[derive(Clone, Copy)]
+enum Range {
+    /// A vector width: a power of two up to 16 elements.
+    Vector,
+    /// Threads along x: a multiple of 32 up to 1024.
+    Threads,
+    /// An unroll factor: 1 to 16.
+    Unroll,
+    /// Blocks sharing a reduction: 1 to 65535 (a grid y dim).
+    GridSplit,
 }
 
-fn warp_multiple(v: i64) -> bool {
-    (32..=1024).contains(&v) && v % 32 == 0
+impl Range {
+    fn check(self, k: SchedulerKind, field: &'static str, v: i64) -> Result<(), InvalidParams> {
+        let (ok, expected) = match self {
+            Range::Vector => (
+                (1..=16).contains(&v) && v & (v - 1) == 0,
+                "1, 2, 4, 8 or 16",
+            ),
+            Range::Threads => (
+                (32..=1024).contains(&v) && v % 32 == 0,
+                "a multiple of 32 from 32 to 1024",
+            ),
+            Range::Unroll => ((1..=16).contains(&v), "1 to 16"),
+            Range::GridSplit => ((1..=65535).contains(&v), "1 to 65535"),
+        };
+        check(k, field, v, ok, expected)
+    }
 }
 
 impl HeuristicParams {
@@ -237,7 +260,18 @@ impl HeuristicParams {
     /// Checks every field's range (not yet whether they fit a fusion and its inputs:
     /// see [`check_fits`](super::check_fits)).
     pub fn validate(&self) -> Result<(), InvalidParams> {
+        use Range::*;
         let k = self.kind();
+        let at = |field, value, range: Range| range.check(k, field, value);
+        let rows = |rows: i64, tx: i64| {
+            check(
+                k,
+                "rows_per_block",
+                rows,
+                rows >= 1 && rows * tx <= 1024,
+                "at least 1, with threads_x × rows_per_block at most 1024",
+            )
+        };
         match self {
             HeuristicParams::Pointwise(p) => {
                 check(
@@ -247,111 +281,27 @@ impl HeuristicParams {
                     p.break_point >= 0,
                     "at least 0",
                 )?;
-                check(
-                    k,
-                    "vectorize",
-                    p.vectorize,
-                    pow2_upto(p.vectorize, 16),
-                    "1, 2, 4, 8 or 16",
-                )?;
-                check(
-                    k,
-                    "unroll",
-                    p.unroll,
-                    (1..=16).contains(&p.unroll),
-                    "1 to 16",
-                )?;
-                check(
-                    k,
-                    "threads",
-                    p.threads,
-                    warp_multiple(p.threads),
-                    "a multiple of 32 from 32 to 1024",
-                )
+                at("vectorize", p.vectorize, Vector)?;
+                at("unroll", p.unroll, Unroll)?;
+                at("threads", p.threads, Threads)
             }
             HeuristicParams::Reduction(p) => {
-                check(
-                    k,
-                    "vectorize",
-                    p.vectorize,
-                    pow2_upto(p.vectorize, 16),
-                    "1, 2, 4, 8 or 16",
-                )?;
-                check(
-                    k,
-                    "threads_x",
-                    p.threads_x,
-                    warp_multiple(p.threads_x),
-                    "a multiple of 32 from 32 to 1024",
-                )?;
-                check(
-                    k,
-                    "rows_per_block",
-                    p.rows_per_block,
-                    p.rows_per_block >= 1 && p.rows_per_block * p.threads_x <= 1024,
-                    "at least 1, with threads_x × rows_per_block at most 1024",
-                )?;
-                check(
-                    k,
-                    "unroll",
-                    p.unroll,
-                    (1..=16).contains(&p.unroll),
-                    "1 to 16",
-                )?;
-                check(
-                    k,
-                    "grid_split",
-                    p.grid_split,
-                    (1..=65535).contains(&p.grid_split),
-                    "1 to 65535",
-                )
+                at("vectorize", p.vectorize, Vector)?;
+                at("threads_x", p.threads_x, Threads)?;
+                rows(p.rows_per_block, p.threads_x)?;
+                at("unroll", p.unroll, Unroll)?;
+                at("grid_split", p.grid_split, GridSplit)
             }
             HeuristicParams::OuterReduction(p) => {
-                check(
-                    k,
-                    "threads_x",
-                    p.threads_x,
-                    warp_multiple(p.threads_x),
-                    "a multiple of 32 from 32 to 1024",
-                )?;
-                check(
-                    k,
-                    "unroll",
-                    p.unroll,
-                    (1..=16).contains(&p.unroll),
-                    "1 to 16",
-                )?;
-                check(
-                    k,
-                    "grid_split",
-                    p.grid_split,
-                    (1..=65535).contains(&p.grid_split),
-                    "1 to 65535",
-                )
+                at("threads_x", p.threads_x, Threads)?;
+                at("unroll", p.unroll, Unroll)?;
+                at("grid_split", p.grid_split, GridSplit)
             }
             HeuristicParams::InnerPersistent(p) => {
                 check(k, "hidden", p.hidden, p.hidden >= 1, "at least 1")?;
-                check(
-                    k,
-                    "vectorize",
-                    p.vectorize,
-                    pow2_upto(p.vectorize, 16),
-                    "1, 2, 4, 8 or 16",
-                )?;
-                check(
-                    k,
-                    "threads_x",
-                    p.threads_x,
-                    warp_multiple(p.threads_x),
-                    "a multiple of 32 from 32 to 1024",
-                )?;
-                check(
-                    k,
-                    "rows_per_block",
-                    p.rows_per_block,
-                    p.rows_per_block >= 1 && p.rows_per_block * p.threads_x <= 1024,
-                    "at least 1, with threads_x × rows_per_block at most 1024",
-                )?;
+                at("vectorize", p.vectorize, Vector)?;
+                at("threads_x", p.threads_x, Threads)?;
+                rows(p.rows_per_block, p.threads_x)?;
                 let chunks = (p.hidden + p.vectorize - 1) / p.vectorize;
                 let batch = (chunks + p.threads_x - 1) / p.threads_x;
                 check(

@@ -51,21 +51,13 @@ pub(crate) struct InnerPlan {
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
-    super::reject_scalar_math(fusion)?;
+    super::check_fusion(fusion)?;
     let live = fusion.live_exprs();
     let mut shape: Option<(usize, usize)> = None;
     let mut reference = None;
     let mut grid_ok = true;
     let outputs: BTreeSet<ValId> = fusion.outputs().iter().map(|o| o.val).collect();
     let uses = fusion.uses();
-    for o in fusion.outputs() {
-        if !fusion.val(o.val).is_tensor() || o.alias_of.is_some() {
-            return Err(format!("the output {} (scalar or in-place)", o.val));
-        }
-        if fusion.input_position(o.val).is_some() {
-            return Err(format!("the output {} is an input", o.val));
-        }
-    }
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;

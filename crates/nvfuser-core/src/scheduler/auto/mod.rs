@@ -156,8 +156,24 @@ pub(crate) fn tensor_inputs<'a>(
         .filter_map(move |&v| info.tensor(f, v).map(|t| (v, t)))
 }
 
-/// Refuses live expressions that compute scalars: only tensor math runs in kernels.
-pub(crate) fn reject_scalar_math(f: &Fusion) -> Plan<()> {
+/// Fusion-level conditions of every tuned scheduler: tensor outputs, none written in
+/// place or equal to an input, and no live expression computing a scalar (only tensor
+/// math runs in kernels).
+pub(crate) fn check_fusion(f: &Fusion) -> Plan<()> {
+    if f.outputs().is_empty() {
+        return Err("a fusion without outputs".into());
+    }
+    for o in f.outputs() {
+        if !f.val(o.val).is_tensor() {
+            return Err(format!("the scalar output {}", o.val));
+        }
+        if o.alias_of.is_some() {
+            return Err(format!("the in-place output {}", o.val));
+        }
+        if f.input_position(o.val).is_some() {
+            return Err(format!("the output {} is an input", o.val));
+        }
+    }
     let live = f.live_exprs();
     for (id, e) in f.exprs() {
         if live[id.index()] {

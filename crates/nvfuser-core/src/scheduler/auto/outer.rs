@@ -35,18 +35,10 @@ pub(crate) struct OuterPlan {
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
-    super::reject_scalar_math(fusion)?;
+    super::check_fusion(fusion)?;
     let live = fusion.live_exprs();
     let uses = fusion.uses();
     let outputs: BTreeSet<ValId> = fusion.outputs().iter().map(|o| o.val).collect();
-    for o in fusion.outputs() {
-        if !fusion.val(o.val).is_tensor() || o.alias_of.is_some() {
-            return Err(format!("the output {} (scalar or in-place)", o.val));
-        }
-        if fusion.input_position(o.val).is_some() {
-            return Err(format!("the output {} is an input", o.val));
-        }
-    }
     let mut shape = None;
     let mut reference = None;
     let mut grid_ok = true;

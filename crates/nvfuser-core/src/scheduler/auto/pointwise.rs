@@ -39,7 +39,7 @@ pub(crate) struct PointwisePlan {
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
-    super::reject_scalar_math(fusion)?;
+    super::check_fusion(fusion)?;
     let live = fusion.live_exprs();
     if fusion.outputs().is_empty() {
         return Err("a fusion without outputs".into());
@@ -56,17 +56,6 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
         }
         if matches!(e.op, crate::ir::Op::SegmentSet) {
             return Err("a segment_set boundary".into());
-        }
-    }
-    for o in fusion.outputs() {
-        if !fusion.val(o.val).is_tensor() {
-            return Err(format!("the scalar output {}", o.val));
-        }
-        if o.alias_of.is_some() {
-            return Err(format!("the in-place output {}", o.val));
-        }
-        if fusion.input_position(o.val).is_some() {
-            return Err(format!("the output {} is an input", o.val));
         }
     }
     let pushed = push_broadcasts(fusion);

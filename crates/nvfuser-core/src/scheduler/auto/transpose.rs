@@ -27,7 +27,7 @@ pub(crate) struct TransposePlan {
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<TransposePlan> {
-    super::reject_scalar_math(fusion)?;
+    super::check_fusion(fusion)?;
     if fusion.outputs().len() != 1 {
         return Err("more than one output".into());
     }
