@@ -39,13 +39,17 @@ fn main() -> Result<(), nvfuser::Error> {
 
     // The first call builds the fusion, schedules it and compiles the kernel; later calls
     // hit the process-wide cache.
+    // Launches are queued on the device's stream, so each timed call ends with a
+    // synchronize.
     let start = std::time::Instant::now();
     let y = layer_norm(&device, &xd, &wd, &bd, eps)?;
+    device.synchronize()?;
     let first = start.elapsed();
     let mut times = Vec::new();
     for _ in 0..20 {
         let start = std::time::Instant::now();
         let _ = layer_norm(&device, &xd, &wd, &bd, eps)?;
+        device.synchronize()?;
         times.push(start.elapsed().as_secs_f64());
     }
     times.sort_by(f64::total_cmp);
