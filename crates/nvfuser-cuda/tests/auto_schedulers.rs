@@ -170,3 +170,22 @@ fn every_refusal_is_reported_in_order() {
         "{text}"
     );
 }
+
+/// An inner dim too long for 65535 blocks on blockIdx.y keeps the pointwise schedule
+/// 1-D (blocks on blockIdx.x) instead of refusing.
+#[test]
+fn a_huge_inner_dim_stays_pointwise() {
+    let device = DeviceInfo::h100_for_tests();
+    let fusion = workloads::gelu_tanh(DataType::BF16).unwrap();
+    let info = runtime_info(&device, "gelu_tanh", DataType::BF16, 2, 1 << 30);
+    let HeuristicParams::Pointwise(p) = compute_heuristics(&fusion, &info).unwrap() else {
+        panic!("not pointwise");
+    };
+    assert_eq!(p.break_point, 0, "{p:?}");
+    assert!(p.launch.grid[0] > 65535 && p.launch.grid[1] == 1, "{p:?}");
+    let info = runtime_info(&device, "gelu_tanh", DataType::BF16, 8192, 8192);
+    let HeuristicParams::Pointwise(p) = compute_heuristics(&fusion, &info).unwrap() else {
+        panic!("not pointwise");
+    };
+    assert_eq!((p.break_point, p.launch.grid[0]), (1, 8192), "{p:?}");
+}

@@ -158,7 +158,11 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
             for i in (start..start + len).rev() {
                 inner = inner.saturating_mul(size(i)?);
                 if inner >= 2 * v * threads * unroll {
-                    bp = i;
+                    // Its blocks go to blockIdx.y (at most 65535); a longer inner dim keeps
+                    // the group whole (1-D, blocks on blockIdx.x).
+                    if ceil_div(inner, v * threads * unroll) <= info.device.max_grid_dim[1] as i64 {
+                        bp = i;
+                    }
                     break;
                 }
             }
