@@ -5,7 +5,8 @@
 //! - each grid/block type has one extent in the kernel ([`ScheduleError::ParallelTypeConflict`]);
 //! - vectorize: innermost loop dim, split from the innermost logical dim
 //!   ([`ScheduleError::VectorizeNotInnermost`]), a constant power-of-two width of at most
-//!   16 bytes ([`ScheduleError::VectorizeWidth`]), a copy ([`ScheduleError::VectorizeNotCopy`])
+//!   16 bytes ([`ScheduleError::VectorizeWidth`]), a copy or a broadcast that keeps the
+//!   innermost dim ([`ScheduleError::VectorizeNotCopy`])
 //!   from/to a contiguous global tensor ([`ScheduleError::VectorizeNotContiguous`]) whose
 //!   static innermost extent the width divides ([`ScheduleError::VectorizeNotDivisible`]);
 //! - compute-at: never past a reduction dim of the producer
@@ -395,7 +396,14 @@ fn check_vectorize(s: &Schedule, tv: ValId, axis: usize) -> SchedResult<()> {
         });
     };
     let e = &s.exprs[def];
-    if e.op != Op::Set {
+    // A copy, or a broadcast that keeps the innermost dim (a `[H]` weight read as
+    // `[1, H]`: the vector copies contiguous elements of the input's innermost dim).
+    let copy = match &e.op {
+        Op::Set => true,
+        Op::Broadcast { mask } => mask.last() == Some(&false),
+        _ => false,
+    };
+    if !copy {
         return Err(ScheduleError::VectorizeNotCopy {
             tensor: tv,
             found: e.op.name().to_string(),

@@ -256,9 +256,19 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
             ));
         }
     }
-    let v = vector_width(p, info)?;
+    let mut v = vector_width(p, info)?;
+    // Inputs read through a broadcast that keeps the innermost dim (a `[H]` weight) are
+    // loaded with vectors too.
+    for (inp, _) in broadcast_vector_inputs(&p.fusion) {
+        if let Some(t) = info.tensor(&p.fusion, inp) {
+            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), v));
+        }
+    }
     let chunks = ceil_div(h.max(1), v);
-    let max_tx = info.device.max_threads_per_block.min(1024) as i64;
+    // At most 512 threads per row: a 1024-thread block leaves 64 registers per thread,
+    // too few for the row buffers plus vectorized weights (LayerNorm [*, 32768] failed
+    // to launch with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on an H200).
+    let max_tx = info.device.max_threads_per_block.min(512) as i64;
     // About four vector chunks per thread: enough independent loads in flight, few
     // enough registers that several blocks fit on an SM between the row's phases.
     let mut threads_x = round_up(ceil_div(chunks, 4), 32).clamp(32, max_tx);
@@ -499,7 +509,10 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
             s.parallelize(tv, i as i64, pt)?;
         }
     }
-    let vectorized: Vec<ValId> = loads.iter().chain(&stores).copied().collect();
+    let mut vectorized: Vec<ValId> = loads.iter().chain(&stores).copied().collect();
+    if sp.persistent {
+        vectorized.extend(broadcast_vector_inputs(&f).into_iter().map(|(b, _)| b));
+    }
     let unrolled: Vec<ValId> = all_full
         .iter()
         .copied()
@@ -627,4 +640,26 @@ pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
         });
     }
     nf
+}
+
+/// Broadcasts of fusion inputs that keep the input's innermost dim as the output's
+/// innermost (a `[H]` weight read as `[1, H]`), with a contiguous innermost dim: their
+/// reads can be vector copies. As `(broadcast output, input)`.
+pub(crate) fn broadcast_vector_inputs(f: &Fusion) -> Vec<(ValId, ValId)> {
+    let live = f.live_exprs();
+    f.exprs()
+        .filter(|(id, e)| {
+            live[id.index()]
+                && matches!(&e.op, Op::Broadcast { mask } if mask.last() == Some(&false))
+                && f.input_position(e.inputs[0]).is_some()
+                && f.tensor_type(e.inputs[0]).is_some_and(|t| {
+                    let r = t.contiguity.len();
+                    r > 0
+                        && t.contiguity[r - 1] == Some(true)
+                        && t.stride_order[r - 1] == 0
+                        && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
+                })
+        })
+        .map(|(_, e)| (e.outputs[0], e.inputs[0]))
+        .collect()
 }
