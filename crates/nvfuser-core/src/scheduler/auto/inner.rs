@@ -349,7 +349,7 @@ pub(crate) fn schedule_persistent(
     } else {
         Vec::new()
     };
-    let f = specialize(&two_pass_moments(&p.fusion), &fixed);
+    let f = specialize(&divide_by_reciprocal(&two_pass_moments(&p.fusion)), &fixed);
     schedule(
         p,
         f,
@@ -662,4 +662,67 @@ pub(crate) fn broadcast_vector_inputs(f: &Fusion) -> Vec<(ValId, ValId)> {
         })
         .map(|(_, e)| (e.outputs[0], e.inputs[0]))
         .collect()
+}
+
+/// The fusion with every float division by a broadcast per-row value
+/// (`x / broadcast(s)`, softmax's normalization) turned into a multiplication by the
+/// row's reciprocal, computed once per row: an IEEE division per element costs about
+/// ten instructions, a multiplication one. The result may differ from the division in
+/// the last bit of f32. Outputs keep their ids.
+pub(crate) fn divide_by_reciprocal(f: &Fusion) -> Fusion {
+    use crate::ir::{BinaryOp, Expr, TensorType, UnaryOp, Val, ValKind};
+    use smallvec::smallvec;
+    let mut nf = f.clone();
+    nf.exprs.clear();
+    for v in nf.vals.iter_mut() {
+        v.definition = None;
+    }
+    for (_, e) in f.exprs() {
+        let per_row_divisor = match &e.op {
+            Op::Binary(BinaryOp::Div) if f.val(e.outputs[0]).dtype.is_float() => {
+                let b = e.inputs[1];
+                f.val(b).definition.and_then(|d| {
+                    let be = f.expr(d);
+                    let src = be.inputs[0];
+                    let computed = f.input_position(src).is_none() && f.val(src).is_tensor();
+                    (matches!(be.op, Op::Broadcast { .. })
+                        && computed
+                        && f.val(src).dtype == f.val(b).dtype)
+                        .then(|| (be.op.clone(), src, b))
+                })
+            }
+            _ => None,
+        };
+        let Some((bcast, src, b)) = per_row_divisor else {
+            nf.push_expr(e.clone());
+            continue;
+        };
+        // Fresh values shaped like `like` (reduction dims dropped: a pointwise result).
+        let fresh = |nf: &mut Fusion, like: ValId| {
+            let t = f.tensor_type(like).expect("a tensor");
+            nf.push_val(Val {
+                dtype: f.val(like).dtype,
+                kind: ValKind::Tensor(TensorType::contiguous(t.shape_dims())),
+                definition: None,
+            })
+        };
+        let r = fresh(&mut nf, src);
+        nf.push_expr(Expr {
+            op: Op::Unary(UnaryOp::Reciprocal),
+            inputs: smallvec![src],
+            outputs: smallvec![r],
+        });
+        let rb = fresh(&mut nf, b);
+        nf.push_expr(Expr {
+            op: bcast,
+            inputs: smallvec![r],
+            outputs: smallvec![rb],
+        });
+        nf.push_expr(Expr {
+            op: Op::Binary(BinaryOp::Mul),
+            inputs: smallvec![e.inputs[0], rb],
+            outputs: e.outputs.clone(),
+        });
+    }
+    nf
 }
