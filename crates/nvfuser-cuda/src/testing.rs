@@ -141,6 +141,39 @@ fn skip_or_fail<T>(require_vars: &[&str], what: &'static str, err: &CudaError) -
     None
 }
 
+/// Device copies of the tensor inputs of a CPU-reference call (`None` for scalars).
+pub fn upload_inputs(
+    device: &crate::Device,
+    inputs: &[nvfuser_core::eval::EvalInput],
+) -> Result<Vec<Option<crate::Tensor>>, crate::CudaError> {
+    use nvfuser_core::eval::EvalInput;
+    inputs
+        .iter()
+        .map(|i| match i {
+            EvalInput::Tensor(h) => device.tensor_from_host(h).map(Some),
+            _ => Ok(None),
+        })
+        .collect()
+}
+
+/// Call arguments for `inputs`: the uploaded tensors (from [`upload_inputs`]) or the
+/// scalars.
+pub fn input_args<'a>(
+    inputs: &[nvfuser_core::eval::EvalInput],
+    tensors: &'a [Option<crate::Tensor>],
+) -> Vec<crate::Arg<'a>> {
+    use nvfuser_core::eval::EvalInput;
+    inputs
+        .iter()
+        .zip(tensors)
+        .map(|(i, t)| match (i, t) {
+            (_, Some(t)) => crate::Arg::from(t),
+            (EvalInput::Scalar(v), None) => crate::Arg::Scalar(*v),
+            (EvalInput::Tensor(_), None) => unreachable!("tensor inputs were uploaded"),
+        })
+        .collect()
+}
+
 /// Runs `exec` on `device` with `inputs` uploaded (optionally with user heuristic
 /// params) and compares every output with the CPU reference evaluator under `tol`.
 /// Returns the number of outputs compared, or the first mismatch or error, in words.
@@ -151,25 +184,10 @@ pub fn run_and_compare(
     params: Option<&nvfuser_core::scheduler::HeuristicParams>,
     tol: &dyn Fn(nvfuser_core::DataType) -> nvfuser_core::eval::Tolerance,
 ) -> Result<usize, String> {
-    use nvfuser_core::eval::{compare, evaluate, EvalInput};
+    use nvfuser_core::eval::{compare, evaluate};
     let want = evaluate(exec.fusion(), inputs).map_err(|e| format!("CPU reference: {e}"))?;
-    let tensors: Vec<Option<crate::Tensor>> = inputs
-        .iter()
-        .map(|i| match i {
-            EvalInput::Tensor(h) => device.tensor_from_host(h).map(Some),
-            _ => Ok(None),
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("upload: {e}"))?;
-    let args: Vec<crate::Arg<'_>> = inputs
-        .iter()
-        .zip(&tensors)
-        .map(|(i, t)| match (i, t) {
-            (_, Some(t)) => crate::Arg::from(t),
-            (EvalInput::Scalar(v), None) => crate::Arg::Scalar(*v),
-            (EvalInput::Tensor(_), None) => unreachable!("tensor inputs were uploaded"),
-        })
-        .collect();
+    let tensors = upload_inputs(device, inputs).map_err(|e| format!("upload: {e}"))?;
+    let args = input_args(inputs, &tensors);
     let got = match params {
         Some(p) => exec.run_with_params(device, &args, p),
         None => exec.run(device, &args),

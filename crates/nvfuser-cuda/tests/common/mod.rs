@@ -32,26 +32,12 @@ pub fn tolerance(dtype: DataType) -> Tolerance {
 
 /// Device copies of the tensor inputs (`None` for scalars).
 pub fn upload(device: &Device, inputs: &[EvalInput]) -> Vec<Option<Tensor>> {
-    inputs
-        .iter()
-        .map(|i| match i {
-            EvalInput::Tensor(h) => Some(device.tensor_from_host(h).unwrap()),
-            _ => None,
-        })
-        .collect()
+    nvfuser_cuda::testing::upload_inputs(device, inputs).unwrap()
 }
 
 /// Call arguments: the device tensors, or the scalars.
 pub fn args<'a>(inputs: &[EvalInput], tensors: &'a [Option<Tensor>]) -> Vec<Arg<'a>> {
-    inputs
-        .iter()
-        .zip(tensors)
-        .map(|(i, t)| match (i, t) {
-            (_, Some(t)) => Arg::from(t),
-            (EvalInput::Scalar(v), None) => Arg::Scalar(*v),
-            _ => unreachable!("a tensor input has a device tensor"),
-        })
-        .collect()
+    nvfuser_cuda::testing::input_args(inputs, tensors)
 }
 
 /// Outputs compared with the CPU reference, mismatches and fusions that did not run.

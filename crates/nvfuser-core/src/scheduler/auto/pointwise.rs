@@ -150,7 +150,7 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     // hold two blocks' worth of elements; the rest of the group joins the outer part
     // (`blockIdx.x`), so rows are indexed by the block and not divided out of a flat
     // index per element. A short inner group stays whole (1-D over the group).
-    let (break_point, inner_elems, outer_elems) = match p.inner {
+    let (break_point, inner_elems, outer_elems, two_d) = match p.inner {
         Some(g) => {
             let (start, len) = p.groups[g];
             let mut bp = start;
@@ -191,13 +191,12 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
                     ));
                 }
             }
-            (bp, inner, outer)
+            (bp, inner, outer, gi > 0)
         }
-        None => (0, 1, 1),
+        None => (0, 1, 1, false),
     };
     // Blocks along the inner part must fit the grid dim they are bound to.
     let inner_blocks = ceil_div(inner_elems, v * threads * unroll);
-    let two_d = p.inner.is_some() && axis_groups(p, break_point).is_some_and(|(_, gi)| gi > 0);
     if two_d && inner_blocks > info.device.max_grid_dim[1] as i64 {
         return Err(format!(
             "{inner_blocks} blocks along the inner dims exceed the grid's y limit"

@@ -21,8 +21,6 @@ pub(crate) struct TransposePlan {
     pub fusion: Fusion,
     /// The transposed input.
     pub input: ValId,
-    /// The permute's output.
-    pub permuted: ValId,
     pub output: ValId,
 }
 
@@ -62,7 +60,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<TransposePlan> {
                 {
                     return Err("a transpose of a broadcast dim".into());
                 }
-                permute = Some((x, e.outputs[0]));
+                permute = Some(x);
             }
             op if is_pointwise(op)
                 && !matches!(
@@ -81,7 +79,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<TransposePlan> {
             }
         }
     }
-    let Some((input, permuted)) = permute else {
+    let Some(input) = permute else {
         return Err("no permute".into());
     };
     // Every other tensor input would be read untransposed: not handled.
@@ -93,7 +91,6 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<TransposePlan> {
     Ok(TransposePlan {
         fusion: fusion.clone(),
         input,
-        permuted,
         output,
     })
 }
@@ -163,7 +160,6 @@ pub(crate) fn schedule(
         s.transform_like(z, &others)?;
         s.parallelize_like(z, &others)?;
     }
-    let _ = p.permuted;
     s.inline_most()?;
     Ok(s)
 }
