@@ -243,6 +243,30 @@ impl Tensor {
         Ok(self.with_layout(self.layout.slice(axis, start, stop, step)?))
     }
 
+    /// A view of the same buffer with explicit sizes, strides and offset (in elements,
+    /// like PyTorch's `as_strided`), without copying. Errors when the view would
+    /// address an element past the end of the buffer.
+    pub fn as_strided(
+        &self,
+        sizes: &[usize],
+        strides: &[usize],
+        offset: usize,
+    ) -> Result<Tensor, CudaError> {
+        const OP: &str = "Tensor::as_strided";
+        let layout = Layout::strided(OP, sizes, strides, offset)?;
+        let need = byte_size(OP, layout.required_elements(OP)?, self.dtype)?;
+        if need > self.buffer_bytes() {
+            return Err(CudaError::tensor(
+                OP,
+                format!("a view inside the buffer of {} bytes", self.buffer_bytes()),
+                format!(
+                    "sizes {sizes:?}, strides {strides:?} and offset {offset} need {need} bytes"
+                ),
+            ));
+        }
+        Ok(self.with_layout(layout))
+    }
+
     /// Broadcasts size-1 dims to `sizes` with stride 0, without copying. `sizes` may add
     /// new leading dims; `-1` keeps a dim as it is.
     pub fn expand(&self, sizes: &[i64]) -> Result<Tensor, CudaError> {

@@ -1,0 +1,354 @@
+//! A differential fuzzer of the whole automatic path: random fusions, run through one
+//! `FusionExecutorCache` per fusion with changing shapes and argument layouts, compared
+//! with the CPU reference evaluator.
+//!
+//! ```text
+//! cargo run --release --example fuzz -- [--count N] [--seed S] [--steps K] [--calls C]
+//!                                       [--no-gpu] [--case SEED] [--no-shrink] [--quiet]
+//! ```
+//!
+//! - On a GPU (the default when one is present): every call's outputs are compared with
+//!   the reference at dtype-aware tolerances. A mismatch, a GPU result where the
+//!   reference refused the arguments, a CUDA fault, a panic or an untyped failure is a
+//!   failure: the case is shrunk (fewer outputs, steps bypassed, smaller sizes) and its
+//!   reproducer printed (`fusion!` source, argument sizes, strides, offsets, seeds). A
+//!   fault poisons the CUDA context, so the GPU mode runs the cases in worker processes
+//!   and starts a new one after a fault.
+//! - `--no-gpu`: every fusion is planned for every call as an H100 would see it (one
+//!   kernel, or segments), every distinct kernel compiled by NVRTC for sm_80 and sm_90,
+//!   and the reference run on the CPU device. CI runs this mode.
+//!
+//! The last line is `fuzz: N fusions, N planned, N compiled, N failures` (planned: a plan
+//! exists for every call; compiled: those whose kernels all compiled, or that ran on the
+//! GPU), preceded by the refusals counted by reason. The exit status is 1 when anything
+//! failed.
+
+mod gen;
+mod run;
+mod shrink;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use gen::Recipe;
+use nvfuser::prelude::*;
+use run::{FailKind, Verdict};
+
+struct Options {
+    count: u64,
+    seed: u64,
+    steps: usize,
+    calls: usize,
+    no_gpu: bool,
+    case: Option<u64>,
+    shrink: bool,
+    worker: bool,
+    quiet: bool,
+}
+
+fn parse() -> Result<Options, String> {
+    let mut o = Options {
+        count: 200,
+        seed: 0,
+        steps: 12,
+        calls: 3,
+        no_gpu: false,
+        case: None,
+        shrink: true,
+        worker: false,
+        quiet: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut num = |name: &str| -> Result<u64, String> {
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{name} needs a non-negative integer"))
+        };
+        match a.as_str() {
+            "--count" => o.count = num("--count")?,
+            "--seed" => o.seed = num("--seed")?,
+            "--steps" => o.steps = num("--steps")? as usize,
+            "--calls" => o.calls = num("--calls")?.max(1) as usize,
+            "--case" => o.case = Some(num("--case")?),
+            "--no-gpu" => o.no_gpu = true,
+            "--no-shrink" => o.shrink = false,
+            "--worker" => o.worker = true,
+            "--quiet" => o.quiet = true,
+            "--help" | "-h" => {
+                println!("usage: fuzz [--count N] [--seed S] [--steps K] [--calls C] [--no-gpu] [--case SEED] [--no-shrink] [--quiet]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
+        }
+    }
+    Ok(o)
+}
+
+/// Tallies of a run.
+#[derive(Default)]
+struct Tally {
+    fusions: u64,
+    planned: u64,
+    compiled: u64,
+    empty: u64,
+    failures: BTreeMap<String, u64>,
+    refusals: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    fn add(&mut self, v: &Verdict) {
+        match v {
+            Verdict::Empty => self.empty += 1,
+            Verdict::Pass => {
+                self.fusions += 1;
+                self.planned += 1;
+                self.compiled += 1;
+            }
+            Verdict::Refused(r) => {
+                self.fusions += 1;
+                *self.refusals.entry(r.clone()).or_default() += 1;
+            }
+            Verdict::Fail(k, _) => {
+                self.fusions += 1;
+                *self.failures.entry(k.to_string()).or_default() += 1;
+            }
+        }
+    }
+
+    fn failed(&self) -> u64 {
+        self.failures.values().sum()
+    }
+
+    fn report(&self, mode: &str) {
+        let refused: u64 = self.refusals.values().sum();
+        println!("fuzz ({mode}): {refused} refused, by reason:");
+        let mut by: Vec<_> = self.refusals.iter().collect();
+        by.sort_by(|a, b| b.1.cmp(a.1));
+        for (r, n) in by {
+            println!("  {n:6}  {r}");
+        }
+        for (k, n) in &self.failures {
+            println!("fuzz ({mode}): {n} failures of kind {k}");
+        }
+        if self.empty > 0 {
+            println!(
+                "fuzz ({mode}): {} recipes built no fusion (not counted)",
+                self.empty
+            );
+        }
+        println!(
+            "fuzz: {} fusions, {} planned, {} compiled, {} failures",
+            self.fusions,
+            self.planned,
+            self.compiled,
+            self.failed()
+        );
+    }
+}
+
+fn main() {
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("fuzz: {e}");
+            std::process::exit(2);
+        }
+    };
+    run::quiet_panics();
+    let gpu = if o.no_gpu {
+        None
+    } else {
+        match Device::cuda(0) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                eprintln!("fuzz: no GPU ({e}); use --no-gpu for the planning and NVRTC mode");
+                std::process::exit(2);
+            }
+        }
+    };
+    if let Some(seed) = o.case {
+        let recipe = Recipe::generate(seed, o.steps, o.calls);
+        println!("{}", run::reproducer(&recipe));
+        let v = one(&recipe, gpu.as_ref(), &mut run::CpuStats::default());
+        println!("case {seed}: {v:?}");
+        std::process::exit(i32::from(matches!(v, Verdict::Fail(..))));
+    }
+    match gpu {
+        Some(device) if o.worker => worker(&o, &device),
+        Some(_) => driver(&o),
+        None => cpu_mode(&o),
+    }
+}
+
+fn one(recipe: &Recipe, gpu: Option<&Device>, stats: &mut run::CpuStats) -> Verdict {
+    match gpu {
+        Some(d) => run::run_gpu(recipe, d),
+        None => run::run_cpu(recipe, stats),
+    }
+}
+
+fn cpu_mode(o: &Options) {
+    let mut tally = Tally::default();
+    let mut stats = run::CpuStats::default();
+    let t0 = std::time::Instant::now();
+    for seed in o.seed..o.seed + o.count {
+        let recipe = Recipe::generate(seed, o.steps, o.calls);
+        let v = run::run_cpu(&recipe, &mut stats);
+        if let Verdict::Fail(kind, msg) = &v {
+            report_failure(o, &recipe, *kind, msg, None, &mut stats);
+        }
+        tally.add(&v);
+    }
+    println!(
+        "fuzz (no GPU): {} kernels generated, {} distinct compiled for sm_80 and sm_90, {:.1} s",
+        stats.kernels,
+        stats.compiled.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    tally.report("no GPU");
+    std::process::exit(i32::from(tally.failed() > 0));
+}
+
+fn report_failure(
+    o: &Options,
+    recipe: &Recipe,
+    kind: FailKind,
+    msg: &str,
+    gpu: Option<&Device>,
+    stats: &mut run::CpuStats,
+) {
+    println!("FAIL seed {} ({kind}): {msg}", recipe.seed);
+    let shown = if o.shrink && kind != FailKind::Fault {
+        let small = shrink::shrink(recipe, kind, &mut |r| one(r, gpu, stats));
+        if let Verdict::Fail(_, m) = one(&small, gpu, stats) {
+            println!("  shrunk: {m}");
+        }
+        small
+    } else {
+        recipe.clone()
+    };
+    for line in run::reproducer(&shown).lines() {
+        println!("  | {line}");
+    }
+}
+
+/// GPU worker: runs seeds and prints one line per case, `case SEED pass|refused R|fail K M`.
+fn worker(o: &Options, device: &Device) {
+    let mut stats = run::CpuStats::default();
+    for seed in o.seed..o.seed + o.count {
+        let recipe = Recipe::generate(seed, o.steps, o.calls);
+        let v = run::run_gpu(&recipe, device);
+        let line = match &v {
+            Verdict::Pass => "pass".to_string(),
+            Verdict::Empty => "empty".to_string(),
+            Verdict::Refused(r) => format!("refused {r}"),
+            Verdict::Fail(k, m) => format!("fail {k} {}", m.replace('\n', " ")),
+        };
+        println!("case {seed} {line}");
+        if let Verdict::Fail(kind, msg) = &v {
+            if *kind == FailKind::Fault {
+                // The context is poisoned: print the reproducer and stop this worker.
+                report_failure(o, &recipe, *kind, msg, None, &mut stats);
+                std::process::exit(3);
+            }
+            report_failure(o, &recipe, *kind, msg, Some(device), &mut stats);
+        }
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// GPU driver: runs the seeds in worker processes, restarting after a fault or a crash.
+fn driver(o: &Options) {
+    let exe = std::env::current_exe().expect("the fuzzer's own path");
+    let mut tally = Tally::default();
+    let end = o.seed + o.count;
+    let mut next = o.seed;
+    let t0 = std::time::Instant::now();
+    while next < end {
+        let mut child = Command::new(&exe)
+            .args([
+                "--worker",
+                "--seed",
+                &next.to_string(),
+                "--count",
+                &(end - next).to_string(),
+            ])
+            .args([
+                "--steps",
+                &o.steps.to_string(),
+                "--calls",
+                &o.calls.to_string(),
+            ])
+            .args(if o.shrink {
+                vec![]
+            } else {
+                vec!["--no-shrink"]
+            })
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn a fuzz worker");
+        let out = child.stdout.take().expect("piped stdout");
+        let mut last = None;
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix("case ") {
+                let mut parts = rest.splitn(3, ' ');
+                let seed: u64 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(next);
+                let what = parts.next().unwrap_or("");
+                let more = parts.next().unwrap_or("").to_string();
+                last = Some(seed);
+                let v = match what {
+                    "pass" => Verdict::Pass,
+                    "empty" => Verdict::Empty,
+                    "refused" => Verdict::Refused(more),
+                    _ => {
+                        let (k, m) = more.split_once(' ').unwrap_or((&more, ""));
+                        println!("FAIL seed {seed} ({k}): {m}");
+                        let kind = match k {
+                            "mismatch" => FailKind::Mismatch,
+                            "unrefused" => FailKind::Unrefused,
+                            "fault" => FailKind::Fault,
+                            "panic" => FailKind::Panic,
+                            _ => FailKind::Error,
+                        };
+                        Verdict::Fail(kind, m.to_string())
+                    }
+                };
+                tally.add(&v);
+                if !o.quiet && tally.fusions % 500 == 0 {
+                    eprintln!(
+                        "fuzz: {} fusions, {} failures, {:.0} s",
+                        tally.fusions,
+                        tally.failed(),
+                        t0.elapsed().as_secs_f64()
+                    );
+                }
+            } else if line.starts_with("  ") || line.starts_with("FAIL") {
+                println!("{line}");
+            }
+        }
+        let status = child.wait().expect("wait for a fuzz worker");
+        match last {
+            Some(seed) if seed + 1 >= end => break,
+            Some(seed) => {
+                if !status.success() && status.code() != Some(3) {
+                    // A crash after the case's line: count the next case as a crash.
+                    println!("FAIL seed {} (panic): the worker died ({status})", seed + 1);
+                    tally.add(&Verdict::Fail(FailKind::Panic, "worker died".into()));
+                    next = seed + 2;
+                } else {
+                    next = seed + 1;
+                }
+            }
+            None => {
+                println!("FAIL seed {next} (panic): the worker died before reporting ({status})");
+                tally.add(&Verdict::Fail(FailKind::Panic, "worker died".into()));
+                next += 1;
+            }
+        }
+    }
+    println!("fuzz (GPU): {:.0} s", t0.elapsed().as_secs_f64());
+    tally.report("GPU");
+    std::process::exit(i32::from(tally.failed() > 0));
+}

@@ -1,0 +1,591 @@
+//! Running one recipe: arguments in their layouts, the CPU reference, the automatic path
+//! on a GPU (or, without one, planning and NVRTC compiles), and the verdict.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use nvfuser::eval::{evaluate, EvalInput, HostData, HostTensor};
+use nvfuser::nvrtc::compile;
+use nvfuser::prelude::*;
+use nvfuser::scheduler::{DeviceInfo, InputInfo, RuntimeInfo, TensorInfo};
+use nvfuser::{Error, GpuArch, SegmentedRuntime};
+
+use crate::gen::{Call, InputSpec, Layout, Recipe, Rng};
+
+/// What happened to one case.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Every call matched the reference (or both refused it).
+    Pass,
+    /// The automatic path refused the fusion (a typed error), with the reason's class.
+    Refused(String),
+    /// The recipe built no fusion (every output was dropped).
+    Empty,
+    /// A silent wrong value, a fault, a panic or an error where the reference ran.
+    Fail(FailKind, String),
+}
+
+/// The kinds of failure; the shrinker keeps a case's kind while it shrinks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailKind {
+    /// Values differ from the reference beyond tolerance.
+    Mismatch,
+    /// The GPU returned values where the reference refused the arguments.
+    Unrefused,
+    /// A CUDA error from the driver (a fault, misaligned address, ...).
+    Fault,
+    /// A panic anywhere.
+    Panic,
+    /// A typed error that is neither a refusal nor an argument error (lowering, NVRTC).
+    Error,
+}
+
+impl std::fmt::Display for FailKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FailKind::Mismatch => "mismatch",
+            FailKind::Unrefused => "unrefused",
+            FailKind::Fault => "fault",
+            FailKind::Panic => "panic",
+            FailKind::Error => "error",
+        })
+    }
+}
+
+/// The tensor arguments of one call on `device`, and the reference's copies of them.
+pub struct CallArgs {
+    pub tensors: Vec<Option<Tensor>>,
+    pub scalars: Vec<Option<ScalarValue>>,
+    pub host: Vec<EvalInput>,
+}
+
+impl CallArgs {
+    pub fn args(&self) -> Vec<Arg<'_>> {
+        self.tensors
+            .iter()
+            .zip(&self.scalars)
+            .map(|(t, s)| match (t, s) {
+                (Some(t), _) => Arg::from(t),
+                (None, Some(s)) => Arg::Scalar(*s),
+                (None, None) => Arg::Scalar(ScalarValue::Int(0)),
+            })
+            .collect()
+    }
+}
+
+/// Shape of input `spec` in call `call`.
+fn input_shape(spec: &InputSpec, call: &Call) -> Vec<usize> {
+    let dims = match spec {
+        InputSpec::Tensor { dims, .. } | InputSpec::Index { dims, .. } => dims,
+        InputSpec::Scalar { .. } => return vec![],
+    };
+    dims.iter()
+        .map(|d| match d {
+            crate::gen::Ax::U(k) => call.sizes[*k],
+            _ => 1,
+        })
+        .collect()
+}
+
+/// Makes the arguments of `call` on `device` in their layouts.
+pub fn make_args(recipe: &Recipe, call: &Call, device: &Device) -> Result<CallArgs, Error> {
+    let mut rng = Rng::new(call.data_seed);
+    let mut out = CallArgs {
+        tensors: vec![],
+        scalars: vec![],
+        host: vec![],
+    };
+    for (i, spec) in recipe.inputs.iter().enumerate() {
+        let shape = input_shape(spec, call);
+        let values = match spec {
+            InputSpec::Scalar { dtype } => {
+                let s = if dtype.is_float() {
+                    ScalarValue::Float(-2.0 + 4.0 * rng.unit())
+                } else {
+                    ScalarValue::Int(rng.below(9) as i64 - 4)
+                };
+                out.tensors.push(None);
+                out.scalars.push(Some(s));
+                out.host.push(EvalInput::Scalar(s));
+                continue;
+            }
+            InputSpec::Tensor { dtype, .. } => {
+                HostTensor::random(*dtype, &shape, call.data_seed ^ (i as u64 * 7919))
+            }
+            InputSpec::Index { dtype, target, .. } => {
+                let n = call.sizes[*target].max(1) as u64;
+                let numel: usize = shape.iter().product();
+                let v: Vec<i64> = (0..numel).map(|_| (rng.next() % n) as i64).collect();
+                let t = HostTensor::from_vec(v, &shape)?;
+                t.cast(*dtype)
+            }
+        };
+        let t = place(device, &values, call.layouts[i])?;
+        let host = t.to_host_tensor()?;
+        out.tensors.push(Some(t));
+        out.scalars.push(None);
+        out.host.push(EvalInput::Tensor(host));
+    }
+    Ok(out)
+}
+
+/// Puts `values` on `device` in `layout` (the logical values stay the same).
+fn place(device: &Device, values: &HostTensor, layout: Layout) -> Result<Tensor, Error> {
+    let shape = values.shape().to_vec();
+    let rank = shape.len();
+    match layout {
+        Layout::Contiguous => device.tensor_from_host(values),
+        _ if rank == 0 => device.tensor_from_host(values),
+        Layout::Offset(k) => {
+            // A dense view that starts k elements into a buffer of k + numel elements.
+            let numel: usize = shape.iter().product();
+            let flat = values.to_f64_vec();
+            let mut buf = vec![0.0f64; k + numel];
+            buf[k..].copy_from_slice(&flat);
+            let big = HostTensor::from_vec(buf, &[k + numel])?.cast(values.dtype());
+            let t = device.tensor_from_host(&big)?;
+            let strides = nvfuser_cuda::contiguous_strides(&shape);
+            t.as_strided(&shape, &strides, k)
+        }
+        Layout::Pitched(pad) => {
+            let mut wide = shape.clone();
+            wide[rank - 1] += pad;
+            let big = pad_last(values, pad)?;
+            debug_assert_eq!(big.shape(), &wide[..]);
+            let t = device.tensor_from_host(&big)?;
+            t.slice(rank as i64 - 1, 0, shape[rank - 1] as i64, 1)
+        }
+        Layout::Transposed => {
+            let perm: Vec<usize> = (0..rank).rev().collect();
+            let tr = permute_host(values, &perm)?;
+            let t = device.tensor_from_host(&tr)?;
+            let back: Vec<i64> = (0..rank as i64).rev().collect();
+            t.permute(&back)
+        }
+    }
+}
+
+fn pad_last(values: &HostTensor, pad: usize) -> Result<HostTensor, Error> {
+    let shape = values.shape();
+    let rank = shape.len();
+    let inner = shape[rank - 1];
+    let flat = values.to_f64_vec();
+    let rows = if inner == 0 {
+        shape[..rank - 1].iter().product()
+    } else {
+        flat.len() / inner
+    };
+    let mut out = Vec::with_capacity(rows * (inner + pad));
+    for r in 0..rows {
+        out.extend_from_slice(&flat[r * inner..(r + 1) * inner]);
+        out.extend(std::iter::repeat_n(0.0, pad));
+    }
+    let mut wide = shape.to_vec();
+    wide[rank - 1] += pad;
+    Ok(HostTensor::from_vec(out, &wide)?.cast(values.dtype()))
+}
+
+fn permute_host(values: &HostTensor, perm: &[usize]) -> Result<HostTensor, Error> {
+    let shape = values.shape();
+    let new_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let flat = values.to_f64_vec();
+    let numel = flat.len();
+    let mut strides = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1];
+    }
+    let mut out = vec![0.0; numel];
+    let mut idx = vec![0usize; new_shape.len()];
+    for slot in out.iter_mut() {
+        let src: usize = idx.iter().zip(perm).map(|(&i, &p)| i * strides[p]).sum();
+        *slot = flat[src];
+        for d in (0..idx.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < new_shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    Ok(HostTensor::from_vec(out, &new_shape)?.cast(values.dtype()))
+}
+
+/// The comparison rule: NaN where the reference has NaN, the same infinities, and
+/// otherwise `|got - want| <= rtol * (|want| + scale)`, with `scale` the largest finite
+/// magnitude of the reference output (at least 1): a norm-wise bound that tolerates
+/// cancellation in values much smaller than their neighbours. `rtol` is the loosest of
+/// the float dtypes the fusion computes in. Integers and bools compare exactly.
+pub fn compare(got: &HostTensor, want: &HostTensor, rtol: f64) -> Result<(), String> {
+    if got.shape() != want.shape() {
+        return Err(format!(
+            "shape {:?}, reference {:?}",
+            got.shape(),
+            want.shape()
+        ));
+    }
+    if got.dtype() != want.dtype() {
+        return Err(format!("dtype {}, reference {}", got.dtype(), want.dtype()));
+    }
+    match (got.data(), want.data()) {
+        (HostData::Float(g), HostData::Float(w)) => {
+            let scale = w
+                .iter()
+                .filter(|v| v.is_finite())
+                .fold(1.0f64, |m, v| m.max(v.abs()));
+            let mut bad = 0usize;
+            let mut first = None;
+            for (k, (&g, &w)) in g.iter().zip(w.iter()).enumerate() {
+                let ok = if w.is_nan() {
+                    g.is_nan()
+                } else if w.is_infinite() || g.is_infinite() {
+                    g == w || (g.is_finite() && g.abs() > 1e30 && g.signum() == w.signum())
+                } else {
+                    (g - w).abs() <= rtol * (w.abs() + scale)
+                };
+                if !ok {
+                    bad += 1;
+                    first.get_or_insert((k, g, w));
+                }
+            }
+            match first {
+                None => Ok(()),
+                Some((k, g, w)) => Err(format!(
+                    "{bad} of {} values differ; first at flat index {k}: got {g:e}, reference {w:e} (rtol {rtol:e}, scale {scale:e})",
+                    want.numel()
+                )),
+            }
+        }
+        (HostData::Int(g), HostData::Int(w)) => exact(g.iter(), w.iter(), want.numel()),
+        (HostData::Bool(g), HostData::Bool(w)) => exact(g.iter(), w.iter(), want.numel()),
+        _ => Err("storage kinds differ".into()),
+    }
+}
+
+fn exact<T: PartialEq + std::fmt::Debug>(
+    g: impl Iterator<Item = T>,
+    w: impl Iterator<Item = T>,
+    n: usize,
+) -> Result<(), String> {
+    let mut bad = 0;
+    let mut first = None;
+    for (k, (g, w)) in g.zip(w).enumerate() {
+        if g != w {
+            bad += 1;
+            if first.is_none() {
+                first = Some(format!(
+                    "first at flat index {k}: got {g:?}, reference {w:?}"
+                ));
+            }
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some(f) => Err(format!("{bad} of {n} values differ; {f}")),
+    }
+}
+
+/// The relative tolerance of a fusion: the loosest of its float dtypes.
+pub fn rtol_for(fusion: &Fusion) -> f64 {
+    let mut rtol: f64 = 1e-9;
+    for (_, v) in fusion.vals() {
+        let r = match v.dtype {
+            DataType::F64 => 1e-9,
+            DataType::F32 => 2e-4,
+            DataType::F16 => 4e-3,
+            DataType::BF16 => 2e-2,
+            _ => continue,
+        };
+        rtol = rtol.max(r);
+    }
+    // A reduction of f32 values over thousands of elements in another order.
+    if rtol < 1e-3 && fusion.exprs().any(|(_, e)| e.op.reduction_axes().is_some()) {
+        rtol = rtol.max(1e-3);
+    }
+    rtol
+}
+
+/// A short class of a refusal or error, for counting by reason.
+pub fn reason_class(e: &str) -> String {
+    let e = e.split(": ").take(3).collect::<Vec<_>>().join(": ");
+    let mut s: String = e.chars().take(110).collect();
+    // Drop value ids and numbers so that one reason counts once.
+    s = s
+        .split(|c: char| c.is_ascii_digit())
+        .collect::<Vec<_>>()
+        .join("#");
+    while s.contains("##") {
+        s = s.replace("##", "#");
+    }
+    s
+}
+
+fn is_driver_fault(e: &Error) -> bool {
+    matches!(e, Error::Driver { .. })
+}
+
+fn is_refusal(e: &Error) -> bool {
+    matches!(e, Error::UnsupportedFusion { .. })
+}
+
+/// Runs every call of `recipe` through one executor on the GPU `device`, comparing with
+/// the reference.
+pub fn run_gpu(recipe: &Recipe, device: &Device) -> Verdict {
+    let Some(built) = recipe.build() else {
+        return Verdict::Empty;
+    };
+    let fusion = built.fusion;
+    let rtol = rtol_for(&fusion);
+    let exec = FusionExecutorCache::new(fusion.clone());
+    let mut refused = None;
+    for (c, call) in recipe.calls.iter().enumerate() {
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Verdict>, Error> {
+            let args = make_args(recipe, call, device)?;
+            let want = evaluate(&fusion, &args.host);
+            let got = exec.run(device, &args.args()).and_then(|outs| {
+                outs.iter()
+                    .map(|o| o.to_host_tensor())
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            Ok(match (want, got) {
+                (Ok(want), Ok(got)) => {
+                    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                        if let Err(m) = compare(g, w, rtol) {
+                            return Ok(Some(Verdict::Fail(
+                                FailKind::Mismatch,
+                                format!("call {c}: output {k}: {m}"),
+                            )));
+                        }
+                    }
+                    None
+                }
+                (Err(_), Err(e)) if !is_driver_fault(&e) => None,
+                (Err(r), Ok(_)) => Some(Verdict::Fail(
+                    FailKind::Unrefused,
+                    format!("call {c}: the reference refused ({r}) but the GPU returned values"),
+                )),
+                (_, Err(e)) if is_driver_fault(&e) => {
+                    Some(Verdict::Fail(FailKind::Fault, format!("call {c}: {e}")))
+                }
+                (Ok(_), Err(e)) if is_refusal(&e) => {
+                    refused.get_or_insert(reason_class(&e.to_string()));
+                    None
+                }
+                (Ok(_), Err(e)) => Some(Verdict::Fail(FailKind::Error, format!("call {c}: {e}"))),
+                (Err(_), Err(_)) => None,
+            })
+        }));
+        match outcome {
+            Ok(Ok(None)) => {}
+            Ok(Ok(Some(v))) => return v,
+            Ok(Err(e)) if is_driver_fault(&e) => {
+                return Verdict::Fail(FailKind::Fault, format!("call {c}: making arguments: {e}"))
+            }
+            Ok(Err(e)) => {
+                return Verdict::Fail(FailKind::Error, format!("call {c}: making arguments: {e}"))
+            }
+            Err(p) => {
+                return Verdict::Fail(FailKind::Panic, format!("call {c}: {}", panic_text(&p)))
+            }
+        }
+    }
+    match refused {
+        Some(r) => Verdict::Refused(r),
+        None => Verdict::Pass,
+    }
+}
+
+pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    let payload = p
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic".into());
+    match LAST_PANIC.with(|l| l.borrow_mut().take()) {
+        Some(at) => format!("{payload} ({at})"),
+        None => payload,
+    }
+}
+
+thread_local! {
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Panics are caught and reported as failures with their location; the default hook's
+/// message and backtrace would only interleave with the report.
+pub fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let at = info
+            .location()
+            .map(|l| format!("at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        LAST_PANIC.with(|l| *l.borrow_mut() = Some(at));
+    }));
+}
+
+/// Compile statistics of the CPU mode.
+#[derive(Default)]
+pub struct CpuStats {
+    pub kernels: usize,
+    pub compiled: std::collections::HashSet<u64>,
+}
+
+/// Without a GPU: plans every call (a single kernel or segments), generates the kernels
+/// and compiles each distinct one with NVRTC for sm_80 and sm_90; runs the reference on
+/// the CPU device. `Refused` when no plan exists.
+pub fn run_cpu(recipe: &Recipe, stats: &mut CpuStats) -> Verdict {
+    let Some(built) = recipe.build() else {
+        return Verdict::Empty;
+    };
+    let fusion = built.fusion;
+    let cpu = Device::cpu();
+    let exec = FusionExecutorCache::new(fusion.clone());
+    let mut refused = None;
+    for (c, call) in recipe.calls.iter().enumerate() {
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Verdict>, String> {
+            let args =
+                make_args(recipe, call, &cpu).map_err(|e| format!("making arguments: {e}"))?;
+            let arg_list = args.args();
+            // The reference (the CPU device's own run goes through the same check).
+            if exec.run(&cpu, &arg_list).is_err() {
+                // Refused arguments: nothing to plan for this call.
+                return Ok(None);
+            }
+            let info = runtime_info(&arg_list);
+            let kernels = match exec.generate_for(&info, None) {
+                Ok((_, k)) => k.into_iter().collect::<Vec<_>>(),
+                Err(e) if is_refusal(&e) => {
+                    // Segments, as the runtime would.
+                    let seg = match SegmentedRuntime::new(fusion.clone()) {
+                        Ok(s) if s.segmented().segments().len() > 1 => s,
+                        Ok(_) | Err(_) => {
+                            refused.get_or_insert(reason_class(&e.to_string()));
+                            return Ok(None);
+                        }
+                    };
+                    let mut ks = Vec::new();
+                    for k in 0..seg.segmented().segments().len() {
+                        let Some(info) =
+                            seg.segment_runtime_info(k, DeviceInfo::h100_for_tests(), &arg_list)
+                        else {
+                            return Ok(Some(Verdict::Fail(
+                                FailKind::Error,
+                                format!("call {c}: segment {k}: sizes not predicted"),
+                            )));
+                        };
+                        match seg.executor(k).map(|x| x.generate_for(&info, None)) {
+                            Some(Ok((_, Some(kernel)))) => ks.push(kernel),
+                            Some(Ok((_, None))) => {}
+                            Some(Err(e)) if is_refusal(&e) => {
+                                refused.get_or_insert(reason_class(&format!("segment: {e}")));
+                                return Ok(None);
+                            }
+                            Some(Err(e)) => {
+                                return Ok(Some(Verdict::Fail(
+                                    FailKind::Error,
+                                    format!("call {c}: segment {k}: {e}"),
+                                )))
+                            }
+                            None => {
+                                return Ok(Some(Verdict::Fail(
+                                    FailKind::Error,
+                                    format!("call {c}: segment {k}: no executor"),
+                                )))
+                            }
+                        }
+                    }
+                    ks
+                }
+                Err(e) => {
+                    return Ok(Some(Verdict::Fail(
+                        FailKind::Error,
+                        format!("call {c}: {e}"),
+                    )))
+                }
+            };
+            for kernel in kernels {
+                stats.kernels += 1;
+                let src = kernel.cuda_source();
+                let key = {
+                    use std::hash::{Hash, Hasher};
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    src.hash(&mut h);
+                    h.finish()
+                };
+                if !stats.compiled.insert(key) {
+                    continue;
+                }
+                for arch in [GpuArch::SM80, GpuArch::SM90] {
+                    if let Err(e) = compile(&src, &kernel.abi.name, arch) {
+                        return Ok(Some(Verdict::Fail(
+                            FailKind::Error,
+                            format!("call {c}: NVRTC ({arch:?}): {e}"),
+                        )));
+                    }
+                }
+            }
+            Ok(None)
+        }));
+        match outcome {
+            Ok(Ok(None)) => {}
+            Ok(Ok(Some(v))) => return v,
+            Ok(Err(e)) => return Verdict::Fail(FailKind::Error, format!("call {c}: {e}")),
+            Err(p) => {
+                return Verdict::Fail(FailKind::Panic, format!("call {c}: {}", panic_text(&p)))
+            }
+        }
+    }
+    match refused {
+        Some(r) => Verdict::Refused(r),
+        None => Verdict::Pass,
+    }
+}
+
+/// The runtime info of a call as an H100 would see it (alignment from the tensors).
+pub fn runtime_info(args: &[Arg<'_>]) -> RuntimeInfo {
+    RuntimeInfo {
+        device: DeviceInfo::h100_for_tests(),
+        inputs: args
+            .iter()
+            .map(|a| match a {
+                Arg::Tensor(t) => InputInfo::Tensor(TensorInfo {
+                    dtype: t.dtype(),
+                    sizes: t.sizes().iter().map(|&s| s as i64).collect(),
+                    strides: t.strides().iter().map(|&s| s as i64).collect(),
+                    alignment: t.data_alignment() as u32,
+                }),
+                Arg::Scalar(s) => InputInfo::Scalar(*s),
+            })
+            .collect(),
+    }
+}
+
+/// The reproducer of a case: `fusion!` source and the calls' argument layouts.
+pub fn reproducer(recipe: &Recipe) -> String {
+    let mut s = String::new();
+    match recipe.build() {
+        Some(b) => s.push_str(&b.fusion.to_reproducer("fuzz_case")),
+        None => s.push_str("(builds no fusion)\n"),
+    }
+    let cpu = Device::cpu();
+    for (c, call) in recipe.calls.iter().enumerate() {
+        s.push_str(&format!(
+            "call {c}: universe sizes {:?}, data seed {}\n",
+            call.sizes, call.data_seed
+        ));
+        if let Ok(args) = make_args(recipe, call, &cpu) {
+            for (i, a) in args.args().iter().enumerate() {
+                match a {
+                    Arg::Tensor(t) => s.push_str(&format!(
+                        "  arg {i}: {} sizes {:?} strides {:?} offset {} ({:?})\n",
+                        t.dtype(),
+                        t.sizes(),
+                        t.strides(),
+                        t.offset(),
+                        call.layouts[i]
+                    )),
+                    Arg::Scalar(v) => s.push_str(&format!("  arg {i}: scalar {v}\n")),
+                }
+            }
+        }
+    }
+    s
+}
