@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::CudaFunction;
 use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions};
 use nvfuser_core::eval::{evaluate, EvalInput};
+use nvfuser_core::ir::bind::{self, BoundArg};
 use nvfuser_core::ir::{IterKind, TensorType, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::{
@@ -873,7 +874,10 @@ impl FusionExecutorCache {
     }
 }
 
-/// Checks arguments against a fusion's input declarations.
+/// Checks arguments against a fusion's input declarations: count, kind, device, dtype,
+/// rank, static and broadcast sizes, the declared layout, scalar values
+/// ([`bind::check_scalar`]) and every extent the fusion equates ([`bind::check_sizes`]).
+/// The segmented runtime checks the original fusion's arguments with it too.
 pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<(), CudaError> {
     const OP: &str = "fusion call";
     let inputs = fusion.inputs();
@@ -904,15 +908,8 @@ pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<
                 }
                 check_layout(i, tt, t)?;
             }
-            (ValKind::Scalar(_), Arg::Scalar(s)) => {
-                if s.natural_dtype().is_float() && !val.dtype.is_float() {
-                    return Err(bad(
-                        i,
-                        format!("a {} scalar", val.dtype),
-                        format!("the float {s}"),
-                    ));
-                }
-            }
+            // The scalar rule of every device (the CPU reference's too).
+            (ValKind::Scalar(_), Arg::Scalar(s)) => bind::check_scalar(i, val.dtype, *s)?,
             (ValKind::Tensor(_), Arg::Scalar(s)) => {
                 return Err(bad(
                     i,
@@ -929,6 +926,17 @@ pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<
             }
         }
     }
+    // Every extent the fusion equates (operands of one elementwise op, cat's other
+    // dims, ...): a kernel indexes them all with one extent, so a mismatch would read
+    // out of bounds. The same check as the CPU reference's, with the same message.
+    let bound: SmallVec<[BoundArg<'_>; 8]> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Tensor(t) => BoundArg::Tensor(t.sizes()),
+            Arg::Scalar(s) => BoundArg::Scalar(*s),
+        })
+        .collect();
+    bind::check_sizes(fusion, &bound)?;
     Ok(())
 }
 
