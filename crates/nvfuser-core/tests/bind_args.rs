@@ -170,7 +170,11 @@ fn cat_expand_gather_and_take_along_axis_ties() {
     });
     let x = [2, 3];
     assert!(sizes(&f, &[BoundArg::Tensor(&x), BoundArg::Scalar(2i64.into())]).is_ok());
-    assert!(sizes(&f, &[BoundArg::Tensor(&x), BoundArg::Scalar((-1i64).into())]).is_ok());
+    assert!(sizes(
+        &f,
+        &[BoundArg::Tensor(&x), BoundArg::Scalar((-1i64).into())]
+    )
+    .is_ok());
     assert_eq!(
         sizes(&f, &[BoundArg::Tensor(&x), BoundArg::Scalar(5i64.into())]),
         Err("argument 0 dim 0: size 2, but it must equal argument 1 (size 5): expand only changes the size of broadcast dims (-1 keeps a dim)".into())
@@ -195,9 +199,11 @@ fn cat_expand_gather_and_take_along_axis_ties() {
         Ok(vec![fd.take_along_axis(x, i, 1)?])
     });
     assert!(sizes(&f, &[BoundArg::Tensor(&[5, 3]), BoundArg::Tensor(&[5, 9])]).is_ok());
-    assert!(sizes(&f, &[BoundArg::Tensor(&[5, 3]), BoundArg::Tensor(&[4, 9])])
-        .unwrap_err()
-        .starts_with("argument 1 dim 0: size 4, but it must equal argument 0 dim 0 (size 5)"));
+    assert!(
+        sizes(&f, &[BoundArg::Tensor(&[5, 3]), BoundArg::Tensor(&[4, 9])])
+            .unwrap_err()
+            .starts_with("argument 1 dim 0: size 4, but it must equal argument 0 dim 0 (size 5)")
+    );
 }
 
 #[test]

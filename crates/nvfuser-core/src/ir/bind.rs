@@ -53,7 +53,10 @@ pub fn check_scalar(index: usize, dtype: DataType, value: ScalarValue) -> Result
         (Category::Integer, ScalarValue::Int(i))
             if dtype == DataType::I32 && i != i as i32 as i64 =>
         {
-            err("a value in i32 range for an i32 scalar".into(), i.to_string())
+            err(
+                "a value in i32 range for an i32 scalar".into(),
+                i.to_string(),
+            )
         }
         _ => Ok(()),
     }
