@@ -96,9 +96,9 @@ pub fn vector_access_ok(
     if bytes <= 1 {
         return true;
     }
-    address % bytes == 0
+    address.is_multiple_of(bytes)
         && sizes.iter().zip(strides).all(|(&n, &s)| {
-            n <= 1 || s == 1 || (s as u64).wrapping_mul(elem_bytes as u64) % bytes == 0
+            n <= 1 || s == 1 || (s as u128 * elem_bytes as u128).is_multiple_of(bytes as u128)
         })
 }
 
