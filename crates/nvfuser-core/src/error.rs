@@ -107,6 +107,18 @@ pub enum Error {
         /// What was given.
         found: String,
     },
+    /// The sizes of the arguments break an equality (or a bound) between extents that
+    /// the fusion relies on, e.g. two operands of an elementwise op. Checked before
+    /// anything runs, on every device (see [`crate::ir::bind`]).
+    #[error("{found}, but it must {expected}: {why}")]
+    ArgumentSizes {
+        /// The relation and the other side, e.g. `equal argument 0 dim 1 (size 5)`.
+        expected: String,
+        /// The argument dim and its size, e.g. `argument 1 dim 1: size 6`.
+        found: String,
+        /// The op that ties them, in words.
+        why: String,
+    },
     /// A feature that is not implemented (yet) for this case.
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -21,12 +21,13 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::CudaFunction;
 use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions};
 use nvfuser_core::eval::{evaluate, EvalInput};
+use nvfuser_core::ir::bind::{self, BoundArg};
 use nvfuser_core::ir::{IterKind, TensorType, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::{
-    check_fits, compute_heuristics, default_schedule_kind, schedule_with, DefaultKind,
-    DefaultScheduleError, DeviceInfo, HeuristicParams, InputInfo, RuntimeInfo, SchedulerKind,
-    TensorInfo,
+    check_fits, compute_heuristics, default_schedule_kind, schedule_with, vector_alignment,
+    DefaultKind, DefaultScheduleError, DeviceInfo, HeuristicParams, InputInfo, RuntimeInfo,
+    SchedulerKind, TensorInfo,
 };
 use nvfuser_core::{DataType, Fusion, ScalarValue};
 use smallvec::SmallVec;
@@ -102,6 +103,8 @@ pub struct FusionExecutorCache {
     dump: Option<Dump>,
     /// Set once no single kernel can hold the fusion: its segments run instead.
     segmented: std::sync::OnceLock<crate::SegmentedRuntime>,
+    /// Per input: a scalar that extents read (its value selects a runtime).
+    extent_scalars: Vec<bool>,
 }
 
 /// Counters of a [`FusionExecutorCache`]'s runtime cache.
@@ -126,8 +129,12 @@ pub const DEFAULT_RUNTIME_CAPACITY: usize = 16;
 
 /// What selects a compiled runtime: device, index width, and per argument the dtype,
 /// rank, which dims are contiguous, size 1 or stride 0 (broadcast/expanded), and the
-/// data pointer's alignment class. Sizes are not part of it: a new batch size reuses
-/// the runtime. Packed into words so a lookup compares a few integers.
+/// alignment class of its vector accesses ([`vector_alignment`]: the largest power of
+/// two, at most 16 bytes, dividing the data address and every non-unit stride in bytes,
+/// so two views of one shape with row pitches 68 and 66 never share a kernel's 16-byte
+/// vectors). Sizes are not part of it: a new batch size reuses the runtime when the
+/// heuristics pick the same kernel. Packed into words so a lookup compares a few
+/// integers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InputSignature(SmallVec<[u64; 8]>);
 
@@ -141,9 +148,16 @@ impl InputSignature {
             match arg {
                 Arg::Tensor(t) => {
                     wide |= crate::launch::extent_elements(t) >= 1 << 31;
-                    let align = t
-                        .cuda_address()
-                        .map_or(0, |p| p.trailing_zeros().min(4) as u64);
+                    // What vector accesses compiled for this call assume: the address
+                    // and every row pitch aligned to this many bytes (a view of pitch 66
+                    // f32s must not reuse the 16-byte vectors compiled for pitch 68).
+                    let align = vector_alignment(
+                        t.data_alignment() as u64,
+                        t.sizes(),
+                        t.strides(),
+                        t.dtype().size_bytes(),
+                    )
+                    .trailing_zeros() as u64;
                     words.push(dtype_code(t.dtype()) | (t.rank() as u64) << 8 | align << 16);
                     let (sizes, strides) = (t.sizes(), t.strides());
                     let mut word = 0u64;
@@ -217,12 +231,14 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
-/// One cache entry: the layout signature, the sizes of the call, whether the params
-/// were given by the user, the runtime and its last use.
+/// One cache entry: the layout signature, the sizes of the call, the index width the
+/// kernel was compiled with, whether the params were given by the user, the runtime and
+/// its last use.
 #[derive(Debug)]
 struct Entry {
     sig: InputSignature,
     sizes: SmallVec<[u64; 8]>,
+    wide: bool,
     user: Option<HeuristicParams>,
     runtime: Arc<Runtime>,
     tick: u64,
@@ -236,16 +252,47 @@ struct RuntimeCache {
 }
 
 /// The sizes of every tensor argument, flattened (with a rank marker per tensor, so
-/// `[2, 3]` and `[2], [3]` differ).
-fn call_sizes(args: &[Arg<'_>]) -> SmallVec<[u64; 8]> {
+/// `[2, 3]` and `[2], [3]` differ), and the values of the scalar arguments that sizes
+/// are made of (`extent_scalars[i]`: argument `i` appears in an extent, e.g. the length
+/// of a `full`), since heuristics and kernels were planned for them. Other scalars (a
+/// seed, an `eps`) do not select a runtime.
+fn call_sizes(args: &[Arg<'_>], extent_scalars: &[bool]) -> SmallVec<[u64; 8]> {
     let mut out = SmallVec::new();
-    for a in args {
-        if let Arg::Tensor(t) = a {
-            out.push(u64::MAX - t.rank() as u64);
-            out.extend(t.sizes().iter().map(|&s| s as u64));
+    for (i, a) in args.iter().enumerate() {
+        match a {
+            Arg::Tensor(t) => {
+                out.push(u64::MAX - t.rank() as u64);
+                out.extend(t.sizes().iter().map(|&s| s as u64));
+            }
+            Arg::Scalar(s) if extent_scalars.get(i) == Some(&true) => {
+                out.push(u64::MAX - 64);
+                out.push(s.as_i64().map_or(u64::MAX, |v| v as u64));
+            }
+            Arg::Scalar(_) => {}
         }
     }
     out
+}
+
+/// Per fusion input: whether it is a scalar that some tensor extent reads.
+fn extent_scalar_inputs(fusion: &Fusion) -> Vec<bool> {
+    let mut used = vec![false; fusion.num_vals()];
+    for (_, v) in fusion.vals() {
+        if let Some(t) = v.tensor() {
+            for d in &t.domain {
+                d.extent.for_each_val(&mut |id| {
+                    if let Some(u) = used.get_mut(id.index()) {
+                        *u = true;
+                    }
+                });
+            }
+        }
+    }
+    fusion
+        .inputs()
+        .iter()
+        .map(|&i| !fusion.val(i).is_tensor() && used[i.index()])
+        .collect()
 }
 
 /// What the heuristics need to know about a GPU.
@@ -292,6 +339,7 @@ impl FusionExecutorCache {
     /// An executor keeping up to `capacity` compiled runtimes (at least 1).
     pub fn with_capacity(fusion: Fusion, capacity: usize) -> Self {
         FusionExecutorCache {
+            extent_scalars: extent_scalar_inputs(&fusion),
             fusion,
             runtimes: Mutex::new(RuntimeCache {
                 capacity: capacity.max(1),
@@ -621,7 +669,7 @@ impl FusionExecutorCache {
         user: Option<&HeuristicParams>,
     ) -> Result<Arc<Runtime>, CudaError> {
         let sig = InputSignature::of(device, args);
-        let sizes = call_sizes(args);
+        let sizes = call_sizes(args, &self.extent_scalars);
         {
             let mut cache = self.lock();
             cache.tick += 1;
@@ -640,14 +688,22 @@ impl FusionExecutorCache {
             op: "FusionExecutorCache::run",
         })?;
         let info = runtime_info(props, args);
-        let params = self.params_for(&info, user, sig.wide())?;
+        // 64-bit index math when an input's view or an output reaches 2^31 elements
+        // (outputs from the sizes and scalars of the call, so a kernel compiled for small
+        // outputs is not reused for huge ones).
+        let wide = sig.wide()
+            || nvfuser_core::scheduler::index_type_for(&self.fusion, &info) == IndexType::I64;
+        let params = self.params_for(&info, user, wide)?;
         let reused = {
             let cache = self.lock();
             cache
                 .entries
                 .iter()
                 .find(|e| {
-                    e.sig == sig && e.user.as_ref() == user && e.runtime.params.same_kernel(&params)
+                    e.sig == sig
+                        && e.wide == wide
+                        && e.user.as_ref() == user
+                        && e.runtime.params.same_kernel(&params)
                 })
                 .map(|e| e.runtime.clone())
         };
@@ -659,7 +715,7 @@ impl FusionExecutorCache {
             None => {
                 // Built outside the lock: compiling takes milliseconds.
                 self.misses.fetch_add(1, Ordering::Relaxed);
-                match self.build(device, &sig, params.clone()) {
+                match self.build(device, wide, params.clone()) {
                     Ok(rt) => Arc::new(rt),
                     // The registry's checks are optimistic: a tuned schedule that the
                     // lowering refuses falls back to the default schedule.
@@ -676,7 +732,7 @@ impl FusionExecutorCache {
                             "fallback",
                             &format!("{}: {e}; trying the default schedule", params.kind()),
                         );
-                        Arc::new(self.build(device, &sig, HeuristicParams::Default).map_err(
+                        Arc::new(self.build(device, wide, HeuristicParams::Default).map_err(
                             |d| CudaError::UnsupportedFusion {
                                 reason: format!("{e}; the default schedule: {d}"),
                             },
@@ -698,6 +754,7 @@ impl FusionExecutorCache {
         cache.entries.push(Entry {
             sig,
             sizes,
+            wide,
             user: user.cloned(),
             runtime: rt.clone(),
             tick,
@@ -849,10 +906,10 @@ impl FusionExecutorCache {
     fn build(
         &self,
         device: &Device,
-        sig: &InputSignature,
+        wide: bool,
         params: HeuristicParams,
     ) -> Result<Runtime, CudaError> {
-        let Some((sf, scheduler, kernel)) = self.generate(sig.wide(), &params)? else {
+        let Some((sf, scheduler, kernel)) = self.generate(wide, &params)? else {
             return Ok(Runtime {
                 params,
                 scheduler: "no-op",
@@ -873,7 +930,10 @@ impl FusionExecutorCache {
     }
 }
 
-/// Checks arguments against a fusion's input declarations.
+/// Checks arguments against a fusion's input declarations: count, kind, device, dtype,
+/// rank, static and broadcast sizes, the declared layout, scalar values
+/// ([`bind::check_scalar`]) and every extent the fusion equates ([`bind::check_sizes`]).
+/// The segmented runtime checks the original fusion's arguments with it too.
 pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<(), CudaError> {
     const OP: &str = "fusion call";
     let inputs = fusion.inputs();
@@ -904,15 +964,8 @@ pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<
                 }
                 check_layout(i, tt, t)?;
             }
-            (ValKind::Scalar(_), Arg::Scalar(s)) => {
-                if s.natural_dtype().is_float() && !val.dtype.is_float() {
-                    return Err(bad(
-                        i,
-                        format!("a {} scalar", val.dtype),
-                        format!("the float {s}"),
-                    ));
-                }
-            }
+            // The scalar rule of every device (the CPU reference's too).
+            (ValKind::Scalar(_), Arg::Scalar(s)) => bind::check_scalar(i, val.dtype, *s)?,
             (ValKind::Tensor(_), Arg::Scalar(s)) => {
                 return Err(bad(
                     i,
@@ -929,6 +982,17 @@ pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<
             }
         }
     }
+    // Every extent the fusion equates (operands of one elementwise op, cat's other
+    // dims, ...): a kernel indexes them all with one extent, so a mismatch would read
+    // out of bounds. The same check as the CPU reference's, with the same message.
+    let bound: SmallVec<[BoundArg<'_>; 8]> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Tensor(t) => BoundArg::Tensor(t.sizes()),
+            Arg::Scalar(s) => BoundArg::Scalar(*s),
+        })
+        .collect();
+    bind::check_sizes(fusion, &bound)?;
     Ok(())
 }
 
@@ -999,4 +1063,32 @@ fn check_layout(index: usize, tt: &TensorType, t: &Tensor) -> Result<(), CudaErr
         expected = strides[axis].saturating_mul(sizes[axis]).max(expected);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvfuser_core::builder::Size;
+    use nvfuser_core::FusionDefinition;
+
+    #[test]
+    fn scalars_that_sizes_are_made_of_select_a_runtime_and_others_do_not() {
+        // full([n]) * s + x: `n` is a size, `s` is not.
+        let mut fd = FusionDefinition::new();
+        let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+        let n = fd.define_scalar(DataType::I64).unwrap();
+        let s = fd.define_scalar(DataType::F32).unwrap();
+        let f = fd.full(&[Size::Val(n)], s, DataType::F32).unwrap();
+        let y = fd.add(f, x).unwrap();
+        fd.add_output(y).unwrap();
+        let fusion = fd.finish().unwrap();
+        let mask = extent_scalar_inputs(&fusion);
+        assert_eq!(mask, [false, true, false]);
+        let cpu = Device::cpu();
+        let t = cpu.zeros(DataType::F32, [5]).unwrap();
+        let key =
+            |n: i64, s: f32| call_sizes(&[Arg::Tensor(&t), Arg::from(n), Arg::from(s)], &mask);
+        assert_ne!(key(5, 1.0), key(6, 1.0));
+        assert_eq!(key(5, 1.0), key(5, 2.0));
+    }
 }

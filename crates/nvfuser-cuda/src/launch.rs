@@ -22,6 +22,7 @@ use nvfuser_core::codegen::abi::{ArgRef, PackedArgs};
 use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions, Requirement};
 use nvfuser_core::ir::{Extent, IterKind, Op, SizeArg, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
+use nvfuser_core::scheduler::vector_access_ok;
 use nvfuser_core::Fusion;
 use smallvec::SmallVec;
 
@@ -194,7 +195,12 @@ pub(crate) fn launch_kernel_with(
     if !launches {
         return Ok(outputs);
     }
-    check_requirements(kernel, &|id| arg_ref(fusion, args, &outputs, id), &eval)?;
+    check_requirements(
+        kernel,
+        &|id| arg_ref(fusion, args, &outputs, id),
+        &|id| fusion.get_val(id).map_or(1, |v| v.dtype.size_bytes()),
+        &eval,
+    )?;
 
     // Grid reductions need global work buffers: partials (any contents) and arrival
     // counters that must be zero at launch (the last block resets them). They are
@@ -543,10 +549,15 @@ fn dims(
     Ok(out)
 }
 
-/// The kernel's own launch requirements on the actual arguments.
+/// The kernel's own launch requirements on the actual arguments. A vector access of
+/// `bytes` needs the tensor's address and every row pitch it steps over aligned
+/// ([`vector_access_ok`]); the executor's runtime signature holds the same alignment
+/// class ([`nvfuser_core::scheduler::vector_alignment`]), so a cached kernel is never
+/// reused where this would fail.
 fn check_requirements<'a>(
     kernel: &Kernel,
     arg: &dyn Fn(nvfuser_core::ValId) -> Option<ArgRef<'a>>,
+    elem_bytes: &dyn Fn(nvfuser_core::ValId) -> usize,
     eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
 ) -> Result<(), CudaError> {
     for r in &kernel.requirements {
@@ -562,14 +573,23 @@ fn check_requirements<'a>(
                 }
             }
             Requirement::Aligned { tensor, bytes } => {
-                if let Some(ArgRef::Tensor { ptr, .. }) = arg(*tensor) {
-                    if ptr % *bytes as u64 != 0 {
+                if let Some(ArgRef::Tensor {
+                    ptr,
+                    sizes,
+                    strides,
+                }) = arg(*tensor)
+                {
+                    let elem = elem_bytes(*tensor);
+                    if !vector_access_ok(*bytes as u64, ptr, sizes, strides, elem) {
                         return Err(CudaError::InvalidTensor {
                             op: "launch",
                             expected: format!(
-                                "{tensor} aligned to {bytes} bytes (vectorized access)"
+                                "{tensor} aligned to {bytes} bytes, its address and every \
+                                 row pitch (vectorized access)"
                             ),
-                            found: format!("address {ptr:#x}"),
+                            found: format!(
+                                "address {ptr:#x}, strides {strides:?} of {elem}-byte elements"
+                            ),
                         });
                     }
                 }

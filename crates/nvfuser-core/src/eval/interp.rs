@@ -13,6 +13,7 @@ use super::tensor::{HostData, HostTensor};
 use super::EvalInput;
 use crate::dtype::{Category, DataType, ScalarValue};
 use crate::error::{Error, Result};
+use crate::ir::bind;
 use crate::ir::{Distribution, Expr, Fusion, IterKind, Op, SizeArg, ValId, ValKind};
 
 /// Runs `fusion` on `inputs` (one per fusion input, in order) and returns its outputs in
@@ -123,12 +124,21 @@ impl<'a> Evaluator<'a> {
                     ))
                 }
                 (ValKind::Scalar(_), EvalInput::Scalar(s)) => {
-                    let t =
-                        convert_scalar_input(val.dtype, *s).map_err(|(e, f)| input_err(e, f))?;
-                    self.env[id.index()] = Some(Cow::Owned(t));
+                    bind::check_scalar(index, val.dtype, *s)?;
+                    self.env[id.index()] =
+                        Some(Cow::Owned(HostTensor::from_scalar_value(*s, val.dtype)));
                 }
             }
         }
+        // Every extent the fusion equates, with the same check (and message) as a GPU.
+        let bound: Vec<bind::BoundArg<'_>> = inputs
+            .iter()
+            .map(|i| match i {
+                EvalInput::Tensor(t) => bind::BoundArg::Tensor(t.shape()),
+                EvalInput::Scalar(s) => bind::BoundArg::Scalar(*s),
+            })
+            .collect();
+        bind::check_sizes(self.fusion, &bound)?;
         for (id, v) in self.fusion.vals() {
             if let Some(c) = v.constant() {
                 self.env[id.index()] = Some(Cow::Owned(HostTensor::from_scalar_value(c, v.dtype)));
@@ -960,31 +970,5 @@ impl<'a> Evaluator<'a> {
         // Input dims of size 1 broadcast inside `gather` (stride 0); any other size equals
         // the output's here.
         sh::gather(name, x.data(), axis, view)
-    }
-}
-
-/// Converts a scalar input to its declared dtype; the error is (expected, found).
-fn convert_scalar_input(
-    dtype: DataType,
-    s: ScalarValue,
-) -> std::result::Result<HostTensor, (String, String)> {
-    match (dtype.category(), s) {
-        (Category::Bool, ScalarValue::Bool(_)) => Ok(HostTensor::from_scalar_value(s, dtype)),
-        (Category::Bool, other) => {
-            Err(("a bool value for a bool scalar".into(), format!("{other}")))
-        }
-        (Category::Integer, ScalarValue::Float(f)) => Err((
-            format!("an integer value for an {dtype} scalar"),
-            format!("the float {f:?}"),
-        )),
-        (Category::Integer, ScalarValue::Int(i))
-            if dtype == DataType::I32 && i != i as i32 as i64 =>
-        {
-            Err((
-                "a value in i32 range for an i32 scalar".into(),
-                format!("{i}"),
-            ))
-        }
-        _ => Ok(HostTensor::from_scalar_value(s, dtype)),
     }
 }

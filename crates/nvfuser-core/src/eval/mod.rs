@@ -20,10 +20,14 @@
 //! * a tensor's dtype (exact match), rank, declared static sizes, and that declared
 //!   broadcast dims have size 1. Contiguity and stride order are memory-layout facts of
 //!   device buffers; a `HostTensor` is a logical array, so they are not checked here.
-//! * a scalar is converted to its declared dtype: a bool or an integer may be given for
-//!   any numeric type (floats round to nearest even), a float for an integer or bool
-//!   input is an error, an integer outside i32 range for an i32 input is an error, and
-//!   only a bool is accepted for a bool input.
+//! * every extent the fusion equates (operands of one elementwise op, `cat`'s other
+//!   dims, an `expand` size against a non-broadcast dim, a `gather` index against its
+//!   input, ...), evaluated from the arguments ([`crate::ir::bind::check_sizes`], the
+//!   check the GPU executor runs too);
+//! * a scalar is converted to its declared dtype ([`crate::ir::bind::check_scalar`]): a
+//!   bool or an integer may be given for any numeric type (floats round to nearest
+//!   even), a float for an integer or bool input is an error, an integer outside i32
+//!   range for an i32 input is an error, and only a bool is accepted for a bool input.
 //!
 //! # Value model
 //!
@@ -43,9 +47,13 @@
 //! Operands broadcast numpy-style (the builder makes rank extension explicit). Two dims
 //! that meet in an op must have equal sizes unless one is a declared broadcast dim
 //! (IR kind `Broadcast`, size 1); a symbolic dim whose runtime size happens to be 1 does
-//! **not** broadcast. A mismatch is an error naming the op and both sizes, e.g.
-//! `add: shape mismatch: expected size 4 at dim 1 (non-broadcast dims must match), found
-//! size 5 (operand shapes [3, 4] and [3, 5])`.
+//! **not** broadcast. A mismatch between arguments is refused before anything runs, by
+//! the check every device shares ([`crate::ir::bind::check_sizes`]), with an error
+//! naming the arguments, dims and sizes, e.g. `argument 1 dim 1: size 5, but it must
+//! equal argument 0 dim 1 (size 4): the fusion adds them`. (The evaluator's own check
+//! of each op's operand shapes stays, e.g. `add: shape mismatch: expected size 4 at dim
+//! 1 (non-broadcast dims must match), found size 5 (operand shapes [3, 4] and [3, 5])`,
+//! for IR whose extents do not say it.)
 //!
 //! **Computation type.** Operands are converted to the op's computation type before the
 //! op: the output type for arithmetic, bitwise, `where`, `clamp`, `threshold`, `lerp`,

@@ -10,6 +10,7 @@
 //! and no interior mutability; structural identity is computed from it on demand
 //! (see [`structural`]).
 
+pub mod bind;
 mod extent;
 mod ops;
 pub mod structural;

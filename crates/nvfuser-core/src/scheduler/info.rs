@@ -62,6 +62,46 @@ pub struct TensorInfo {
     pub alignment: u32,
 }
 
+/// The widest vector access (bytes) that every vector width up to it, compiled for a
+/// tensor, keeps aligned: the largest power of two, at most 16, that divides the data
+/// address and every stride in bytes of a dim with more than one element, except unit
+/// strides (the vectorized innermost dim). Two calls with the same value (and the same
+/// layout) can share a kernel's vector accesses; the launch check is
+/// [`vector_access_ok`], which holds for every width up to this value.
+pub fn vector_alignment(
+    address: u64,
+    sizes: &[usize],
+    strides: &[usize],
+    elem_bytes: usize,
+) -> u32 {
+    let mut bytes = 16u32;
+    while bytes > 1 && !vector_access_ok(bytes as u64, address, sizes, strides, elem_bytes) {
+        bytes /= 2;
+    }
+    bytes
+}
+
+/// Whether vector accesses of `bytes` stay aligned on a tensor: `address` and every
+/// stride in bytes of a dim with more than one element (except unit strides, the
+/// vectorized innermost dim) are multiples of `bytes`. A row of a strided view starts
+/// at `address + row * stride`, so a pitch that is not a multiple misaligns every other
+/// row even when the first is aligned.
+pub fn vector_access_ok(
+    bytes: u64,
+    address: u64,
+    sizes: &[usize],
+    strides: &[usize],
+    elem_bytes: usize,
+) -> bool {
+    if bytes <= 1 {
+        return true;
+    }
+    address.is_multiple_of(bytes)
+        && sizes.iter().zip(strides).all(|(&n, &s)| {
+            n <= 1 || s == 1 || (s as u128 * elem_bytes as u128).is_multiple_of(bytes as u128)
+        })
+}
+
 /// One argument of a call as the heuristics see it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum InputInfo {
@@ -119,5 +159,32 @@ impl RuntimeInfo {
                 InputInfo::Tensor(_) => None,
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_alignment_covers_the_address_and_every_non_unit_stride() {
+        // A [256, 64] f32 column view with row pitch 68 (272 bytes) keeps 16-byte rows;
+        // pitch 66 (264 bytes) only 8-byte ones; 4100 and 4098 the same.
+        assert_eq!(vector_alignment(0x1000, &[256, 64], &[68, 1], 4), 16);
+        assert_eq!(vector_alignment(0x1000, &[256, 64], &[66, 1], 4), 8);
+        assert_eq!(vector_alignment(0x1000, &[64, 4096], &[4100, 1], 4), 16);
+        assert_eq!(vector_alignment(0x1000, &[64, 4096], &[4098, 1], 4), 8);
+        // The address counts, and so does an odd pitch of f16.
+        assert_eq!(vector_alignment(0x1004, &[256, 64], &[68, 1], 4), 4);
+        assert_eq!(vector_alignment(0x1000, &[8, 63], &[63, 1], 2), 2);
+        // Size-1 dims, unit strides and stride 0 (expanded dims) do not limit it.
+        assert_eq!(vector_alignment(0x1000, &[1, 64], &[3, 1], 4), 16);
+        assert_eq!(vector_alignment(0x1000, &[5, 64], &[0, 1], 4), 16);
+        assert_eq!(vector_alignment(0, &[], &[], 8), 16);
+        assert!(vector_access_ok(16, 0x1000, &[256, 64], &[68, 1], 4));
+        assert!(!vector_access_ok(16, 0x1000, &[256, 64], &[66, 1], 4));
+        assert!(vector_access_ok(8, 0x1000, &[256, 64], &[66, 1], 4));
+        assert!(!vector_access_ok(16, 0x1008, &[256, 64], &[68, 1], 4));
+        assert!(vector_access_ok(1, 0x1001, &[3], &[7], 1));
     }
 }

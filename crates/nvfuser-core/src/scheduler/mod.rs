@@ -61,7 +61,9 @@ mod recompute;
 pub mod reduction;
 pub mod registry;
 
-pub use info::{DeviceInfo, InputInfo, RuntimeInfo, TensorInfo};
+pub use info::{
+    vector_access_ok, vector_alignment, DeviceInfo, InputInfo, RuntimeInfo, TensorInfo,
+};
 pub use params::{
     CompileParams, HeuristicParams, InvalidParams, LaunchParams, OuterReductionParams,
     PersistentParams, PointwiseParams, ReductionParams, TransposeParams,

@@ -1,0 +1,386 @@
+//! Binding the arguments of a call to a fusion's inputs: the checks every device runs
+//! before anything executes.
+//!
+//! Both the CPU reference evaluator (`eval::evaluate`) and the GPU executor call these,
+//! so a call is refused the same way, with the same message, on every device:
+//!
+//! * [`check_scalar`]: a scalar argument against its declared dtype (a bool input takes
+//!   only a bool, an integer input no float, an i32 input only values in i32 range).
+//! * [`check_sizes`]: the sizes of the tensor arguments against every extent the fusion
+//!   equates. The builder keeps one extent for a dim where operands meet (an elementwise
+//!   op keeps the first operand's, `cat` the first real dim, ...) and relies on the
+//!   others being equal; a kernel indexes every operand with the kept extent, so an
+//!   operand of another size would be read out of bounds. This walks every live
+//!   expression in arena order, pairs each input dim with the extent it must equal (or
+//!   not exceed), evaluates both from the arguments and compares them. A dim declared
+//!   broadcast is size 1 and stands against any size; a symbolic dim is never
+//!   broadcast at run time, even when its size is 1.
+//!
+//! Errors name the arguments, dims and sizes, e.g. `argument 1 dim 1: size 6, but it
+//! must equal argument 0 dim 1 (size 5): the fusion adds them`.
+
+use crate::dtype::{Category, DataType, ScalarValue};
+use crate::error::{Error, Result};
+use crate::ir::{BinaryOp, Expr, Extent, ExtentOp, Fusion, IterKind, Op, SizeArg, ValId};
+
+/// One argument of a call, as the binding checks see it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BoundArg<'a> {
+    /// A tensor: its sizes.
+    Tensor(&'a [usize]),
+    /// A scalar: its value.
+    Scalar(ScalarValue),
+}
+
+/// Checks a scalar argument `value` for input `index`, declared `dtype`: a bool input
+/// takes only a bool, an integer input takes a bool or an integer (not a float), an i32
+/// input only an integer in i32 range; a float input takes any value.
+pub fn check_scalar(index: usize, dtype: DataType, value: ScalarValue) -> Result<()> {
+    let err = |expected: String, found: String| {
+        Err(Error::Input {
+            index,
+            expected,
+            found,
+        })
+    };
+    match (dtype.category(), value) {
+        (Category::Bool, ScalarValue::Bool(_)) => Ok(()),
+        (Category::Bool, other) => err("a bool value for a bool scalar".into(), other.to_string()),
+        (Category::Integer, ScalarValue::Float(f)) => err(
+            format!("an integer value for an {dtype} scalar"),
+            format!("the float {f:?}"),
+        ),
+        (Category::Integer, ScalarValue::Int(i))
+            if dtype == DataType::I32 && i != i as i32 as i64 =>
+        {
+            err(
+                "a value in i32 range for an i32 scalar".into(),
+                i.to_string(),
+            )
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How an input dim relates to the extent it is paired with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rel {
+    /// Equal sizes.
+    Eq,
+    /// Equal, unless the other side's value is -1 (expand's "keep").
+    EqUnlessKeep,
+    /// At most the other side (gather's index).
+    AtMost,
+}
+
+/// One pairing: dim `axis` of expression input `operand` against `other`.
+struct Tie {
+    operand: usize,
+    axis: usize,
+    other: Extent,
+    rel: Rel,
+}
+
+/// Checks the sizes of the tensor arguments against every extent `fusion` equates (see
+/// the [module documentation](self)). `args` holds one entry per fusion input, already
+/// checked for kind, rank, declared static sizes and broadcast dims; a missing or
+/// mismatched entry makes the extents that read it unknown, and unknown extents are
+/// not compared.
+pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
+    let live = fusion.live_exprs();
+    // Scalars computed by `size` ops, by value id (extents may read them).
+    let mut computed: Vec<Option<i64>> = vec![None; fusion.num_vals()];
+    let mut ties = Vec::new();
+    for (id, e) in fusion.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        if let Op::Size { axis } = e.op {
+            let value = e
+                .inputs
+                .first()
+                .and_then(|&x| fusion.tensor_type(x))
+                .and_then(|t| t.shape().nth(axis))
+                .and_then(|d| eval(fusion, args, &computed, &d.extent));
+            if let (Some(&o), Some(v)) = (e.outputs.first(), value) {
+                if let Some(slot) = computed.get_mut(o.index()) {
+                    *slot = Some(v);
+                }
+            }
+            continue;
+        }
+        ties.clear();
+        collect_ties(fusion, e, &mut ties);
+        for t in &ties {
+            let Some(&input) = e.inputs.get(t.operand) else {
+                continue;
+            };
+            let Some(dim) = fusion
+                .tensor_type(input)
+                .and_then(|tt| tt.shape().nth(t.axis))
+            else {
+                continue;
+            };
+            if t.rel != Rel::AtMost && dim.kind == IterKind::Broadcast {
+                continue;
+            }
+            if dim.extent == t.other {
+                continue;
+            }
+            let (Some(a), Some(b)) = (
+                eval(fusion, args, &computed, &dim.extent),
+                eval(fusion, args, &computed, &t.other),
+            ) else {
+                continue;
+            };
+            let ok = match t.rel {
+                Rel::Eq => a == b,
+                Rel::EqUnlessKeep => b == -1 || a == b,
+                Rel::AtMost => a <= b,
+            };
+            if !ok {
+                let relation = if t.rel == Rel::AtMost {
+                    "be at most"
+                } else {
+                    "equal"
+                };
+                let other = match t.other {
+                    Extent::Const(c) => c.to_string(),
+                    _ => format!("{} (size {b})", describe(fusion, &t.other)),
+                };
+                return Err(Error::ArgumentSizes {
+                    found: format!("{}: size {a}", describe(fusion, &dim.extent)),
+                    expected: format!("{relation} {other}"),
+                    why: why(e),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value of `e` for these arguments: input dims and scalar inputs from `args`,
+/// scalars computed by `size` ops from `computed`.
+fn eval(
+    fusion: &Fusion,
+    args: &[BoundArg<'_>],
+    computed: &[Option<i64>],
+    e: &Extent,
+) -> Option<i64> {
+    e.eval(
+        &|t: ValId, axis: usize| match args.get(fusion.input_position(t)?)? {
+            BoundArg::Tensor(sizes) => sizes.get(axis).and_then(|&s| i64::try_from(s).ok()),
+            BoundArg::Scalar(_) => None,
+        },
+        &|v: ValId| match fusion.input_position(v) {
+            Some(p) => match args.get(p)? {
+                BoundArg::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
+                BoundArg::Tensor(_) => None,
+            },
+            None => computed.get(v.index()).copied().flatten(),
+        },
+    )
+}
+
+/// Pushes the pairings of expression `e` (see [`check_sizes`]).
+fn collect_ties(fusion: &Fusion, e: &Expr, out: &mut Vec<Tie>) {
+    let out_dims = |k: usize, full: bool| -> Vec<Extent> {
+        e.outputs
+            .get(k)
+            .and_then(|&o| fusion.tensor_type(o))
+            .map(|t| {
+                if full {
+                    t.domain.iter().map(|d| d.extent.clone()).collect()
+                } else {
+                    t.shape().map(|d| d.extent.clone()).collect()
+                }
+            })
+            .unwrap_or_default()
+    };
+    let rank = |k: usize| -> Option<usize> {
+        e.inputs
+            .get(k)
+            .and_then(|&v| fusion.tensor_type(v))
+            .map(|t| t.rank())
+    };
+    let mut tie = |operand: usize, axis: usize, other: Option<&Extent>, rel: Rel| {
+        if let Some(other) = other {
+            out.push(Tie {
+                operand,
+                axis,
+                other: other.clone(),
+                rel,
+            });
+        }
+    };
+    match &e.op {
+        Op::Unary(_) | Op::Binary(_) | Op::Ternary(_) | Op::Cast | Op::Set | Op::SegmentSet => {
+            // Operands align on the right (the builder makes rank extension explicit).
+            let o = out_dims(0, false);
+            for k in 0..e.inputs.len() {
+                let Some(r) = rank(k).filter(|&r| r <= o.len()) else {
+                    continue;
+                };
+                let lead = o.len() - r;
+                for j in 0..r {
+                    tie(k, j, o.get(lead + j), Rel::Eq);
+                }
+            }
+        }
+        Op::Reduction { .. } | Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. } => {
+            // The output's domain keeps every input dim, reduced ones as reduction dims.
+            let o = out_dims(0, true);
+            for j in 0..rank(0).unwrap_or(0) {
+                tie(0, j, o.get(j), Rel::Eq);
+            }
+        }
+        Op::Broadcast { mask } => {
+            let o = out_dims(0, false);
+            let kept = mask.iter().enumerate().filter(|(_, b)| !**b);
+            for (j, (i, _)) in kept.enumerate() {
+                tie(0, j, o.get(i), Rel::Eq);
+            }
+        }
+        Op::Expand { sizes } => {
+            for (j, s) in sizes.iter().enumerate() {
+                let size = match *s {
+                    SizeArg::Const(-1) => continue,
+                    SizeArg::Const(c) => Extent::Const(c),
+                    SizeArg::Input(k) => match e.inputs.get(k as usize) {
+                        Some(&v) => Extent::Scalar(v),
+                        None => continue,
+                    },
+                };
+                tie(0, j, Some(&size), Rel::EqUnlessKeep);
+            }
+        }
+        Op::Permute { perm } => {
+            let o = out_dims(0, false);
+            for (i, &p) in perm.iter().enumerate() {
+                tie(0, p, o.get(i), Rel::Eq);
+            }
+        }
+        Op::Squeeze { axes } => {
+            let o = out_dims(0, false);
+            let kept = (0..rank(0).unwrap_or(0)).filter(|a| !axes.contains(a));
+            for (i, j) in kept.enumerate() {
+                tie(0, j, o.get(i), Rel::Eq);
+            }
+        }
+        Op::Pad { widths } => {
+            let o = out_dims(0, false);
+            for (j, w) in widths.iter().enumerate() {
+                if *w == (0, 0) {
+                    tie(0, j, o.get(j), Rel::Eq);
+                }
+            }
+        }
+        Op::Cat { axis } => {
+            let o = out_dims(0, false);
+            for k in 0..e.inputs.len() {
+                for j in (0..rank(k).unwrap_or(0)).filter(|j| j != axis) {
+                    tie(k, j, o.get(j), Rel::Eq);
+                }
+            }
+        }
+        Op::IndexSelect { axis } => {
+            let o = out_dims(0, false);
+            for j in (0..rank(0).unwrap_or(0)).filter(|j| j != axis) {
+                tie(0, j, o.get(j), Rel::Eq);
+            }
+            tie(1, 0, o.get(*axis), Rel::Eq);
+        }
+        Op::Select { axis, .. } => {
+            let o = out_dims(0, false);
+            for j in (0..rank(0).unwrap_or(0)).filter(|j| j != axis) {
+                tie(0, j, o.get(if j < *axis { j } else { j - 1 }), Rel::Eq);
+            }
+        }
+        Op::TakeAlongAxis { axis } => {
+            let o = out_dims(0, false);
+            for k in 0..2 {
+                for j in (0..rank(k).unwrap_or(0)).filter(|j| j != axis) {
+                    tie(k, j, o.get(j), Rel::Eq);
+                }
+            }
+        }
+        Op::Gather { axis } => {
+            let x: Vec<Extent> = e
+                .inputs
+                .first()
+                .and_then(|&v| fusion.tensor_type(v))
+                .map(|t| t.shape().map(|d| d.extent.clone()).collect())
+                .unwrap_or_default();
+            for j in (0..rank(1).unwrap_or(0)).filter(|j| j != axis) {
+                tie(1, j, x.get(j), Rel::AtMost);
+            }
+        }
+        // Slices change extents (their bounds are checked where they are read), reshape
+        // keeps the element count (checked by the evaluator and before a launch), and
+        // factories and `size` have no tensor operand to tie.
+        Op::Slice { .. }
+        | Op::Reshape { .. }
+        | Op::Full { .. }
+        | Op::Iota { .. }
+        | Op::Rand { .. }
+        | Op::Size { .. } => {}
+    }
+}
+
+/// Why the pairing of `e` must hold, for the error message.
+fn why(e: &Expr) -> String {
+    let name = e.op.name();
+    match &e.op {
+        Op::Binary(BinaryOp::Add) => "the fusion adds them".into(),
+        Op::Binary(BinaryOp::Sub) => "the fusion subtracts them".into(),
+        Op::Binary(BinaryOp::Mul) => "the fusion multiplies them".into(),
+        Op::Binary(BinaryOp::Div | BinaryOp::TrueDiv) => "the fusion divides them".into(),
+        Op::Binary(_) | Op::Ternary(_) => {
+            format!("the fusion combines them elementwise ({name})")
+        }
+        Op::Cat { axis } => {
+            format!("the fusion concatenates them along dim {axis} (cat), so the other dims must match")
+        }
+        Op::Expand { .. } => {
+            "expand only changes the size of broadcast dims (-1 keeps a dim)".into()
+        }
+        Op::TakeAlongAxis { axis } => format!(
+            "take_along_axis pairs the index with the input outside dim {axis} (unless one is a broadcast dim)"
+        ),
+        Op::Gather { axis } => {
+            format!("gather reads the input at the index's positions outside dim {axis}")
+        }
+        Op::Reduction { .. } | Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. } => {
+            format!("{name} keeps the dims it does not reduce")
+        }
+        _ => format!("{name} keeps this dim"),
+    }
+}
+
+/// An extent in the caller's terms: input dims as `argument K dim D`, scalar inputs as
+/// `argument K`.
+fn describe(fusion: &Fusion, e: &Extent) -> String {
+    match e {
+        Extent::Const(c) => c.to_string(),
+        Extent::Dim { tensor, axis } => match fusion.input_position(*tensor) {
+            Some(p) => format!("argument {p} dim {axis}"),
+            None => format!("{tensor}.size({axis})"),
+        },
+        Extent::Scalar(v) => match fusion.input_position(*v) {
+            Some(p) => format!("argument {p}"),
+            None => format!("the scalar {v}"),
+        },
+        Extent::Op(op, a, b) => {
+            let (a, b) = (describe(fusion, a), describe(fusion, b));
+            match op {
+                ExtentOp::Add => format!("({a} + {b})"),
+                ExtentOp::Sub => format!("({a} - {b})"),
+                ExtentOp::Mul => format!("({a} * {b})"),
+                ExtentOp::Div => format!("({a} / {b})"),
+                ExtentOp::CeilDiv => format!("ceildiv({a}, {b})"),
+                ExtentOp::Max => format!("max({a}, {b})"),
+                ExtentOp::Min => format!("min({a}, {b})"),
+            }
+        }
+    }
+}
