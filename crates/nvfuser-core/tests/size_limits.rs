@@ -71,7 +71,11 @@ fn other_ops_refuse_static_shapes_above_the_limit() {
     let mut fd = FusionDefinition::new();
     let z = fd.constant(0.0);
     expect_size_limit(fd.full(&[Size::Const(i64::MAX)], z, DataType::F32), "full");
-    let r = fd.full(&[Size::Const(1 << 40), Size::Const(1 << 40)], z, DataType::F32);
+    let r = fd.full(
+        &[Size::Const(1 << 40), Size::Const(1 << 40)],
+        z,
+        DataType::F32,
+    );
     expect_size_limit(r, "full");
     // Broadcasting two shapes within the limit into one above it.
     let a = fd.define_tensor(DataType::F32, &[1 << 30, 1]).unwrap();
