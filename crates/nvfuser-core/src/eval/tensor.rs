@@ -231,7 +231,9 @@ impl HostTensor {
 
     /// A tensor from row-major values and a shape (`values.len()` must equal the
     /// product of `shape`).
+    /// The storage is checked as [`full`](Self::full)'s.
     pub fn from_vec<T: Element>(values: Vec<T>, shape: &[usize]) -> Result<Self> {
+        check_alloc("HostTensor::from_vec", shape)?;
         Ok(HostTensor {
             dtype: T::DTYPE,
             data: T::store(values, shape)?,
