@@ -94,6 +94,19 @@ pub enum Error {
         /// How many values the fusion has.
         count: usize,
     },
+    /// A size, element count, nesting depth or other quantity above a documented limit
+    /// (see [`crate::ir::MAX_NUMEL`]).
+    #[error("{op}: {what}: expected at most {limit}, found {found}")]
+    SizeLimit {
+        /// The op (or phase).
+        op: String,
+        /// What was measured.
+        what: String,
+        /// The limit.
+        limit: String,
+        /// The value found.
+        found: String,
+    },
     /// The IR violates an invariant (reported by the verifier).
     #[error("invalid IR: {0}")]
     InvalidIr(String),

@@ -550,3 +550,71 @@ fn errors_render_like_rustc() {
         "{compile_error}"
     );
 }
+
+/// Deep nesting (parentheses, calls, method chains) is refused with a typed error before
+/// it can overflow the stack (this runs on a test thread of 2 MiB in a debug build).
+#[test]
+fn deep_nesting_is_refused_not_a_stack_overflow() {
+    let limit = dsl::MAX_NESTING;
+    let fn_of =
+        |expr: String| format!("fn f(x: Tensor<f32, [N]>) -> Tensor<f32, [N]> {{\n    {expr}\n}}");
+    let parens = |n: usize| format!("{}x{}", "(".repeat(n), ")".repeat(n));
+    let calls = |n: usize| format!("{}x{}", "relu(".repeat(n), ")".repeat(n));
+    let chain = |n: usize| format!("x{}", ".relu()".repeat(n));
+    let cases = [
+        ("150 nested parentheses", parens(150)),
+        ("10_000 nested parentheses", parens(10_000)),
+        ("130 nested calls", calls(130)),
+        ("a 200-long method chain", chain(200)),
+        (
+            "a 300-long operator run",
+            format!("x{}", " + x".repeat(300)),
+        ),
+    ];
+    for (what, expr) in cases {
+        let src = fn_of(expr);
+        for errs in [
+            dsl::parse_str(&src).map(|_| ()).unwrap_err(),
+            dsl::build_str(&src).map(|_| ()).unwrap_err(),
+        ] {
+            assert_eq!(errs.len(), 1, "{what}: {errs:?}");
+            let msg = &errs[0].message;
+            assert!(
+                msg.contains("nested too deeply") && msg.contains(&limit.to_string()),
+                "{what}: {msg}"
+            );
+            assert_eq!(
+                errs[0].line_column().0,
+                2,
+                "{what}: the error points into the body"
+            );
+        }
+    }
+    // Nesting well within the limit still builds.
+    for expr in [parens(20), calls(20), chain(20)] {
+        dsl::build_str(&fn_of(expr)).unwrap();
+    }
+    // Up to the limit, every form builds or is refused; none overflows the stack.
+    let mut accepted = 0;
+    for n in limit - 8..=limit {
+        let mixed = format!(
+            "{}{}{}",
+            "relu((".repeat(n / 3),
+            chain(n / 3),
+            "))".repeat(n / 3)
+        );
+        for expr in [
+            parens(n),
+            calls(n),
+            chain(n),
+            mixed,
+            format!("x{}", " * x".repeat(n)),
+        ] {
+            match dsl::build_str(&fn_of(expr)) {
+                Ok(_) => accepted += 1,
+                Err(errs) => assert!(errs[0].message.contains("nested too deeply"), "{errs:?}"),
+            }
+        }
+    }
+    assert!(accepted > 0);
+}

@@ -88,9 +88,9 @@ fn strided_views_are_copied_row_major() {
 
 #[test]
 fn full_zeros_cast_and_from_data() {
-    let f = HostTensor::full(DataType::BF16, &[2], 0.1);
+    let f = HostTensor::full(DataType::BF16, &[2], 0.1).unwrap();
     assert_eq!(f.to_f64_vec(), [0.10009765625; 2]);
-    let z = HostTensor::zeros(DataType::I32, &[2, 2]);
+    let z = HostTensor::zeros(DataType::I32, &[2, 2]).unwrap();
     assert_eq!(z.to_vec::<i32>().unwrap(), [0; 4]);
     let c = HostTensor::from_slice(&[2.7f64, -2.7, 1e10], &[3])
         .unwrap()

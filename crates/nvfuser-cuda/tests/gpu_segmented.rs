@@ -414,7 +414,7 @@ fn generate_and_compile(
             .inputs()
             .iter()
             .zip(shapes)
-            .map(|(&i, shape)| HostTensor::zeros(seg.original().val(i).dtype, shape))
+            .map(|(&i, shape)| HostTensor::zeros(seg.original().val(i).dtype, shape).unwrap())
             .collect()
     } else {
         random_inputs(seg.original(), shapes, 5)

@@ -5,6 +5,7 @@
 //! The same view logic serves GPU tensors (`gpu_device.rs` compares the two).
 
 use half::{bf16, f16};
+use nvfuser_core::eval::HostTensor;
 use nvfuser_core::DataType;
 use nvfuser_cuda::{CudaError, Device, KernelCache, Tensor};
 
@@ -372,4 +373,27 @@ fn random_view_chains_match_a_logical_reference() {
         assert!(copy.is_contiguous());
         assert_eq!(copy.to_vec::<i64>().unwrap(), reference.data);
     }
+}
+
+/// Shapes too large for host memory are typed errors, not panics or allocation aborts:
+/// a rank-64 shape whose element count overflows, a buffer no allocator grants, and an
+/// expanded view (stride 0) whose copy would not fit.
+#[test]
+fn huge_shapes_and_views_are_errors_not_aborts() {
+    let cpu = cpu();
+    let err = cpu.zeros(DataType::F32, [2; 64]).unwrap_err();
+    assert!(matches!(err, CudaError::InvalidTensor { .. }), "{err:?}");
+    let err = cpu.zeros(DataType::F64, [1usize << 50]).unwrap_err();
+    assert!(err.to_string().contains("bytes of host memory"), "{err}");
+    let one = cpu.zeros(DataType::F32, [1]).unwrap();
+    let view = one.expand(&[1 << 50]).unwrap();
+    assert_eq!(view.numel(), 1 << 50);
+    let err = view.to_vec::<f32>().unwrap_err();
+    assert!(err.to_string().contains("bytes of host memory"), "{err}");
+    assert!(view.to_host_tensor().is_err());
+    let huge_host = HostTensor::zeros(DataType::F32, &[1 << 50]);
+    assert!(matches!(
+        huge_host,
+        Err(nvfuser_core::Error::SizeLimit { .. })
+    ));
 }

@@ -12,7 +12,7 @@ impl FusionDefinition {
         self.scalar(op, value)?;
         let mut inputs = vec![value];
         let (args, domain) = self.factory_domain(op, sizes, &mut inputs)?;
-        Ok(self.emit_tensor(Op::Full { sizes: args }, &inputs, dtype, domain))
+        self.emit_tensor(Op::Full { sizes: args }, &inputs, dtype, domain)
     }
 
     /// The 1-D tensor `start + i * step` for `i in 0..length`, of `dtype` (integer or
@@ -41,7 +41,7 @@ impl FusionDefinition {
         let mut inputs = vec![start, step];
         let (args, domain) = self.factory_domain(op, &[length], &mut inputs)?;
         let length = args[0];
-        Ok(self.emit_tensor(Op::Iota { length }, &inputs, dtype, domain))
+        self.emit_tensor(Op::Iota { length }, &inputs, dtype, domain)
     }
 
     /// Uniform random numbers on `[low, high)` (see [`crate::philox`] for the stream).
@@ -100,7 +100,7 @@ impl FusionDefinition {
         }
         let mut inputs = args.to_vec();
         let (args, domain) = self.factory_domain(op, sizes, &mut inputs)?;
-        Ok(self.emit_tensor(Op::Rand { dist, sizes: args }, &inputs, dtype, domain))
+        self.emit_tensor(Op::Rand { dist, sizes: args }, &inputs, dtype, domain)
     }
 
     /// Checks factory sizes (each >= 0 or a scalar) and builds the output domain.

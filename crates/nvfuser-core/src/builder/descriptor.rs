@@ -168,6 +168,7 @@ impl FusionDefinition {
                 order
             }
         };
+        super::check_domain(op, &domain)?;
         let v = self.fusion.push_val(Val {
             dtype: spec.dtype,
             kind: ValKind::Tensor(TensorType {

@@ -20,7 +20,7 @@ impl FusionDefinition {
         }
         shape[axis] = as_iteration(&idx[0]);
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::IndexSelect { axis }, &[x, index], d, shape))
+        self.emit_tensor(Op::IndexSelect { axis }, &[x, index], d, shape)
     }
 
     /// Picks index `index` along `axis`, removing that dim.
@@ -40,7 +40,7 @@ impl FusionDefinition {
         }
         shape.remove(axis);
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(
+        self.emit_tensor(
             Op::Select {
                 axis,
                 index: args[0],
@@ -48,7 +48,7 @@ impl FusionDefinition {
             &inputs,
             d,
             shape,
-        ))
+        )
     }
 
     /// `torch.gather`: `out[i][j] = x[index[i][j]][j]` for `axis = 0`. The index has the
@@ -79,7 +79,7 @@ impl FusionDefinition {
         }
         let domain = idx.iter().map(as_iteration).collect();
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::Gather { axis }, &[x, index], d, domain))
+        self.emit_tensor(Op::Gather { axis }, &[x, index], d, domain)
     }
 
     /// `numpy.take_along_axis`: like gather, with the index broadcast against `x` in the
@@ -122,7 +122,7 @@ impl FusionDefinition {
             });
         }
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::TakeAlongAxis { axis }, &[x, index], d, domain))
+        self.emit_tensor(Op::TakeAlongAxis { axis }, &[x, index], d, domain)
     }
 
     fn index_shape(&self, op: &str, index: ValId) -> Result<Vec<IterDomain>> {

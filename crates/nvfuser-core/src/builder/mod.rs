@@ -28,7 +28,7 @@ use crate::dtype::{DataType, ScalarValue};
 use crate::error::{Error, Result};
 use crate::ir::{
     Expr, Extent, Fusion, IterDomain, IterKind, Op, Output, SizeArg, TensorType, Val, ValId,
-    ValKind,
+    ValKind, MAX_NUMEL,
 };
 
 /// A size-like argument: a constant or an integer scalar value of the fusion.
@@ -218,12 +218,19 @@ impl FusionDefinition {
         })
     }
 
-    pub(crate) fn new_tensor(&mut self, dtype: DataType, domain: Vec<IterDomain>) -> ValId {
-        self.fusion.push_val(Val {
+    /// A new tensor value over `domain`, after [`check_domain`].
+    pub(crate) fn new_tensor(
+        &mut self,
+        op: &str,
+        dtype: DataType,
+        domain: Vec<IterDomain>,
+    ) -> Result<ValId> {
+        check_domain(op, &domain)?;
+        Ok(self.fusion.push_val(Val {
             dtype,
             kind: ValKind::Tensor(TensorType::contiguous(domain)),
             definition: None,
-        })
+        }))
     }
 
     pub(crate) fn emit(&mut self, op: Op, inputs: &[ValId], outputs: &[ValId]) {
@@ -241,10 +248,10 @@ impl FusionDefinition {
         inputs: &[ValId],
         dtype: DataType,
         domain: Vec<IterDomain>,
-    ) -> ValId {
-        let out = self.new_tensor(dtype, domain);
+    ) -> Result<ValId> {
+        let out = self.new_tensor(op.name(), dtype, domain)?;
         self.emit(op, inputs, &[out]);
-        out
+        Ok(out)
     }
 
     /// Converts user sizes into attributes, appending value sizes to `inputs`.
@@ -286,6 +293,46 @@ impl FusionDefinition {
         }
         Ok((args, extents))
     }
+}
+
+/// Refuses a domain whose static sizes are too large: a constant extent computation
+/// that overflowed `i64` while folding (it stays symbolic over constants only), a
+/// static extent above [`MAX_NUMEL`], or static extents whose product (zeros counted as
+/// one, so that no partial product of the dims overflows either) exceeds it.
+pub(crate) fn check_domain(op: &str, domain: &[IterDomain]) -> Result<()> {
+    let mut product: i64 = 1;
+    for (i, d) in domain.iter().enumerate() {
+        let n = match d.extent.as_const() {
+            Some(n) => n,
+            None if d.extent.is_closed() => {
+                return Err(Error::SizeLimit {
+                    op: op.into(),
+                    what: format!("size of dim {i}"),
+                    limit: format!("{MAX_NUMEL} (2^48)"),
+                    found: format!("{}, which overflows i64", d.extent),
+                })
+            }
+            None => continue,
+        };
+        if n > MAX_NUMEL {
+            return Err(Error::SizeLimit {
+                op: op.into(),
+                what: format!("size of dim {i}"),
+                limit: format!("{MAX_NUMEL} (2^48)"),
+                found: n.to_string(),
+            });
+        }
+        product = product.saturating_mul(n.max(1));
+        if product > MAX_NUMEL {
+            return Err(Error::SizeLimit {
+                op: op.into(),
+                what: "number of elements of a static shape".into(),
+                limit: format!("{MAX_NUMEL} (2^48)"),
+                found: format!("{} (more)", describe_shape(domain)),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Normalizes a possibly negative axis against `rank`.

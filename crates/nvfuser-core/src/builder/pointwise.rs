@@ -153,7 +153,7 @@ impl FusionDefinition {
         let name = op.name();
         let (args, shape) = self.broadcast_operands(name, args)?;
         let out = match shape {
-            Some(domain) => self.new_tensor(dtype, domain),
+            Some(domain) => self.new_tensor(name, dtype, domain)?,
             None => self.new_scalar(dtype, None),
         };
         self.emit(op, &args, &[out]);

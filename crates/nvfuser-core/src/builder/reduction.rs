@@ -45,7 +45,7 @@ impl FusionDefinition {
             &[x_in],
             compute,
             domain,
-        );
+        )?;
         let r = self.cast(r, out_dtype)?;
         self.keepdim(r, &axes, keepdim)
     }
@@ -88,7 +88,7 @@ impl FusionDefinition {
             &[x_in],
             compute,
             domain,
-        );
+        )?;
         let v = self.cast(v, d)?;
         self.keepdim(v, &axes, keepdim)
     }
@@ -104,8 +104,8 @@ impl FusionDefinition {
         let (x_in, d) = self.float_reduction_input("var_mean", x, correction)?;
         let (axes, domain) = self.reduced_domain("var_mean", x_in, axes)?;
         let compute = self.dtype("var_mean", x_in)?;
-        let var = self.new_tensor(compute, domain.clone());
-        let mean = self.new_tensor(compute, domain);
+        let var = self.new_tensor("var_mean", compute, domain.clone())?;
+        let mean = self.new_tensor("var_mean", compute, domain)?;
         self.emit(
             Op::VarMean {
                 axes: axes.clone(),
@@ -129,9 +129,9 @@ impl FusionDefinition {
         let (x_in, _) = self.float_reduction_input("welford", x, 0)?;
         let (axes, domain) = self.reduced_domain("welford", x_in, axes)?;
         let compute = self.dtype("welford", x_in)?;
-        let mean = self.new_tensor(compute, domain.clone());
-        let var_sum = self.new_tensor(compute, domain.clone());
-        let count = self.new_tensor(DataType::I64, domain);
+        let mean = self.new_tensor("welford", compute, domain.clone())?;
+        let var_sum = self.new_tensor("welford", compute, domain.clone())?;
+        let count = self.new_tensor("welford", DataType::I64, domain)?;
         self.emit(Op::Welford { axes }, &[x_in], &[mean, var_sum, count]);
         Ok((mean, var_sum, count))
     }

@@ -3,7 +3,7 @@
 use super::{describe_shape, normalize_axes, normalize_axis, FusionDefinition, Size};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
-use crate::ir::{Extent, IterDomain, IterKind, Op, SizeArg, SliceRange, ValId};
+use crate::ir::{Extent, IterDomain, IterKind, Op, SizeArg, SliceRange, ValId, MAX_NUMEL};
 
 /// One dim of a slice, as the user gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,14 +75,14 @@ impl FusionDefinition {
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| Error::invalid(op, "mask does not match the input's rank"))?;
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(
+        self.emit_tensor(
             Op::Broadcast {
                 mask: mask.to_vec(),
             },
             &[x],
             d,
             domain,
-        ))
+        )
     }
 
     /// Inserts one broadcast dim at `axis` (`-1` appends).
@@ -193,7 +193,7 @@ impl FusionDefinition {
             return Ok(x);
         }
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::Expand { sizes: args }, &inputs, d, domain))
+        self.emit_tensor(Op::Expand { sizes: args }, &inputs, d, domain)
     }
 
     /// Row-major reshape to `sizes`; at most one `-1`, which is inferred. Size-1 target
@@ -267,7 +267,7 @@ impl FusionDefinition {
             })
             .collect();
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::Reshape { sizes: args }, &inputs, d, domain))
+        self.emit_tensor(Op::Reshape { sizes: args }, &inputs, d, domain)
     }
 
     /// Reorders dims: output dim `i` is input dim `perm[i]`.
@@ -300,7 +300,7 @@ impl FusionDefinition {
         }
         let domain = perm.iter().map(|&p| shape[p].clone()).collect();
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::Permute { perm }, &[x], d, domain))
+        self.emit_tensor(Op::Permute { perm }, &[x], d, domain)
     }
 
     /// Removes size-1 dims at `axes`.
@@ -329,7 +329,7 @@ impl FusionDefinition {
             .map(|(_, d)| d)
             .collect();
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::Squeeze { axes }, &[x], d, domain))
+        self.emit_tensor(Op::Squeeze { axes }, &[x], d, domain)
     }
 
     /// Strided slice, one range per dim. Constant bounds are clamped like Python's;
@@ -387,7 +387,7 @@ impl FusionDefinition {
             });
         }
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(Op::Slice { ranges: out_ranges }, &inputs, d, domain))
+        self.emit_tensor(Op::Slice { ranges: out_ranges }, &inputs, d, domain)
     }
 
     /// Pads each dim with `widths[i] = (before, after)` copies of `value`.
@@ -411,26 +411,32 @@ impl FusionDefinition {
             ));
         }
         self.scalar(op, value)?;
-        let domain = shape
-            .into_iter()
-            .zip(widths)
-            .map(|(d, &(lo, hi))| {
-                if lo == 0 && hi == 0 {
-                    d
-                } else {
-                    IterDomain::iteration(d.extent + Extent::Const(lo + hi))
-                }
-            })
-            .collect();
+        let mut domain = Vec::with_capacity(shape.len());
+        for (i, (d, &(lo, hi))) in shape.into_iter().zip(widths).enumerate() {
+            if lo == 0 && hi == 0 {
+                domain.push(d);
+                continue;
+            }
+            // Widths above the size limit are refused before their sum can overflow.
+            let Some(w) = lo.checked_add(hi).filter(|&w| w <= MAX_NUMEL) else {
+                return Err(Error::SizeLimit {
+                    op: op.into(),
+                    what: format!("total width of dim {i}"),
+                    limit: format!("{MAX_NUMEL} (2^48)"),
+                    found: format!("{lo} + {hi}"),
+                });
+            };
+            domain.push(IterDomain::iteration(d.extent + Extent::Const(w)));
+        }
         let d = self.dtype(op, x)?;
-        Ok(self.emit_tensor(
+        self.emit_tensor(
             Op::Pad {
                 widths: widths.to_vec(),
             },
             &[x, value],
             d,
             domain,
-        ))
+        )
     }
 
     /// Concatenates tensors of one dtype and rank along `axis`.
@@ -493,7 +499,7 @@ impl FusionDefinition {
             return Ok(first);
         }
         domain[axis] = IterDomain::iteration(along);
-        Ok(self.emit_tensor(Op::Cat { axis }, tensors, dtype, domain))
+        self.emit_tensor(Op::Cat { axis }, tensors, dtype, domain)
     }
 
     /// The size of tensor `x` along `axis`, as an i64 scalar.

@@ -36,9 +36,12 @@ impl Idx {
         Idx::Var(s.into())
     }
 
+    // Constants fold only where the result fits `i64` (an overflowing pair stays an
+    // expression; the builder's and the heuristics' size limits keep real kernels far
+    // from it).
     fn add_folded(self, o: Idx) -> Idx {
         match (self, o) {
-            (Idx::Const(a), Idx::Const(b)) => Idx::Const(a + b),
+            (Idx::Const(a), Idx::Const(b)) if a.checked_add(b).is_some() => Idx::Const(a + b),
             (Idx::Const(0), x) | (x, Idx::Const(0)) => x,
             (a, b) => Idx::Add(Box::new(a), Box::new(b)),
         }
@@ -46,7 +49,7 @@ impl Idx {
 
     fn mul_folded(self, o: Idx) -> Idx {
         match (self, o) {
-            (Idx::Const(a), Idx::Const(b)) => Idx::Const(a * b),
+            (Idx::Const(a), Idx::Const(b)) if a.checked_mul(b).is_some() => Idx::Const(a * b),
             (Idx::Const(0), _) | (_, Idx::Const(0)) => Idx::Const(0),
             (Idx::Const(1), x) | (x, Idx::Const(1)) => x,
             (a, b) => Idx::Mul(Box::new(a), Box::new(b)),
@@ -55,7 +58,7 @@ impl Idx {
 
     fn div_folded(self, o: Idx) -> Idx {
         match (self, o) {
-            (Idx::Const(a), Idx::Const(b)) if b != 0 => Idx::Const(a / b),
+            (Idx::Const(a), Idx::Const(b)) if a.checked_div(b).is_some() => Idx::Const(a / b),
             (Idx::Const(0), _) => Idx::Const(0),
             (x, Idx::Const(1)) => x,
             (a, b) => Idx::Div(Box::new(a), Box::new(b)),
@@ -64,7 +67,7 @@ impl Idx {
 
     fn rem_folded(self, o: Idx) -> Idx {
         match (self, o) {
-            (Idx::Const(a), Idx::Const(b)) if b != 0 => Idx::Const(a % b),
+            (Idx::Const(a), Idx::Const(b)) if a.checked_rem(b).is_some() => Idx::Const(a % b),
             (Idx::Const(0), _) | (_, Idx::Const(1)) => Idx::Const(0),
             (a, b) => Idx::Mod(Box::new(a), Box::new(b)),
         }

@@ -52,6 +52,8 @@ pub(crate) struct Interp<'a> {
     pub(crate) param_used: Vec<bool>,
     /// Whether something reported while parsing was met (then no follow-on errors).
     pub(crate) invalid_seen: bool,
+    /// How many [`Interp::eval`] calls are open (limited by [`super::MAX_NESTING`]).
+    pub(crate) depth: usize,
 }
 
 /// What [`build_fn`] produces: the result and the warnings.
@@ -69,6 +71,7 @@ pub(crate) fn build_fn(f: &FusionFn) -> Built {
         param_vals: Vec::new(),
         param_used: Vec::new(),
         invalid_seen: false,
+        depth: 0,
     };
     let params = it.declare_params();
     for stmt in &f.body {
@@ -254,6 +257,17 @@ impl Interp<'_> {
 
     /// Evaluates an expression, appending the expressions it computes.
     pub(crate) fn eval(&mut self, e: &Expr) -> Value {
+        if let Err(err) = super::depth::check_eval(self.depth, e.span) {
+            self.errors.push(err);
+            return Value::Poison;
+        }
+        self.depth += 1;
+        let v = self.eval_kind(e);
+        self.depth -= 1;
+        v
+    }
+
+    fn eval_kind(&mut self, e: &Expr) -> Value {
         match &e.kind {
             ExprKind::Invalid => {
                 self.invalid_seen = true;

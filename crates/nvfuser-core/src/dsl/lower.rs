@@ -139,6 +139,13 @@ fn boxed(e: &syn::Expr, errors: &mut Vec<DslError>) -> Box<Expr> {
 /// Lowers one expression.
 pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
     let span = SpanRange::of(e);
+    let _level = match super::depth::enter_lower(span) {
+        Ok(level) => level,
+        Err(err) => {
+            errors.push(err);
+            return invalid(span);
+        }
+    };
     let kind = match e {
         syn::Expr::Lit(l) => match lower_lit(&l.lit, errors) {
             Some(lit) => ExprKind::Lit(lit),

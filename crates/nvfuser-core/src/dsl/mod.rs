@@ -86,6 +86,7 @@
 pub mod ast;
 mod build;
 mod call;
+mod depth;
 mod dims;
 mod dispatch;
 pub mod error;
@@ -99,6 +100,7 @@ pub mod signature;
 use proc_macro2::TokenStream;
 
 pub use ast::FusionFn;
+pub use depth::MAX_NESTING;
 pub use error::{to_compile_error, DslError, Severity, SpanRange};
 pub use signature::{DimSig, OutputSig, ParamKind, ParamSig, Signature, TensorSig};
 

@@ -22,6 +22,10 @@ use crate::dtype::DataType;
 
 /// Parses items, keeping the AST of everything that parsed and every error found.
 pub(crate) fn parse_partial(tokens: TokenStream) -> (Vec<FusionFn>, Vec<DslError>) {
+    // syn recurses on nesting: refuse deep input before it gets there.
+    if let Err(e) = super::depth::check_tokens(&tokens) {
+        return (Vec::new(), vec![e]);
+    }
     let mut errors = Vec::new();
     let parsed = (|input: ParseStream| parse_items(input, &mut errors)).parse2(tokens);
     match parsed {

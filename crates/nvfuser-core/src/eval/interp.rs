@@ -46,12 +46,18 @@ fn invalid_ir(msg: impl Into<String>) -> Error {
 /// The largest tensor the evaluator creates (2^40 elements); larger requests are errors.
 const MAX_ELEMENTS: usize = 1 << 40;
 
+/// The element count of a tensor the evaluator is about to create: at most 2^40
+/// elements, then [`super::tensor::check_alloc`] (at most 2^38 bytes of storage, and
+/// granted by the allocator), so that a huge shape is an error, not an abort.
 fn checked_numel(op: &str, shape: &[usize]) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |a, &b| a.checked_mul(b))
         .filter(|&n| n <= MAX_ELEMENTS)
-        .ok_or_else(|| Error::invalid(op, format!("shape {shape:?} has more than 2^40 elements")))
+        .ok_or_else(|| {
+            Error::invalid(op, format!("shape {shape:?} has more than 2^40 elements"))
+        })?;
+    super::tensor::check_alloc(op, shape)
 }
 
 fn one(t: HostTensor) -> Vec<HostTensor> {
@@ -415,6 +421,7 @@ impl<'a> Evaluator<'a> {
                 }
             }
         }
+        checked_numel(name, &out)?;
         Ok(out)
     }
 

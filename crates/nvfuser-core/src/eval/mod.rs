@@ -184,7 +184,7 @@ pub use compare::{compare, Mismatch, Tolerance};
 pub use convert::round_to;
 pub use interp::evaluate;
 pub use math::erfinv;
-pub use tensor::{Element, HostData, HostTensor};
+pub use tensor::{Element, HostData, HostTensor, MAX_HOST_BYTES};
 
 use crate::dtype::ScalarValue;
 

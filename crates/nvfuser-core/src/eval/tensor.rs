@@ -9,6 +9,47 @@ use super::convert::{cast_data, round_to};
 use crate::dtype::{Category, DataType, ScalarValue};
 use crate::error::{Error, Result};
 
+/// The most bytes of storage one host tensor may take, 2^38 (256 GiB: 2^35 elements in
+/// the 8-byte storage of floats and integers). Larger shapes are errors, not aborts.
+pub const MAX_HOST_BYTES: usize = 1 << 38;
+
+/// Checks that a tensor of `shape` can be allocated: its element count fits `usize`
+/// (and so `ndarray`'s `isize` limit), its storage (at most 8 bytes an element) is at
+/// most [`MAX_HOST_BYTES`], and the allocator grants that much memory now (a fallible
+/// `try_reserve_exact` probe, released at once). Returns the element count.
+pub(crate) fn check_alloc(op: &str, shape: &[usize]) -> Result<usize> {
+    let limit = || format!("{MAX_HOST_BYTES} bytes (2^38) of host storage");
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |a, &b| a.checked_mul(b))
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| Error::SizeLimit {
+            op: op.into(),
+            what: format!("element count of shape {shape:?}"),
+            limit: limit(),
+            found: "a product that overflows usize".into(),
+        })?;
+    let bytes = numel.saturating_mul(8);
+    if bytes > MAX_HOST_BYTES {
+        return Err(Error::SizeLimit {
+            op: op.into(),
+            what: format!("storage of shape {shape:?} ({numel} elements)"),
+            limit: limit(),
+            found: format!("{bytes} bytes"),
+        });
+    }
+    let mut probe: Vec<u64> = Vec::new();
+    probe
+        .try_reserve_exact(numel)
+        .map_err(|e| Error::SizeLimit {
+            op: op.into(),
+            what: format!("storage of shape {shape:?} ({numel} elements)"),
+            limit: "what the allocator grants".into(),
+            found: format!("{bytes} bytes refused ({e})"),
+        })?;
+    Ok(numel)
+}
+
 /// The elements of a [`HostTensor`], in one of three storage kinds.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostData {
@@ -190,7 +231,9 @@ impl HostTensor {
 
     /// A tensor from row-major values and a shape (`values.len()` must equal the
     /// product of `shape`).
+    /// The storage is checked as [`full`](Self::full)'s.
     pub fn from_vec<T: Element>(values: Vec<T>, shape: &[usize]) -> Result<Self> {
+        check_alloc("HostTensor::from_vec", shape)?;
         Ok(HostTensor {
             dtype: T::DTYPE,
             data: T::store(values, shape)?,
@@ -272,18 +315,20 @@ impl HostTensor {
 
     /// A 0-d tensor holding one value.
     pub fn scalar<T: Element>(value: T) -> Self {
-        Self::full(T::DTYPE, &[], value.to_scalar())
+        Self::full_unchecked(T::DTYPE, &[], value.to_scalar())
     }
 
     /// A tensor of `shape` filled with `value` converted to `dtype` as a cast would.
-    ///
-    /// # Panics
-    ///
-    /// If the number of elements overflows `isize` (as `ndarray` does); this and the other
-    /// infallible helpers ([`zeros`](Self::zeros), [`random`](Self::random)) are for tests
-    /// and host data, not for sizes taken from user input.
-    pub fn full(dtype: DataType, shape: &[usize], value: impl Into<ScalarValue>) -> Self {
-        let value = value.into();
+    /// A shape whose element count overflows, or whose storage exceeds
+    /// [`MAX_HOST_BYTES`] or what the allocator grants, is an error
+    /// ([`Error::SizeLimit`]) instead of a panic or an abort.
+    pub fn full(dtype: DataType, shape: &[usize], value: impl Into<ScalarValue>) -> Result<Self> {
+        check_alloc("HostTensor::full", shape)?;
+        Ok(Self::full_unchecked(dtype, shape, value.into()))
+    }
+
+    /// [`full`](Self::full) for shapes known to be small (0-d scalars).
+    fn full_unchecked(dtype: DataType, shape: &[usize], value: ScalarValue) -> Self {
         let data = match value {
             ScalarValue::Bool(b) => HostData::Bool(ArrayD::from_elem(IxDyn(shape), b)),
             ScalarValue::Int(i) => HostData::Int(ArrayD::from_elem(IxDyn(shape), i)),
@@ -297,14 +342,19 @@ impl HostTensor {
         HostTensor { dtype: dt, data }.cast(dtype)
     }
 
-    /// A tensor of zeros (`false` for bool).
-    pub fn zeros(dtype: DataType, shape: &[usize]) -> Self {
+    /// A tensor of zeros (`false` for bool); errors as [`full`](Self::full).
+    pub fn zeros(dtype: DataType, shape: &[usize]) -> Result<Self> {
         Self::full(dtype, shape, ScalarValue::Int(0))
     }
 
     /// Deterministic test data from `seed`: floats uniform in [-2, 2] (rounded to the
     /// dtype), integers in -8..=8, bools of both values. A tensor of two or more elements
     /// never has all elements equal.
+    ///
+    /// # Panics
+    ///
+    /// If the shape is refused by [`full`](Self::full)'s checks: this helper is for tests
+    /// and examples, not for sizes taken from user input.
     pub fn random(dtype: DataType, shape: &[usize], seed: u64) -> Self {
         let mut state = seed ^ 0x5851_f42d_4c95_7f2d;
         let mut next = move || {
@@ -315,6 +365,9 @@ impl HostTensor {
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^ (z >> 31)
         };
+        if let Err(e) = check_alloc("HostTensor::random", shape) {
+            panic!("{e}");
+        }
         let sh = IxDyn(shape);
         let data = match dtype.category() {
             Category::Floating => {
@@ -507,7 +560,7 @@ impl HostTensor {
 
     /// A 0-d tensor of `dtype` from a scalar, converted as a cast would.
     pub(crate) fn from_scalar_value(value: ScalarValue, dtype: DataType) -> Self {
-        Self::full(dtype, &[], value)
+        Self::full_unchecked(dtype, &[], value)
     }
 }
 

@@ -49,13 +49,15 @@ pub enum ExtentOp {
 }
 
 impl ExtentOp {
+    /// `a op b`, or `None` when it overflows or divides by zero (folding then leaves the
+    /// op symbolic, and evaluation reports the extent as unknown).
     fn apply(self, a: i64, b: i64) -> Option<i64> {
         match self {
             ExtentOp::Add => a.checked_add(b),
             ExtentOp::Sub => a.checked_sub(b),
             ExtentOp::Mul => a.checked_mul(b),
-            ExtentOp::Div => (b != 0).then(|| a.div_euclid(b)),
-            ExtentOp::CeilDiv => (b != 0).then(|| -((-a).div_euclid(b))),
+            ExtentOp::Div => a.checked_div_euclid(b),
+            ExtentOp::CeilDiv => a.checked_neg()?.checked_div_euclid(b)?.checked_neg(),
             ExtentOp::Max => Some(a.max(b)),
             ExtentOp::Min => Some(a.min(b)),
         }
@@ -102,6 +104,14 @@ impl Extent {
     /// `min(self, other)`.
     pub fn min(self, other: Extent) -> Extent {
         Extent::binary(ExtentOp::Min, self, other)
+    }
+
+    /// True when the extent mentions no value (only constants): an `Op` of this kind is
+    /// a constant operation that overflowed while folding.
+    pub fn is_closed(&self) -> bool {
+        let mut closed = true;
+        self.for_each_val(&mut |_| closed = false);
+        closed
     }
 
     /// The constant value, if known.
@@ -207,5 +217,17 @@ mod tests {
         assert_eq!(e.to_string(), "ceildiv((v0.size(1) - 2), 3)");
         let v = e.eval(&|_, axis| Some(10 + axis as i64), &|_| None);
         assert_eq!(v, Some(3)); // ceil((11 - 2) / 3)
+    }
+
+    #[test]
+    fn overflowing_folds_stay_symbolic() {
+        let big = Extent::Const(i64::MAX);
+        let sum = big.clone() + Extent::Const(1);
+        assert!(sum.as_const().is_none() && sum.is_closed());
+        assert_eq!(sum.eval(&|_, _| None, &|_| None), None);
+        let m = Extent::Const(i64::MIN);
+        assert!((m.clone() / Extent::Const(-1)).as_const().is_none());
+        assert!(m.ceil_div(Extent::Const(2)).as_const().is_none());
+        assert!((big / Extent::Const(0)).as_const().is_none());
     }
 }

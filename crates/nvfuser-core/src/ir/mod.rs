@@ -29,6 +29,13 @@ pub use ops::{
 
 use crate::dtype::{DataType, ScalarValue};
 
+/// The largest number of elements of a tensor, 2^48 (and so the largest size of one
+/// dim). The builder refuses static shapes above it and the heuristics refuse run-time
+/// sizes above it, so size arithmetic in the schedulers, the index math and the
+/// evaluator (products of sizes, times element sizes, block sizes, unroll factors) stays
+/// far from `i64` overflow.
+pub const MAX_NUMEL: i64 = 1 << 48;
+
 /// Id of a value (tensor or scalar) in its fusion's arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ValId(pub u32);

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::dtype::{DataType, ScalarValue};
-use crate::ir::{Extent, Fusion, ValId};
+use crate::ir::{Extent, Fusion, ValId, MAX_NUMEL};
 
 /// The properties of a GPU that the heuristics use.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,7 +129,7 @@ impl RuntimeInfo {
             .map(|&(dtype, sizes)| {
                 let mut strides = vec![1i64; sizes.len()];
                 for i in (0..sizes.len().saturating_sub(1)).rev() {
-                    strides[i] = strides[i + 1] * sizes[i + 1].max(1);
+                    strides[i] = strides[i + 1].saturating_mul(sizes[i + 1].max(1));
                 }
                 InputInfo::Tensor(TensorInfo {
                     dtype,
@@ -147,6 +147,77 @@ impl RuntimeInfo {
         match self.inputs.get(fusion.input_position(v)?)? {
             InputInfo::Tensor(t) => Some(t),
             InputInfo::Scalar(_) => None,
+        }
+    }
+
+    /// Refuses sizes the schedulers' arithmetic is not made for, before any planning:
+    /// an input tensor, or a tensor of the fusion whose extents evaluate, with a dim or
+    /// an element count above [`MAX_NUMEL`] (zeros counted as one), a negative size, a
+    /// stride above `MAX_NUMEL` in magnitude on a dim longer than 1, or an extent whose
+    /// computation overflows `i64` for these arguments.
+    pub fn check_sizes(&self, fusion: &Fusion) -> Result<(), String> {
+        let limit = |what: String, shape: &dyn std::fmt::Debug| {
+            format!("{what} of shape {shape:?}: expected at most {MAX_NUMEL} (2^48)")
+        };
+        for (i, inp) in self.inputs.iter().enumerate() {
+            let InputInfo::Tensor(t) = inp else { continue };
+            let mut n: i64 = 1;
+            for (&s, &st) in t.sizes.iter().zip(&t.strides) {
+                if s < 0 {
+                    return Err(format!("input {i}: size {s}: expected >= 0"));
+                }
+                if s > MAX_NUMEL || (s > 1 && st.unsigned_abs() > MAX_NUMEL as u64) {
+                    return Err(limit(
+                        format!("input {i}: a size or stride (strides {:?})", t.strides),
+                        &t.sizes,
+                    ));
+                }
+                n = n.saturating_mul(s.max(1));
+                if n > MAX_NUMEL {
+                    return Err(limit(format!("input {i}: the element count"), &t.sizes));
+                }
+            }
+        }
+        for v in 0..fusion.num_vals() {
+            let id = ValId(v as u32);
+            let Some(t) = fusion.tensor_type(id) else {
+                continue;
+            };
+            let mut n: i64 = 1;
+            let mut sizes = Vec::new();
+            for d in &t.domain {
+                let Some(s) = self.eval(fusion, &d.extent) else {
+                    // Unbound (not an overflow) unless every operand is known.
+                    if self.extent_operands_known(fusion, &d.extent) {
+                        return Err(format!(
+                            "{id}: extent {} overflows i64 (or divides by zero) for these inputs",
+                            d.extent
+                        ));
+                    }
+                    sizes.push(None);
+                    continue;
+                };
+                sizes.push(Some(s));
+                if s > MAX_NUMEL {
+                    return Err(limit(format!("{id}: a dim"), &sizes));
+                }
+                n = n.saturating_mul(s.max(1));
+                if n > MAX_NUMEL {
+                    return Err(limit(format!("{id}: the element count"), &sizes));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every leaf of `e` has a value for these arguments.
+    fn extent_operands_known(&self, fusion: &Fusion, e: &Extent) -> bool {
+        match e {
+            Extent::Const(_) => true,
+            Extent::Dim { .. } | Extent::Scalar(_) => self.eval(fusion, e).is_some(),
+            Extent::Op(_, a, b) => {
+                self.extent_operands_known(fusion, a) && self.extent_operands_known(fusion, b)
+            }
         }
     }
 

@@ -268,7 +268,7 @@ impl HeuristicParams {
                 k,
                 "rows_per_block",
                 rows,
-                rows >= 1 && rows * tx <= 1024,
+                rows >= 1 && rows.checked_mul(tx).is_some_and(|n| n <= 1024),
                 "at least 1, with threads_x × rows_per_block at most 1024",
             )
         };
@@ -302,8 +302,8 @@ impl HeuristicParams {
                 at("vectorize", p.vectorize, Vector)?;
                 at("threads_x", p.threads_x, Threads)?;
                 rows(p.rows_per_block, p.threads_x)?;
-                let chunks = (p.hidden + p.vectorize - 1) / p.vectorize;
-                let batch = (chunks + p.threads_x - 1) / p.threads_x;
+                let chunks = super::auto::ceil_div(p.hidden, p.vectorize);
+                let batch = super::auto::ceil_div(chunks, p.threads_x);
                 check(
                     k,
                     "batch",

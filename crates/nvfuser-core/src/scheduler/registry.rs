@@ -156,6 +156,7 @@ pub fn compute_heuristics_for(
     info: &RuntimeInfo,
 ) -> Result<HeuristicParams, String> {
     can_schedule_kind(kind, fusion)?;
+    info.check_sizes(fusion)?;
     match kind {
         SchedulerKind::NoOp => Ok(HeuristicParams::NoOp),
         SchedulerKind::Reduction => match auto::inner::plan(fusion) {
@@ -305,6 +306,11 @@ pub fn check_fits(
     params: &HeuristicParams,
     info: &RuntimeInfo,
 ) -> Result<(), SchedulerError> {
+    info.check_sizes(fusion)
+        .map_err(|reason| SchedulerError::Mismatch {
+            kind: params.kind(),
+            reason,
+        })?;
     if let HeuristicParams::InnerPersistent(pp) = params {
         let kind = params.kind();
         let plan = auto::inner::plan(fusion)

@@ -114,20 +114,30 @@ impl DiskCache {
         self.entries.join(format!("{key}.cubin"))
     }
 
-    /// Reads and verifies the entry of `key`; a bad entry is deleted.
+    /// Reads and verifies the entry of `key`; a bad entry is deleted. Only a regular
+    /// file is opened: anything else at the entry's path (a FIFO, whose `open` would
+    /// block forever, a device, a directory, a symbolic link) is reported as unreadable,
+    /// treated as a miss and left in place.
     pub(crate) fn load(&self, key: &CacheKey) -> Lookup {
         let path = self.entry_path(key);
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
+        let missing = |e: &io::Error| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            )
+        };
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
             // A missing directory (or a file in place of one) holds no entry either.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return Lookup::Miss
-            }
+            Err(e) if missing(&e) => return Lookup::Miss,
+            Err(e) => return Lookup::Unreadable(e),
+        };
+        if !meta.file_type().is_file() {
+            return Lookup::Unreadable(not_regular(&meta));
+        }
+        let bytes = match read_regular(&path, &meta) {
+            Ok(bytes) => bytes,
+            Err(e) if missing(&e) => return Lookup::Miss,
             Err(e) => return Lookup::Unreadable(e),
         };
         match entry::decode(&bytes, key) {
@@ -145,10 +155,15 @@ impl DiskCache {
         let _ = fs::remove_file(self.entry_path(key));
     }
 
-    /// Writes the entry of `key` atomically (temporary file, then rename).
+    /// Writes the entry of `key` atomically (temporary file, then rename). Something
+    /// other than a regular file at the entry's path is not replaced (an error).
     pub(crate) fn store(&self, key: &CacheKey, kernel: &CompiledKernel) -> io::Result<PathBuf> {
         fs::create_dir_all(&self.entries)?;
         let path = self.entry_path(key);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if !meta.file_type().is_file() => return Err(not_regular(&meta)),
+            _ => {}
+        }
         let temp = self.entries.join(format!(
             ".{key}.{}.{}.tmp",
             std::process::id(),
@@ -166,6 +181,43 @@ impl DiskCache {
         }
         Ok(path)
     }
+}
+
+/// The error for an entry path that holds something other than a regular file.
+fn not_regular(meta: &fs::Metadata) -> io::Error {
+    let t = meta.file_type();
+    let what = if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a special file (FIFO, socket or device)"
+    };
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("expected a regular file, found {what}; left in place"),
+    )
+}
+
+/// Reads a file that `checked` (from `symlink_metadata`) says is regular, and makes sure
+/// the file opened is that one (not something swapped in since the check).
+fn read_regular(path: &Path, checked: &fs::Metadata) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = fs::File::open(path)?;
+    let opened = file.metadata()?;
+    #[cfg(unix)]
+    let same = {
+        use std::os::unix::fs::MetadataExt;
+        opened.dev() == checked.dev() && opened.ino() == checked.ino()
+    };
+    #[cfg(not(unix))]
+    let same = opened.file_type().is_file() && checked.file_type().is_file();
+    if !same || !opened.file_type().is_file() {
+        return Err(not_regular(&opened));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -225,5 +277,73 @@ mod tests {
             }
         ));
         assert!(err.to_string().contains("\"maybe\""), "{err}");
+    }
+
+    /// A FIFO at an entry's path: the lookup returns (unreadable, so a miss) instead of
+    /// blocking in `open` forever, and a store leaves it in place.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_entry_is_a_miss_and_does_not_block() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cache = DiskCache::new(dir.path().to_path_buf());
+        let key = CacheKey::from_bytes([3; 32]);
+        fs::create_dir_all(&cache.entries).unwrap();
+        let path = cache.entry_path(&key);
+        match std::process::Command::new("mkfifo").arg(&path).status() {
+            Ok(s) if s.success() => {}
+            other => {
+                println!("skipped: mkfifo is not available ({other:?})");
+                return;
+            }
+        }
+        let (tx, rx) = mpsc::channel();
+        let worker = cache.clone();
+        std::thread::spawn(move || {
+            let found = match worker.load(&key) {
+                Lookup::Unreadable(e) => Ok(e.to_string()),
+                other => Err(format!("{other:?}")),
+            };
+            let _ = tx.send(found);
+        });
+        let found = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the lookup of a FIFO entry did not return within 10 s");
+        let message = found.unwrap_or_else(|other| panic!("expected unreadable, found {other}"));
+        assert!(
+            message.contains("expected a regular file, found a special file"),
+            "{message}"
+        );
+
+        let kernel = crate::nvrtc::CompiledKernel {
+            name: "k".into(),
+            arch: crate::nvrtc::GpuArch::SM90,
+            cubin: b"\x7fELF".to_vec(),
+            nvrtc_version: crate::nvrtc::NvrtcVersion {
+                major: 13,
+                minor: 0,
+            },
+            options: Vec::new(),
+            log: String::new(),
+            compile_time: Duration::ZERO,
+        };
+        let err = cache.store(&key, &kernel).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        let meta = fs::symlink_metadata(&path).unwrap();
+        assert!(!meta.file_type().is_file(), "the FIFO was replaced");
+
+        // A directory in place of an entry is unreadable too, and a symbolic link to a
+        // valid entry is not followed.
+        let key2 = CacheKey::from_bytes([4; 32]);
+        fs::create_dir(cache.entry_path(&key2)).unwrap();
+        assert!(matches!(cache.load(&key2), Lookup::Unreadable(_)));
+        let key3 = CacheKey::from_bytes([5; 32]);
+        let real = cache.store(&key3, &kernel).unwrap();
+        assert!(matches!(cache.load(&key3), Lookup::Hit(_)));
+        let key4 = CacheKey::from_bytes([6; 32]);
+        std::os::unix::fs::symlink(&real, cache.entry_path(&key4)).unwrap();
+        assert!(matches!(cache.load(&key4), Lookup::Unreadable(_)));
     }
 }

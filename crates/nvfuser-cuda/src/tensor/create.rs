@@ -37,7 +37,8 @@ impl Device {
                 format!("{} values", values.len()),
             ));
         }
-        let mut bytes = Vec::new();
+        // Reserved fallibly, so `encode` does not allocate (an abort on failure).
+        let mut bytes = try_bytes(OP, byte_size(OP, values.len(), T::DTYPE)?)?;
         T::encode(values, &mut bytes);
         self.tensor_from_bytes(T::DTYPE, layout, &bytes)
     }
@@ -113,6 +114,20 @@ pub(super) fn byte_size(
             format!("{numel} elements of {dtype}"),
         )
     })
+}
+
+/// An empty byte vector with room for `len` bytes, reserved fallibly: a failure is an
+/// error naming the size instead of an allocation abort.
+pub(crate) fn try_bytes(op: &'static str, len: usize) -> Result<Vec<u8>, CudaError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|e| {
+        CudaError::tensor(
+            op,
+            format!("{len} bytes of host memory"),
+            format!("an allocation failure: {e}"),
+        )
+    })?;
+    Ok(out)
 }
 
 /// Maps an allocation failure to [`CudaError::OutOfMemory`] when that is what it was.

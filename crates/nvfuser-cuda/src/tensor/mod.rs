@@ -302,7 +302,8 @@ impl Tensor {
             // A contiguous view's span is exactly its elements.
             return Ok(bytes.to_vec());
         }
-        let mut out = Vec::with_capacity(byte_size(OP, self.numel(), self.dtype)?);
+        // An expanded view may address far more elements than its storage holds.
+        let mut out = create::try_bytes(OP, byte_size(OP, self.numel(), self.dtype)?)?;
         // Every offset lies in first..=last (the span), so the ranges are inside `bytes`.
         self.layout.for_each_offset(|element| {
             let at = (element - first) * size;

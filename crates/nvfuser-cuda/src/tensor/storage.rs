@@ -210,7 +210,8 @@ impl Storage {
                     })
             }
             Storage::Cuda { buffer, .. } => {
-                let mut out = vec![0u8; len];
+                let mut out = super::create::try_bytes("read", len)?;
+                out.resize(len, 0);
                 buffer.download(start, &mut out)?;
                 Ok(Bytes::Owned(out))
             }

@@ -46,14 +46,20 @@ pub(crate) fn pow2_dividing(n: i64, max: i64) -> i64 {
     v
 }
 
-/// Rounds `n` up to a multiple of `m`.
+/// Rounds `n` up to a multiple of `m` (`m >= 1`), saturating at the largest multiple
+/// of `m` that fits (sizes reach the schedulers bounded by
+/// [`MAX_NUMEL`](crate::ir::MAX_NUMEL), so saturation only guards against misuse).
 pub(crate) fn round_up(n: i64, m: i64) -> i64 {
-    (n + m - 1) / m * m
+    let m = m.max(1);
+    let q = ceil_div(n, m);
+    q.checked_mul(m).unwrap_or(i64::MAX / m * m)
 }
 
-/// Ceiling division for non-negative values.
+/// Ceiling division for non-negative `a` and positive `b`; it cannot overflow (`b < 1`
+/// is taken as 1).
 pub(crate) fn ceil_div(a: i64, b: i64) -> i64 {
-    (a + b - 1) / b
+    let b = b.max(1);
+    a / b + i64::from(a % b > 0)
 }
 
 /// The widest element (bytes) among the fusion's tensor inputs and outputs.
