@@ -149,7 +149,10 @@ fn checked_kernels_take_the_error_buffer() {
     for (name, sf) in corpus::all().unwrap() {
         let k = generate(&sf, &KernelOptions::default()).unwrap();
         let src = k.cuda_source();
-        let body = src.split("// ---- end of runtime support ----\n").nth(1).unwrap();
+        let body = src
+            .split("// ---- end of runtime support ----\n")
+            .nth(1)
+            .unwrap();
         let checked = matches!(name, "gather_select" | "int_div_mod");
         assert_eq!(k.abi.error_checks().is_some(), checked, "{name}");
         if !checked {
@@ -169,7 +172,10 @@ fn checked_kernels_take_the_error_buffer() {
                 "0x{:016x}ull",
                 nvfuser_core::codegen::checks::code(fp, site)
             );
-            assert!(body.contains(&code), "{name}: site {site} ({c:?}) writes {code}");
+            assert!(
+                body.contains(&code),
+                "{name}: site {site} ({c:?}) writes {code}"
+            );
         }
         if name == "gather_select" {
             // take_along_axis and index_select, not select (host-checked).
@@ -183,8 +189,15 @@ fn checked_kernels_take_the_error_buffer() {
             assert_eq!(ops, ["div", "fmod", "remainder"]);
             assert!(checks.iter().all(|c| c.kind == CheckKind::DivisionByZero));
             assert_eq!(checks[0].expr, "T2 = T0 / T1");
-            for helper in ["nvf_div_checked", "nvf_fmod_checked", "nvf_remainder_checked"] {
-                assert!(body.contains(&format!("{helper}(nvf_err, ")), "{name}: {helper}");
+            for helper in [
+                "nvf_div_checked",
+                "nvf_fmod_checked",
+                "nvf_remainder_checked",
+            ] {
+                assert!(
+                    body.contains(&format!("{helper}(nvf_err, ")),
+                    "{name}: {helper}"
+                );
             }
         }
     }

@@ -178,22 +178,19 @@ pub enum CudaError {
     /// kernel gave the failing elements a defined value (zero) and read nothing out of
     /// bounds; the error is reported at the next download or [`crate::Device::synchronize`]
     /// after the launch (launches are asynchronous), then cleared.
-    #[error("device-side check failed on {device}: {message}")]
+    #[error("device-side check failed: {message}")]
     DeviceAssert {
-        /// The device.
-        device: String,
         /// The op that failed (`gather`, `index_select`, `take_along_axis`, `div`,
         /// `fmod`, `remainder`; `unknown` when the kernel's check table is not known).
         op: String,
-        /// The expression, when known (`T3 = T1 / T2`).
-        expr: Option<String>,
         /// The indexed dim, for index checks.
         axis: Option<usize>,
         /// The bad index, or the dividend of a division by zero.
         value: i64,
         /// The size of the indexed dim (valid indices are `0..bound`); 0 for a division.
         bound: i64,
-        /// The whole message (`gather index 17 out of range 0..16 at dim 1 in ...`).
+        /// The whole message, with the expression and the device (`gather index 17 out
+        /// of range 0..16 at dim 1 in T2 = gather(T0, T1, axis=1) (on cuda:0)`).
         message: String,
     },
 

@@ -194,7 +194,10 @@ mod tests {
         let t = table();
         let fp = fingerprint(&t);
         let e = decode([code(fp, 0), 17, 16, 0], |f| (f == fp).then_some(&t[..])).unwrap();
-        assert_eq!((e.op.as_str(), e.axis, e.value, e.bound), ("gather", Some(1), 17, 16));
+        assert_eq!(
+            (e.op.as_str(), e.axis, e.value, e.bound),
+            ("gather", Some(1), 17, 16)
+        );
         assert_eq!(
             e.to_string(),
             "gather index 17 out of range 0..16 at dim 1 in T2 = gather(T0, T1, axis=1)"
