@@ -135,3 +135,70 @@ fn every_kernel_is_self_contained() {
         assert!(src.contains("__restrict__"), "{name}");
     }
 }
+
+#[test]
+fn int_div_mod() {
+    check("int_div_mod");
+}
+
+/// Kernels with data-dependent reads or integer division take the error buffer last,
+/// and every check site writes it; kernels without them take no such parameter.
+#[test]
+fn checked_kernels_take_the_error_buffer() {
+    use nvfuser_core::codegen::{CheckKind, ParamKind};
+    for (name, sf) in corpus::all().unwrap() {
+        let k = generate(&sf, &KernelOptions::default()).unwrap();
+        let src = k.cuda_source();
+        let body = src
+            .split("// ---- end of runtime support ----\n")
+            .nth(1)
+            .unwrap();
+        let checked = matches!(name, "gather_select" | "int_div_mod");
+        assert_eq!(k.abi.error_checks().is_some(), checked, "{name}");
+        if !checked {
+            assert!(!body.contains("nvf_err"), "{name}");
+            continue;
+        }
+        let last = k.abi.params.last().unwrap();
+        assert!(matches!(last.kind, ParamKind::ErrorFlag { .. }), "{name}");
+        assert!(
+            body.contains("unsigned long long* __restrict__ nvf_err)"),
+            "{name}: {body}"
+        );
+        let checks = k.abi.error_checks().unwrap();
+        let fp = nvfuser_core::codegen::checks::fingerprint(checks);
+        for (site, c) in checks.iter().enumerate() {
+            let code = format!(
+                "0x{:016x}ull",
+                nvfuser_core::codegen::checks::code(fp, site)
+            );
+            assert!(
+                body.contains(&code),
+                "{name}: site {site} ({c:?}) writes {code}"
+            );
+        }
+        if name == "gather_select" {
+            // take_along_axis and index_select, not select (host-checked).
+            let ops: Vec<&str> = checks.iter().map(|c| c.op.as_str()).collect();
+            assert_eq!(ops, ["take_along_axis", "index_select"]);
+            assert_eq!(checks[0].kind, CheckKind::Index { axis: 1 });
+            assert_eq!(checks[1].kind, CheckKind::Index { axis: 0 });
+            assert!(body.contains("nvf_check_index(nvf_err"));
+        } else {
+            let ops: Vec<&str> = checks.iter().map(|c| c.op.as_str()).collect();
+            assert_eq!(ops, ["div", "fmod", "remainder"]);
+            assert!(checks.iter().all(|c| c.kind == CheckKind::DivisionByZero));
+            assert_eq!(checks[0].expr, "T2 = T0 / T1");
+            for helper in [
+                "nvf_div_checked",
+                "nvf_fmod_checked",
+                "nvf_remainder_checked",
+            ] {
+                assert!(
+                    body.contains(&format!("{helper}(nvf_err, ")),
+                    "{name}: {helper}"
+                );
+            }
+        }
+    }
+}

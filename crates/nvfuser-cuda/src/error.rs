@@ -172,6 +172,28 @@ pub enum CudaError {
         found: DataType,
     },
 
+    /// A device-side check of a kernel failed (like PyTorch's device-side asserts): an
+    /// out-of-range index of `gather`, `take_along_axis` or `index_select`, or an integer
+    /// `div`, `fmod` or `remainder` by zero (see `nvfuser_core::codegen::checks`). The
+    /// kernel gave the failing elements a defined value (zero) and read nothing out of
+    /// bounds; the error is reported at the next download or [`crate::Device::synchronize`]
+    /// after the launch (launches are asynchronous), then cleared.
+    #[error("device-side check failed: {message}")]
+    DeviceAssert {
+        /// The op that failed (`gather`, `index_select`, `take_along_axis`, `div`,
+        /// `fmod`, `remainder`; `unknown` when the kernel's check table is not known).
+        op: String,
+        /// The indexed dim, for index checks.
+        axis: Option<usize>,
+        /// The bad index, or the dividend of a division by zero.
+        value: i64,
+        /// The size of the indexed dim (valid indices are `0..bound`); 0 for a division.
+        bound: i64,
+        /// The whole message, with the expression and the device (`gather index 17 out
+        /// of range 0..16 at dim 1 in T2 = gather(T0, T1, axis=1) (on cuda:0)`).
+        message: String,
+    },
+
     /// A tensor argument that does not fit the operation: a shape, an axis, a view that
     /// leaves its buffer, a misaligned pointer.
     #[error("{op}: expected {expected}, found {found}")]

@@ -66,7 +66,8 @@ pub fn compile_and_load(device: &Device, kernel: &Kernel) -> Result<CudaFunction
 /// after it on that stream and waits for it, later launches on the device read the
 /// outputs in stream order, and [`Device::synchronize`] waits for everything queued. An
 /// error the kernel raises on the device (an illegal address, say) surfaces at that wait
-/// as a driver error.
+/// as a driver error; a failed device-side check (an index out of range, an integer
+/// division by zero) surfaces there as a [`CudaError::DeviceAssert`].
 pub fn launch_kernel(
     device: &Device,
     fusion: &Fusion,
@@ -217,6 +218,12 @@ pub(crate) fn launch_kernel_with(
         work_addresses.push(t.cuda_address().ok_or(CudaError::NotAGpu { op: OP })?);
         work_tensors.push(t);
     }
+    // A kernel with device-side checks (data-dependent indices, integer division)
+    // reports a failure in the device's error buffer, passed after the work buffers;
+    // the next download or synchronize reads it (see `device::errors`).
+    if let Some(checks) = kernel.abi.error_checks() {
+        work_addresses.push(gpu.errors.buffer_for(&gpu.alloc_stream, checks)?);
+    }
     let mut packed = PackedArgs::new();
     kernel
         .abi
@@ -287,9 +294,11 @@ pub(crate) fn launch_kernel_with(
 ///   `take_along_axis`: index sizes equal to the input's there, unless either dim is
 ///   declared broadcast.
 ///
-/// Index *values* of gather, index_select and take_along_axis need no check here: the
-/// kernels test each one and read zero outside the input (the CPU reference rejects
-/// them). A fusion without these ops costs one pass over its expressions.
+/// Index *values* of gather, index_select and take_along_axis are checked by the kernels
+/// themselves: each one is tested, an index outside the input reads nothing (zero) and
+/// sets the device's error flag, reported as a [`CudaError::DeviceAssert`] at the next
+/// download or synchronize (as the CPU reference rejects them). A fusion without these
+/// ops costs one pass over its expressions.
 pub(crate) fn check_data_dependent_reads(
     fusion: &Fusion,
     eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,

@@ -16,6 +16,12 @@
 //! launches of the same kernel as long as they do not run concurrently). The launcher
 //! allocates them from [`KernelAbi::work_buffers`] and passes their addresses to
 //! [`KernelAbi::pack_with_buffers`].
+//!
+//! A kernel with device-side checks (see [`super::checks`]) takes the *error buffer*
+//! last: `unsigned long long* nvf_err`, [`super::checks::ERROR_WORDS`] words that must be
+//! zero before the first launch; the parameter carries the kernel's check table, which
+//! decodes what a failing thread wrote there. Its address is passed after the work
+//! buffers' ([`KernelAbi::buffer_count`]).
 
 use std::collections::BTreeMap;
 
@@ -101,6 +107,12 @@ pub enum ParamKind {
         val: ValId,
         /// Its type.
         dtype: DataType,
+    },
+    /// The error buffer of a kernel with device-side checks (see the module
+    /// documentation and [`super::checks`]).
+    ErrorFlag {
+        /// The kernel's check sites, in the order of their codes.
+        checks: Vec<super::checks::DeviceCheck>,
     },
     /// A work buffer of a grid reduction (see the module documentation).
     WorkBuffer {
@@ -216,6 +228,9 @@ impl Param {
             ParamKind::WorkBuffer { kind, .. } => {
                 format!("{}* __restrict__ {}", kind.cuda(), self.name)
             }
+            ParamKind::ErrorFlag { .. } => {
+                format!("unsigned long long* __restrict__ {}", self.name)
+            }
         }
     }
 }
@@ -233,6 +248,21 @@ impl KernelAbi {
             self.name,
             params.join(",\n")
         )
+    }
+
+    /// The check table of the kernel's error buffer; `None` for a kernel without
+    /// device-side checks.
+    pub fn error_checks(&self) -> Option<&[super::checks::DeviceCheck]> {
+        self.params.iter().find_map(|p| match &p.kind {
+            ParamKind::ErrorFlag { checks } => Some(&checks[..]),
+            _ => None,
+        })
+    }
+
+    /// How many device addresses [`KernelAbi::pack_into`] takes in `buffers`: one per
+    /// work buffer, plus one for the error buffer of a kernel with device-side checks.
+    pub fn buffer_count(&self) -> usize {
+        self.work_buffer_refs().count() + self.error_checks().is_some() as usize
     }
 
     /// The work buffers the launcher must allocate, in parameter order.
@@ -272,8 +302,9 @@ impl KernelAbi {
         self.pack_with_buffers(args, &[])
     }
 
-    /// [`KernelAbi::pack`] for a kernel with work buffers: `buffers` holds the device
-    /// address of each of [`KernelAbi::work_buffers`], in that order.
+    /// [`KernelAbi::pack`] for a kernel with work buffers or an error buffer: `buffers`
+    /// holds the device address of each of [`KernelAbi::work_buffers`], in that order,
+    /// then that of the error buffer (see [`KernelAbi::buffer_count`]).
     pub fn pack_with_buffers(
         &self,
         args: &BTreeMap<ValId, KernelArg>,
@@ -317,7 +348,8 @@ impl KernelAbi {
     /// Packs the launch arguments into `out` (cleared first), one parameter after the
     /// other in [`KernelAbi::params`] order, with the same checks as [`KernelAbi::pack`].
     /// `arg` gives the runtime value of each fusion tensor and scalar the parameters
-    /// name; `buffers` the device address of each work buffer, in order. Nothing is
+    /// name; `buffers` the device address of each work buffer, in order, then that of
+    /// the error buffer when the kernel has one ([`KernelAbi::buffer_count`]). Nothing is
     /// allocated unless the arguments outgrow [`PackedArgs`]'s inline storage.
     pub fn pack_into<'a>(
         &self,
@@ -327,14 +359,16 @@ impl KernelAbi {
     ) -> SchedResult<()> {
         let bad = |m: String| ScheduleError::Unsupported(format!("launch arguments: {m}"));
         out.clear();
-        let needed = self.work_buffer_refs().count();
+        let needed = self.buffer_count();
         if buffers.len() != needed {
             return Err(bad(format!(
-                "the kernel has {needed} work buffers (KernelAbi::work_buffers), {} addresses given",
+                "the kernel has {needed} buffers (KernelAbi::buffer_count: work buffers, then the error buffer), {} addresses given",
                 buffers.len()
             )));
         }
-        let mut next_buffer = buffers.iter();
+        let work = self.work_buffer_refs().count();
+        let (work_addresses, error_address) = buffers.split_at(work);
+        let mut next_buffer = work_addresses.iter();
         for p in &self.params {
             let id = match &p.kind {
                 ParamKind::TensorData { tensor, .. } | ParamKind::TensorShape { tensor, .. } => {
@@ -345,6 +379,15 @@ impl KernelAbi {
                     let ptr = next_buffer.next().copied().unwrap_or(0);
                     if ptr == 0 {
                         return Err(bad(format!("{}: a null work buffer", p.name)));
+                    }
+                    out.begin_param();
+                    out.put(&ptr.to_le_bytes());
+                    continue;
+                }
+                ParamKind::ErrorFlag { .. } => {
+                    let ptr = error_address.first().copied().unwrap_or(0);
+                    if ptr == 0 {
+                        return Err(bad(format!("{}: a null error buffer", p.name)));
                     }
                     out.begin_param();
                     out.put(&ptr.to_le_bytes());
@@ -658,7 +701,7 @@ mod tests {
         for (name, sf) in corpus::all().unwrap() {
             let k = generate(&sf, &KernelOptions::default()).unwrap();
             let args = bind(&k.abi);
-            let buffers: Vec<u64> = (0..k.abi.work_buffer_refs().count())
+            let buffers: Vec<u64> = (0..k.abi.buffer_count())
                 .map(|i| 0x9000 + 0x100 * i as u64)
                 .collect();
             let expected = k.abi.pack_with_buffers(&args, &buffers).unwrap();

@@ -34,6 +34,7 @@ pub fn all() -> SchedResult<Vec<(&'static str, ScheduledFusion)>> {
         ("resize_slice_pad_cat", resize_slice_pad_cat()?),
         ("reshape_view", reshape_view()?),
         ("gather_select", gather_select()?),
+        ("int_div_mod", int_div_mod()?),
     ])
 }
 
@@ -290,6 +291,29 @@ pub fn gather_select() -> SchedResult<ScheduledFusion> {
     s.parallelize(isel, 2, TIDx)?;
     s.split(sel, 0, 128)?;
     s.parallelize(sel, 1, TIDx)?;
+    Ok(s)
+}
+
+/// Integer `div`, `fmod` and `remainder` of two `[N]` i32 tensors (three outputs, each
+/// split by 128 onto blockIdx.x/threadIdx.x): each divisor is checked on the device,
+/// so the kernel takes the error buffer.
+pub fn int_div_mod() -> SchedResult<ScheduledFusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::I32, &[-1])?;
+    let y = fd.define_tensor(DataType::I32, &[-1])?;
+    let q = fd.div(x, y)?;
+    let m = fd.fmod(x, y)?;
+    let r = fd.remainder(x, y)?;
+    for t in [q, m, r] {
+        fd.add_output(t)?;
+    }
+    let f = fd.finish()?;
+    let mut s = ScheduledFusion::new(f)?;
+    for t in [q, m, r] {
+        s.split(t, 0, 128)?;
+        s.parallelize(t, 0, BIDx)?;
+        s.parallelize(t, 1, TIDx)?;
+    }
     Ok(s)
 }
 

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::{Add, Div, Mul, Rem};
 
 use super::abi::{cuda_type, IndexType, KernelAbi, Param, ParamKind, WorkKind};
+use super::checks::{self, CheckKind, DeviceCheck};
 use super::index::Idx;
 use super::kir::{Requirement, Stmt};
 use super::{Kernel, KernelOptions, LaunchDims};
@@ -58,6 +59,12 @@ struct Lower<'a> {
     work: Vec<Param>,
     bound: BTreeMap<ParallelType, Extent>,
     requirements: Vec<Requirement>,
+    /// Device-side check sites (see `checks`), in code order.
+    checks: Vec<DeviceCheck>,
+    /// The check site of each checked expression, by output.
+    check_site: HashMap<ValId, usize>,
+    /// The fingerprint of `checks`.
+    check_fingerprint: u32,
 }
 
 fn unsupported<T>(m: String) -> SchedResult<T> {
@@ -91,7 +98,11 @@ pub(super) fn lower(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<K
         work: Vec::new(),
         bound: BTreeMap::new(),
         requirements: Vec::new(),
+        checks: Vec::new(),
+        check_site: HashMap::new(),
+        check_fingerprint: 0,
     };
+    l.plan_checks();
     l.collect_bindings()?;
     let tree = l.build_tree()?;
     l.plan_allocs_and_anchors()?;
@@ -127,6 +138,122 @@ pub(super) fn lower(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<K
 }
 
 impl<'a> Lower<'a> {
+    /// Assigns a check site to every data-dependent read (gather, take_along_axis,
+    /// index_select) and integer division (div, fmod, remainder) before anything is
+    /// emitted, so the table's fingerprint is known to every site.
+    fn plan_checks(&mut self) {
+        for e in &self.s.exprs {
+            let kind = match &e.op {
+                Op::Gather { axis } | Op::TakeAlongAxis { axis } | Op::IndexSelect { axis } => {
+                    CheckKind::Index { axis: *axis }
+                }
+                Op::Binary(_) if self.int_division(e).is_some() => CheckKind::DivisionByZero,
+                _ => continue,
+            };
+            if self.check_site.contains_key(&e.output) {
+                continue;
+            }
+            self.check_site.insert(e.output, self.checks.len());
+            self.checks.push(DeviceCheck {
+                op: e.op.name().to_string(),
+                kind,
+                expr: self.expr_text(e),
+            });
+        }
+        self.check_fingerprint = checks::fingerprint(&self.checks);
+    }
+
+    /// The error code of the check site of `e`'s output, as a C++ literal.
+    fn check_code(&self, e: &SExpr) -> Option<String> {
+        let site = *self.check_site.get(&e.output)?;
+        Some(format!(
+            "0x{:016x}ull",
+            checks::code(self.check_fingerprint, site)
+        ))
+    }
+
+    /// `div`, `fmod` or `remainder` computed on integers: the checked helper's name.
+    fn int_division(&self, e: &SExpr) -> Option<&'static str> {
+        let Op::Binary(b) = &e.op else { return None };
+        let helper = match b {
+            BinaryOp::Div => "nvf_div_checked",
+            BinaryOp::Fmod => "nvf_fmod_checked",
+            BinaryOp::Remainder => "nvf_remainder_checked",
+            _ => return None,
+        };
+        let ops: Vec<Operand> = e
+            .inputs
+            .iter()
+            .take(2)
+            .map(|&v| Operand {
+                dtype: self.val_dtype_any(v),
+                is_scalar: !self.s.tensors.contains_key(&v),
+            })
+            .collect();
+        let out_dt = self.t(e.output).dtype;
+        let c = promote(&ops).unwrap_or(out_dt).compute_type();
+        matches!(c, DataType::I32 | DataType::I64).then_some(helper)
+    }
+
+    /// The fusion value a scheduled value stands for: a cache made by `cache_after` /
+    /// `cache_before` is named after the fusion tensor it copies.
+    fn origin(&self, v: ValId) -> ValId {
+        let f = self.sf.fusion();
+        let mut v = v;
+        for _ in 0..8 {
+            if f.get_val(v).is_some() {
+                return v;
+            }
+            let producer = self
+                .s
+                .exprs
+                .iter()
+                .find(|x| x.output == v && matches!(x.op, Op::Set))
+                .map(|x| x.inputs[0]);
+            let consumer = self
+                .s
+                .exprs
+                .iter()
+                .find(|x| matches!(x.op, Op::Set) && x.inputs.first() == Some(&v))
+                .map(|x| x.output);
+            match producer.or(consumer) {
+                Some(next) => v = next,
+                None => return v,
+            }
+        }
+        v
+    }
+
+    /// An expression as the math printer writes it (`T3 = T1 / T2`), for error messages.
+    fn expr_text(&self, e: &SExpr) -> String {
+        let f = self.sf.fusion();
+        let name = |v: ValId| -> String {
+            let o = self.origin(v);
+            match f.get_val(o) {
+                Some(x) if !self.s.tensors.contains_key(&v) => match x.constant() {
+                    Some(c) => format!("{c}"),
+                    None => format!("S{}", o.0),
+                },
+                _ => format!("T{}", o.0),
+            }
+        };
+        let out = name(e.output);
+        let ins: Vec<String> = e.inputs.iter().map(|&v| name(v)).collect();
+        let arg = |i: usize| ins.get(i).cloned().unwrap_or_default();
+        match &e.op {
+            Op::Binary(BinaryOp::Div) => format!("{out} = {} / {}", arg(0), arg(1)),
+            Op::Gather { axis } | Op::TakeAlongAxis { axis } | Op::IndexSelect { axis } => {
+                format!(
+                    "{out} = {}({}, {}, axis={axis})",
+                    e.op.name(),
+                    arg(0),
+                    arg(1)
+                )
+            }
+            op => format!("{out} = {}({})", op.name(), ins.join(", ")),
+        }
+    }
+
     fn t(&self, tv: ValId) -> &'a TensorSchedule {
         &self.s.tensors[&tv]
     }
@@ -841,9 +968,10 @@ impl<'a> Lower<'a> {
                     self.operand(e, ins[0], c, cidx)?,
                     self.operand(e, ins[1], c, cidx)?,
                 );
-                match infix(*b) {
-                    Some(op) => format!("{x} {op} {y}"),
-                    None => format!("nvf_{}({x}, {y})", b.name()),
+                match (self.int_division(e), self.check_code(e), infix(*b)) {
+                    (Some(helper), Some(code), _) => format!("{helper}(nvf_err, {code}, {x}, {y})"),
+                    (_, _, Some(op)) => format!("{x} {op} {y}"),
+                    _ => format!("nvf_{}({x}, {y})", b.name()),
                 }
             }
             Op::Ternary(t) => {
@@ -1098,13 +1226,20 @@ impl<'a> Lower<'a> {
                     _ => self.read_at(e, index, &oi)?,
                 };
                 let size = ext(&xext[*axis]);
-                let i = idx_of(raw);
+                let i = idx_of(raw.clone());
                 let mut xi = oi.clone();
                 xi[*axis] = i.clone();
-                // An index outside the input reads nothing (the element is zero); the
-                // CPU reference rejects such an index instead.
+                // An index outside the input reads nothing (the element is zero) and
+                // sets the error flag, checked in the index's own type (before the
+                // narrowing to the index type); the CPU reference rejects such an index.
+                let check = match self.check_code(e) {
+                    Some(code) => format!(
+                        "nvf_check_index(nvf_err, {code}, (long long)({raw}), (long long)({size}))"
+                    ),
+                    None => format!("nvf_in_range({i}, {size})"),
+                };
                 format!(
-                    "nvf_in_range({i}, {size}) ? {} : ({})(0)",
+                    "{check} ? {} : ({})(0)",
                     self.read_at(e, x, &xi)?,
                     cuda_type(out_dt)
                 )
@@ -1133,8 +1268,11 @@ impl<'a> Lower<'a> {
         // Register math on register operands needs no bounds predicate: an element
         // outside the tensor is computed from values that are never read back (every
         // load into registers, every store and every reduction stays predicated), and
-        // skipping the condition keeps index arithmetic out of the math loop.
+        // skipping the condition keeps index arithmetic out of the math loop. Checked
+        // expressions (integer division) stay predicated: an element outside the tensor
+        // must not report an error.
         let register_only = t.memory == MemoryType::Local
+            && !self.check_site.contains_key(&tv)
             && !matches!(
                 e.op,
                 Op::Reshape { .. }
@@ -1591,6 +1729,14 @@ impl<'a> Lower<'a> {
             }
         }
         params.extend(self.work.iter().cloned());
+        if !self.checks.is_empty() {
+            params.push(Param {
+                name: "nvf_err".into(),
+                kind: ParamKind::ErrorFlag {
+                    checks: self.checks.clone(),
+                },
+            });
+        }
         let mut index_type = opts.index_type;
         for t in self.s.tensors.values() {
             let mut n: i128 = 1;

@@ -10,6 +10,7 @@
 //! NVRTC compilation happens in `nvfuser-cuda`.
 
 pub mod abi;
+pub mod checks;
 pub mod corpus;
 mod cuda;
 pub mod index;
@@ -20,6 +21,7 @@ pub mod preamble;
 use serde::{Deserialize, Serialize};
 
 pub use abi::{IndexType, KernelAbi, KernelArg, Param, ParamKind, WorkBuffer, WorkKind};
+pub use checks::{CheckKind, DeviceAssert, DeviceCheck};
 pub use kir::{Requirement, Stmt};
 
 use crate::ir::Extent;

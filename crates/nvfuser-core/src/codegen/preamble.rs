@@ -19,6 +19,39 @@ __device__ inline nvfuser_index_t nvf_min_idx(nvfuser_index_t a, nvfuser_index_t
 __device__ inline bool nvf_in_range(nvfuser_index_t i, nvfuser_index_t size) { return i >= 0 && i < size; }
 // A runtime index that may count from the end (select with a scalar index).
 __device__ inline nvfuser_index_t nvf_wrap_index(long long i, nvfuser_index_t size) { return (nvfuser_index_t)(i < 0 ? i + size : i); }
+// Device-side checks (nvfuser_core::codegen::checks): the first failing thread claims
+// err[0] with its code (fingerprint << 32 | site) and records the bad value and the
+// bound; the check then yields a defined value instead of reading out of bounds.
+__device__ inline void nvf_report(unsigned long long* err, unsigned long long code, long long value, long long bound) {
+  if (atomicCAS(err, 0ull, code) == 0ull) {
+    err[1] = (unsigned long long)value;
+    err[2] = (unsigned long long)bound;
+  }
+}
+// A data-dependent index (gather, index_select, take_along_axis), checked in its own
+// type before any narrowing to the index type: true when in 0..size.
+__device__ inline bool nvf_check_index(unsigned long long* err, unsigned long long code, long long i, long long size) {
+  if (i >= 0 && i < size) return true;
+  nvf_report(err, code, i, size);
+  return false;
+}
+// Integer div / fmod / remainder with a checked divisor: zero reports and yields 0;
+// MIN / -1 wraps to MIN (and its remainders are 0), as on the CPU reference.
+template <typename T> __device__ inline T nvf_wrapping_neg(T a) { return (T)(0ull - (unsigned long long)a); }
+template <typename T> __device__ inline T nvf_div_checked(unsigned long long* err, unsigned long long code, T a, T b) {
+  if (b == (T)0) { nvf_report(err, code, (long long)a, 0); return (T)0; }
+  return b == (T)-1 ? nvf_wrapping_neg(a) : (T)(a / b);
+}
+template <typename T> __device__ inline T nvf_fmod_checked(unsigned long long* err, unsigned long long code, T a, T b) {
+  if (b == (T)0) { nvf_report(err, code, (long long)a, 0); return (T)0; }
+  return b == (T)-1 ? (T)0 : (T)(a % b);
+}
+template <typename T> __device__ inline T nvf_remainder_checked(unsigned long long* err, unsigned long long code, T a, T b) {
+  if (b == (T)0) { nvf_report(err, code, (long long)a, 0); return (T)0; }
+  if (b == (T)-1) return (T)0;
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+}
 
 // f16 and bf16: storage types with round-to-nearest-even conversions.
 __device__ inline unsigned short nvf_f2h_bits(float f) {

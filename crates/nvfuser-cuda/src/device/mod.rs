@@ -11,6 +11,7 @@
 //! users such as candle) and every `Device::cuda(i)` returns a cheap handle to it. Its
 //! [`DeviceProperties`] are read from the driver at that moment.
 
+pub(crate) mod errors;
 mod module;
 mod properties;
 
@@ -62,6 +63,8 @@ pub(crate) struct CudaDevice {
     /// The modules loaded through this device, to count the live ones
     /// ([`Device::loaded_modules`]); dead entries are pruned on each load.
     pub(crate) modules: Mutex<Vec<Weak<CudaModule>>>,
+    /// The error buffer of kernels with device-side checks (see `errors`).
+    pub(crate) errors: errors::ErrorState,
 }
 
 impl CudaDevice {
@@ -132,6 +135,7 @@ impl Device {
             alloc_stream,
             properties,
             modules: Mutex::new(Vec::new()),
+            errors: errors::ErrorState::default(),
         });
         opened.push(Arc::clone(&device));
         Ok(Device {
@@ -199,12 +203,28 @@ impl Device {
 
     /// Waits until all work queued on the device's stream has finished (nothing to wait
     /// for on the CPU).
+    ///
+    /// A device-side check that failed in a kernel launched before (see
+    /// [`CudaError::DeviceAssert`]) is reported here, and cleared.
     pub fn synchronize(&self) -> Result<(), CudaError> {
         match self.gpu() {
-            Some(d) => d
-                .stream
-                .synchronize()
-                .map_err(|e| CudaError::driver("cuStreamSynchronize", e)),
+            Some(d) => {
+                d.stream
+                    .synchronize()
+                    .map_err(|e| CudaError::driver("cuStreamSynchronize", e))?;
+                self.check_device_errors()
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Reports (and clears) a failed device-side check of a kernel launched since the
+    /// last report, as a [`CudaError::DeviceAssert`]; waits for the device's stream only
+    /// when a kernel with checks was launched since then. Downloads and
+    /// [`Device::synchronize`] call it; a no-op on the CPU device.
+    pub fn check_device_errors(&self) -> Result<(), CudaError> {
+        match self.gpu() {
+            Some(d) => d.errors.take(&d.alloc_stream, &self.to_string()),
             None => Ok(()),
         }
     }

@@ -211,7 +211,10 @@ impl Tensor {
     /// address, say) surfaces here as a driver error.
     ///
     /// Errors: [`CudaError::DtypeMismatch`] when `T` is not the tensor's dtype (no
-    /// conversion happens); driver errors from the download.
+    /// conversion happens); driver errors from the download;
+    /// [`CudaError::DeviceAssert`] when a device-side check of a kernel launched on the
+    /// device before failed (reported once, by the first download or synchronize after
+    /// it, whichever tensor it reads).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, CudaError> {
         if T::DTYPE != self.dtype {
             return Err(CudaError::DtypeMismatch {
@@ -298,6 +301,11 @@ impl Tensor {
         let start = byte_size(OP, first, self.dtype)?;
         let len = byte_size(OP, last - first + 1, self.dtype)?;
         let bytes = self.storage.read_bytes(start, len)?;
+        // The download waited for the kernels queued before it: a device-side check
+        // one of them failed is reported now (see `device::errors`).
+        if matches!(self.storage, Storage::Cuda { .. }) {
+            self.device.check_device_errors()?;
+        }
         if self.layout.is_contiguous() {
             // A contiguous view's span is exactly its elements.
             return Ok(bytes.to_vec());
