@@ -206,6 +206,13 @@ impl Recipe {
                 }
             })
             .collect();
+        // Static dims that alone exceed the cap become symbolic.
+        let mut universe = universe;
+        while universe.iter().flatten().product::<usize>() > MAX_UNIVERSE {
+            if let Some(u) = universe.iter_mut().find(|u| u.is_some()) {
+                *u = None;
+            }
+        }
         let mut g = Gen {
             rng,
             universe: universe.clone(),
@@ -388,7 +395,7 @@ impl Recipe {
 pub fn shrink_to_cap(sizes: &mut [usize], universe: &[Option<usize>]) {
     while sizes.iter().product::<usize>() > MAX_UNIVERSE {
         let Some(k) = (0..sizes.len())
-            .filter(|&k| universe[k].is_none())
+            .filter(|&k| universe[k].is_none() && sizes[k] > 1)
             .max_by_key(|&k| sizes[k])
         else {
             break;

@@ -305,8 +305,8 @@ pub fn rtol_for(fusion: &Fusion) -> f64 {
 
 /// A short class of a refusal or error, for counting by reason.
 pub fn reason_class(e: &str) -> String {
-    let e = e.split(": ").take(3).collect::<Vec<_>>().join(": ");
-    let mut s: String = e.chars().take(110).collect();
+    let e = e.to_string();
+    let mut s: String = e.chars().take(4000).collect();
     // Drop value ids and numbers so that one reason counts once.
     s = s
         .split(|c: char| c.is_ascii_digit())
