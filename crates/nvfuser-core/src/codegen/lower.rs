@@ -940,6 +940,26 @@ impl<'a> Lower<'a> {
             promote(&ops).unwrap_or(out_dt)
         };
         Ok(match &e.op {
+            // Float to integer: the explicit rule for NaN and out-of-range values.
+            Op::Cast
+                if !out_dt.is_float()
+                    && out_dt != DataType::Bool
+                    && self.val_dtype_any(ins[0]).is_float() =>
+            {
+                let pd = self.val_dtype_any(ins[0]);
+                let wide = pd == DataType::F64;
+                let x = self.operand(
+                    e,
+                    ins[0],
+                    if wide { DataType::F64 } else { DataType::F32 },
+                    cidx,
+                )?;
+                match (out_dt, wide) {
+                    (DataType::I32, false) => format!("nvf_f2i32_f32({x})"),
+                    (DataType::I32, true) => format!("nvf_f2i32_f64({x})"),
+                    _ => format!("nvf_f2i64({x})"),
+                }
+            }
             Op::Set
             | Op::SegmentSet
             | Op::Cast

@@ -210,6 +210,18 @@ __device__ inline double nvf_atan2(double a, double b) { return atan2(a, b); }
 __device__ inline int nvf_logical_shift_right(int a, int b) { return (int)((unsigned int)a >> b); }
 __device__ inline long long nvf_logical_shift_right(long long a, long long b) { return (long long)((unsigned long long)a >> b); }
 template <typename T> __device__ inline T nvf_clamp(T x, T lo, T hi) { return nvf_minimum(nvf_maximum(x, lo), hi); }
+// Float to integer casts with PyTorch's CUDA results (the evaluator's float_to_int):
+// truncation, saturation at the bounds, NaN -> 0 (i32 from 32-bit or narrower floats),
+// INT_MIN (i32 from f64) or LLONG_MIN (i64).
+__device__ inline int nvf_f2i32_f32(float x) {
+  return x != x ? 0 : (x >= 2147483648.0f ? 2147483647 : (x < -2147483648.0f ? (-2147483647 - 1) : (int)x));
+}
+__device__ inline int nvf_f2i32_f64(double x) {
+  return x != x ? (-2147483647 - 1) : (x >= 2147483648.0 ? 2147483647 : (x <= -2147483649.0 ? (-2147483647 - 1) : (int)x));
+}
+__device__ inline long long nvf_f2i64(double x) {
+  return x != x ? (-9223372036854775807LL - 1) : (x >= 9223372036854775808.0 ? 9223372036854775807LL : (x < -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)x));
+}
 
 // Reductions.
 struct NvfSum { template <typename T> __device__ T operator()(T a, T b) const { return a + b; } };

@@ -64,13 +64,18 @@ pub(crate) fn int_to_float(i: i64, dtype: DataType) -> f64 {
     }
 }
 
-/// Float to integer: truncates toward zero, NaN gives 0, out-of-range values saturate
-/// at the integer type's bounds.
-pub(crate) fn float_to_int(x: f64, dtype: DataType) -> i64 {
-    if dtype == DataType::I32 {
-        x as i32 as i64
-    } else {
-        x as i64
+/// Float to integer as PyTorch's CUDA casts do (measured on an H100 with PyTorch 2.11,
+/// `scripts/semantics/torch_casts.py`): truncation toward zero, out-of-range values and
+/// infinities saturate at the integer type's bounds; NaN gives `i64::MIN` for i64, and
+/// for i32 0 from f16/bf16/f32 but `i32::MIN` from f64. Generated kernels use the same
+/// rule (`nvf_f2i32_*` / `nvf_f2i64` in the preamble).
+pub(crate) fn float_to_int(x: f64, from: DataType, to: DataType) -> i64 {
+    match (to, x.is_nan()) {
+        (DataType::I32, true) if from == DataType::F64 => i32::MIN as i64,
+        (DataType::I32, true) => 0,
+        (DataType::I32, false) => x as i32 as i64,
+        (_, true) => i64::MIN,
+        (_, false) => x as i64,
     }
 }
 
@@ -99,13 +104,13 @@ pub(crate) fn round_array(a: &mut ArrayD<f64>, dtype: DataType) {
 }
 
 /// The explicit `cast` of a value's data to `to`.
-pub(crate) fn cast_data(data: &HostData, to: DataType) -> HostData {
+pub(crate) fn cast_data(data: &HostData, from: DataType, to: DataType) -> HostData {
     match (data, to.category()) {
         (HostData::Float(a), crate::dtype::Category::Floating) => {
             HostData::Float(a.mapv(|v| round_to(v, to)))
         }
         (HostData::Float(a), crate::dtype::Category::Integer) => {
-            HostData::Int(a.mapv(|v| float_to_int(v, to)))
+            HostData::Int(a.mapv(|v| float_to_int(v, from, to)))
         }
         (HostData::Float(a), crate::dtype::Category::Bool) => HostData::Bool(a.mapv(|v| v != 0.0)),
         (HostData::Int(a), crate::dtype::Category::Floating) => {
@@ -318,10 +323,25 @@ mod tests {
             int_to_float((1i64 << 62) + (1i64 << 54), DataType::BF16),
             2f64.powi(62)
         );
-        assert_eq!(float_to_int(-2.7, DataType::I64), -2);
-        assert_eq!(float_to_int(f64::NAN, DataType::I32), 0);
-        assert_eq!(float_to_int(3e9, DataType::I32), i32::MAX as i64);
-        assert_eq!(float_to_int(-1e300, DataType::I64), i64::MIN);
+        assert_eq!(float_to_int(-2.7, DataType::F32, DataType::I64), -2);
+        assert_eq!(float_to_int(f64::NAN, DataType::F32, DataType::I32), 0);
+        assert_eq!(
+            float_to_int(f64::NAN, DataType::F64, DataType::I32),
+            i32::MIN as i64
+        );
+        assert_eq!(
+            float_to_int(f64::NAN, DataType::F16, DataType::I64),
+            i64::MIN
+        );
+        assert_eq!(
+            float_to_int(f64::INFINITY, DataType::BF16, DataType::I64),
+            i64::MAX
+        );
+        assert_eq!(
+            float_to_int(3e9, DataType::F32, DataType::I32),
+            i32::MAX as i64
+        );
+        assert_eq!(float_to_int(-1e300, DataType::F64, DataType::I64), i64::MIN);
         assert_eq!(wrap_int(1 << 31, DataType::I32), i32::MIN as i64);
     }
 }

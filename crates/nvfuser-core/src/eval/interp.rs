@@ -446,7 +446,10 @@ impl<'a> Evaluator<'a> {
             }
             // A cast rounds to its type, even to the type it has; so does a segment
             // boundary, where the value is stored to memory in its dtype.
-            Op::Cast | Op::SegmentSet => one(tensor(cast_data(self.arg(e, 0)?.t.data(), out0))),
+            Op::Cast | Op::SegmentSet => {
+                let x = self.arg(e, 0)?.t;
+                one(tensor(cast_data(x.data(), x.dtype(), out0)))
+            }
             Op::Set => one(tensor(pointwise::copy(self.arg(e, 0)?.t, out0))),
             Op::Reduction { op, axes } => one(tensor(reduce::reduction(
                 *op,
@@ -561,7 +564,7 @@ impl<'a> Evaluator<'a> {
                 let xd = if x.dtype() == out0 {
                     Cow::Borrowed(x.data())
                 } else {
-                    Cow::Owned(cast_data(x.data(), out0))
+                    Cow::Owned(cast_data(x.data(), x.dtype(), out0))
                 };
                 one(tensor(sh::pad(&xd, &w, fill.data())?))
             }
@@ -828,7 +831,7 @@ impl<'a> Evaluator<'a> {
                 if a.t.dtype() == out {
                     Cow::Borrowed(a.t.data())
                 } else {
-                    Cow::Owned(cast_data(a.t.data(), out))
+                    Cow::Owned(cast_data(a.t.data(), a.t.dtype(), out))
                 }
             })
             .collect();

@@ -88,7 +88,7 @@ fn finish(mut data: HostData, natural: DataType, out: DataType) -> HostData {
     if natural == out {
         data
     } else {
-        cast_data(&data, out)
+        cast_data(&data, natural, out)
     }
 }
 
@@ -496,6 +496,6 @@ pub(super) fn copy(x: &HostTensor, out: DataType) -> HostData {
     if x.dtype() == out {
         x.data().clone()
     } else {
-        cast_data(x.data(), out)
+        cast_data(x.data(), x.dtype(), out)
     }
 }

@@ -450,7 +450,7 @@ impl HostTensor {
         }
         HostTensor {
             dtype,
-            data: cast_data(&self.data, dtype),
+            data: cast_data(&self.data, self.dtype, dtype),
         }
     }
 
