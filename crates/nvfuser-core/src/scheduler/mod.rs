@@ -53,6 +53,7 @@
 
 mod analysis;
 mod auto;
+pub mod host_scalars;
 pub mod info;
 pub mod outer;
 pub mod params;
@@ -64,6 +65,7 @@ pub mod registry;
 pub use info::{
     vector_access_ok, vector_alignment, DeviceInfo, InputInfo, RuntimeInfo, TensorInfo,
 };
+pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
 pub use params::{
     CompileParams, HeuristicParams, InvalidParams, LaunchParams, OuterReductionParams,
     PersistentParams, PointwiseParams, ReductionParams, TransposeParams,
