@@ -26,9 +26,9 @@ use nvfuser_core::ir::bind::{self, BoundArg};
 use nvfuser_core::ir::{IterKind, TensorType, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::{
-    check_fits, compute_heuristics, default_schedule_kind, schedule_with, vector_alignment,
-    DefaultKind, DefaultScheduleError, DeviceInfo, HeuristicParams, InputInfo, RuntimeInfo,
-    split_host_scalars, HostScalarProgram, SchedulerKind, TensorInfo,
+    check_fits, compute_heuristics, default_schedule_kind, schedule_with, split_host_scalars,
+    vector_alignment, DefaultKind, DefaultScheduleError, DeviceInfo, HeuristicParams,
+    HostScalarProgram, InputInfo, RuntimeInfo, SchedulerKind, TensorInfo,
 };
 use nvfuser_core::{DataType, Fusion, ScalarValue};
 use smallvec::SmallVec;

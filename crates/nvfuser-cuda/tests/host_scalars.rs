@@ -52,7 +52,11 @@ fn full_of_computed_length() -> (Fusion, Vec<Vec<EvalInput>>) {
     let one = fd.constant(1.0f64);
     let t = fd.full(&[Size::Val(n)], one, DataType::F32).unwrap();
     fd.add_output(t).unwrap();
-    let inputs = vec![vec![int(2), int(3)], vec![int(100), int(29)], vec![int(1), int(1)]];
+    let inputs = vec![
+        vec![int(2), int(3)],
+        vec![int(100), int(29)],
+        vec![int(1), int(1)],
+    ];
     (fd.finish().unwrap(), inputs)
 }
 
@@ -135,7 +139,14 @@ fn uniform_shaped_by_sizes() -> (Fusion, Vec<Vec<EvalInput>>) {
     let seed = fd.constant(7i64);
     let off = fd.constant(0i64);
     let u = fd
-        .uniform(&[Size::Val(n0), Size::Val(n1)], lo, hi, seed, off, DataType::F32)
+        .uniform(
+            &[Size::Val(n0), Size::Val(n1)],
+            lo,
+            hi,
+            seed,
+            off,
+            DataType::F32,
+        )
         .unwrap();
     let w = fd.add(u, x).unwrap();
     fd.add_output(w).unwrap();

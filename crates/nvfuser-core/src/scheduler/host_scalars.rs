@@ -394,7 +394,12 @@ fn build_kernel(f: &Fusion, live: &[bool], host_expr: &[bool], computed: &[ValId
             });
         }
     }
-    kernel.inputs = f.inputs().iter().chain(computed).map(|&v| remap(v)).collect();
+    kernel.inputs = f
+        .inputs()
+        .iter()
+        .chain(computed)
+        .map(|&v| remap(v))
+        .collect();
     kernel.outputs = f
         .outputs()
         .iter()

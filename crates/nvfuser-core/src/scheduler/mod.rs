@@ -62,10 +62,10 @@ mod recompute;
 pub mod reduction;
 pub mod registry;
 
+pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
 pub use info::{
     vector_access_ok, vector_alignment, DeviceInfo, InputInfo, RuntimeInfo, TensorInfo,
 };
-pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
 pub use params::{
     CompileParams, HeuristicParams, InvalidParams, LaunchParams, OuterReductionParams,
     PersistentParams, PointwiseParams, ReductionParams, TransposeParams,

@@ -47,7 +47,9 @@ fn check(f: &Fusion, inputs: &[EvalInput]) -> HostScalarSplit {
         assert!(!k.val(ki).is_tensor());
         assert_eq!(k.val(ki).dtype, f.val(c).dtype);
     }
-    assert!(k.exprs().all(|(_, e)| e.outputs.iter().all(|&o| k.val(o).is_tensor())));
+    assert!(k
+        .exprs()
+        .all(|(_, e)| e.outputs.iter().all(|&o| k.val(o).is_tensor())));
     let host = split.program.evaluate(&bound(inputs)).unwrap();
     assert_eq!(host, reference_scalars(f, computed, inputs));
     let mut kin: Vec<EvalInput> = inputs.to_vec();
@@ -150,7 +152,14 @@ fn iota_and_uniform_shaped_by_sizes_expand_to_a_size() {
     let seed = fd.constant(7i64);
     let off = fd.constant(0i64);
     let u = fd
-        .uniform(&[Size::Val(n0), Size::Val(n1)], lo, hi, seed, off, DataType::F32)
+        .uniform(
+            &[Size::Val(n0), Size::Val(n1)],
+            lo,
+            hi,
+            seed,
+            off,
+            DataType::F32,
+        )
         .unwrap();
     let e = fd.expand(y, &[Size::Const(-1), Size::Val(n1)]).unwrap();
     let w = fd.add(u, e).unwrap();
