@@ -15,6 +15,7 @@
 //! the signature (a few packed words, no formatting, no hashing of the fusion), finds
 //! the runtime and launches it through [`crate::launch::launch_kernel`].
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -25,9 +26,9 @@ use nvfuser_core::ir::bind::{self, BoundArg};
 use nvfuser_core::ir::{IterKind, TensorType, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::{
-    check_fits, compute_heuristics, default_schedule_kind, schedule_with, vector_alignment,
-    DefaultKind, DefaultScheduleError, DeviceInfo, HeuristicParams, InputInfo, RuntimeInfo,
-    SchedulerKind, TensorInfo,
+    check_fits, compute_heuristics, default_schedule_kind, schedule_with, split_host_scalars,
+    vector_alignment, DefaultKind, DefaultScheduleError, DeviceInfo, HeuristicParams,
+    HostScalarProgram, InputInfo, RuntimeInfo, SchedulerKind, TensorInfo,
 };
 use nvfuser_core::{DataType, Fusion, ScalarValue};
 use smallvec::SmallVec;
@@ -94,6 +95,11 @@ scalar_args!(f32, f64, i32, i64, bool);
 #[derive(Debug)]
 pub struct FusionExecutorCache {
     fusion: Fusion,
+    /// What kernels run: `fusion` itself, or, when tensors use scalars computed inside
+    /// it, its kernel part (see [`nvfuser_core::scheduler::host_scalars`]), whose extra
+    /// scalar inputs `host` computes before each GPU call.
+    kernel: Fusion,
+    host: Option<HostScalarProgram>,
     runtimes: Mutex<RuntimeCache>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -338,9 +344,15 @@ impl FusionExecutorCache {
 
     /// An executor keeping up to `capacity` compiled runtimes (at least 1).
     pub fn with_capacity(fusion: Fusion, capacity: usize) -> Self {
+        let (kernel, host) = match split_host_scalars(&fusion) {
+            Some(split) => (split.kernel, Some(split.program)),
+            None => (fusion.clone(), None),
+        };
         FusionExecutorCache {
-            extent_scalars: extent_scalar_inputs(&fusion),
+            extent_scalars: extent_scalar_inputs(&kernel),
             fusion,
+            kernel,
+            host,
             runtimes: Mutex::new(RuntimeCache {
                 capacity: capacity.max(1),
                 tick: 0,
@@ -371,6 +383,33 @@ impl FusionExecutorCache {
         &self.fusion
     }
 
+    /// The fusion kernels run: [`FusionExecutorCache::fusion`], or its kernel part when
+    /// scalars computed inside it are evaluated on the host (see
+    /// [`nvfuser_core::scheduler::host_scalars`]); its inputs are the fusion's, then
+    /// the computed scalars.
+    pub fn kernel_fusion(&self) -> &Fusion {
+        &self.kernel
+    }
+
+    /// The arguments of the kernel fusion: `args` (checked), then the scalars the host
+    /// program computes from them.
+    fn kernel_args<'s, 'a>(&self, args: &'s [Arg<'a>]) -> Result<Cow<'s, [Arg<'a>]>, CudaError> {
+        let Some(host) = &self.host else {
+            return Ok(Cow::Borrowed(args));
+        };
+        let bound: SmallVec<[BoundArg<'_>; 8]> = args
+            .iter()
+            .map(|a| match a {
+                Arg::Tensor(t) => BoundArg::Tensor(t.sizes()),
+                Arg::Scalar(s) => BoundArg::Scalar(*s),
+            })
+            .collect();
+        let extra = host.evaluate(&bound)?;
+        let mut all = args.to_vec();
+        all.extend(extra.into_iter().map(Arg::Scalar));
+        Ok(Cow::Owned(all))
+    }
+
     /// Runtime cache counters.
     pub fn stats(&self) -> ExecutorStats {
         ExecutorStats {
@@ -386,6 +425,7 @@ impl FusionExecutorCache {
     /// needed (for inspection; GPU devices only).
     pub fn cuda_source(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, CudaError> {
         check_args(&self.fusion, device, args)?;
+        let args = &self.kernel_args(args)?[..];
         let rt = self.runtime(device, args, None)?;
         Ok(rt.compiled("cuda_source")?.kernel.cuda_source())
     }
@@ -398,6 +438,7 @@ impl FusionExecutorCache {
         args: &[Arg<'_>],
     ) -> Result<(Kernel, CudaFunction), CudaError> {
         check_args(&self.fusion, device, args)?;
+        let args = &self.kernel_args(args)?[..];
         let rt = self.runtime(device, args, None)?;
         let c = rt.compiled("kernel_and_function")?;
         Ok((c.kernel.clone(), c.function.clone()))
@@ -406,6 +447,7 @@ impl FusionExecutorCache {
     /// The scheduled IR of the runtime for these arguments (GPU devices only).
     pub fn scheduled_ir(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, CudaError> {
         check_args(&self.fusion, device, args)?;
+        let args = &self.kernel_args(args)?[..];
         let rt = self.runtime(device, args, None)?;
         Ok(rt.compiled("scheduled_ir")?.sf.scheduled_ir())
     }
@@ -422,6 +464,7 @@ impl FusionExecutorCache {
         let props = device.properties().ok_or(CudaError::NotAGpu {
             op: "FusionExecutorCache::heuristics",
         })?;
+        let args = &self.kernel_args(args)?[..];
         let sig = InputSignature::of(device, args);
         self.params_for(&runtime_info(props, args), None, sig.wide())
     }
@@ -461,6 +504,7 @@ impl FusionExecutorCache {
     ) -> Result<Vec<Tensor>, CudaError> {
         check_args(&self.fusion, device, args)?;
         if device.is_gpu() {
+            let args = &self.kernel_args(args)?[..];
             if let Some(views) = self.no_op_outputs(args) {
                 return Ok(views);
             }
@@ -529,7 +573,8 @@ impl FusionExecutorCache {
             op: "FusionExecutorCache::run_profiled",
         })?;
         check_args(&self.fusion, device, args)?;
-        if self.fusion.num_exprs() == 0 {
+        let args = &self.kernel_args(args)?[..];
+        if self.kernel.num_exprs() == 0 {
             return Err(CudaError::UnsupportedFusion {
                 reason: "the fusion has no expressions, so no kernel runs to profile".into(),
             });
@@ -566,7 +611,7 @@ impl FusionExecutorCache {
         if let Some(seg) = self.segmented.get() {
             return Ok(seg);
         }
-        let seg = match crate::SegmentedRuntime::new(self.fusion.clone()) {
+        let seg = match crate::SegmentedRuntime::new(self.kernel.clone()) {
             Ok(seg) if seg.segmented().segments().len() > 1 => seg,
             Ok(_) => return Err(err),
             Err(seg_err) => {
@@ -591,7 +636,7 @@ impl FusionExecutorCache {
 
     /// Outputs of a call whose outputs are all empty: allocated, nothing launched.
     fn empty_outputs(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
-        let f = &self.fusion;
+        let f = &self.kernel;
         let dim = |t: nvfuser_core::ValId, axis: usize| match args.get(f.input_position(t)?)? {
             Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
             Arg::Scalar(_) => None,
@@ -640,13 +685,13 @@ impl FusionExecutorCache {
     /// cast to the type a tensor already has) returns views of its inputs without a
     /// kernel, as nvFuser's no-op scheduler does.
     fn no_op_outputs(&self, args: &[Arg<'_>]) -> Option<Vec<Tensor>> {
-        if self.fusion.num_exprs() != 0 {
+        if self.kernel.num_exprs() != 0 {
             return None;
         }
-        self.fusion
+        self.kernel
             .outputs()
             .iter()
-            .map(|o| match args.get(self.fusion.input_position(o.val)?)? {
+            .map(|o| match args.get(self.kernel.input_position(o.val)?)? {
                 Arg::Tensor(t) => Some((*t).clone()),
                 Arg::Scalar(_) => None,
             })
@@ -692,7 +737,7 @@ impl FusionExecutorCache {
         // (outputs from the sizes and scalars of the call, so a kernel compiled for small
         // outputs is not reused for huge ones).
         let wide = sig.wide()
-            || nvfuser_core::scheduler::index_type_for(&self.fusion, &info) == IndexType::I64;
+            || nvfuser_core::scheduler::index_type_for(&self.kernel, &info) == IndexType::I64;
         let params = self.params_for(&info, user, wide)?;
         let reused = {
             let cache = self.lock();
@@ -775,13 +820,13 @@ impl FusionExecutorCache {
             p.validate().map_err(|e| CudaError::InvalidParams {
                 reason: e.to_string(),
             })?;
-            check_fits(&self.fusion, p, info).map_err(|e| CudaError::InvalidParams {
+            check_fits(&self.kernel, p, info).map_err(|e| CudaError::InvalidParams {
                 reason: e.to_string(),
             })?;
             return Ok(p.clone());
         }
         let params =
-            compute_heuristics(&self.fusion, info).map_err(|r| CudaError::UnsupportedFusion {
+            compute_heuristics(&self.kernel, info).map_err(|r| CudaError::UnsupportedFusion {
                 reason: format!("no scheduler takes this fusion: {r}"),
             })?;
         if dump.flags().contains(DumpFlags::SCHEDULER) {
@@ -791,7 +836,7 @@ impl FusionExecutorCache {
                     break;
                 }
                 if let Err(reason) =
-                    nvfuser_core::scheduler::compute_heuristics_for(kind, &self.fusion, info)
+                    nvfuser_core::scheduler::compute_heuristics_for(kind, &self.kernel, info)
                 {
                     text.push_str(&format!("  {kind}: refused: {reason}\n"));
                 }
@@ -817,7 +862,37 @@ impl FusionExecutorCache {
         info: &RuntimeInfo,
         params: Option<&HeuristicParams>,
     ) -> Result<(HeuristicParams, Option<Kernel>), CudaError> {
-        let wide = nvfuser_core::scheduler::index_type_for(&self.fusion, info) == IndexType::I64;
+        let extended;
+        let info = match &self.host {
+            None => info,
+            Some(host) => {
+                let sizes: Vec<Option<Vec<usize>>> = info
+                    .inputs
+                    .iter()
+                    .map(|i| match i {
+                        InputInfo::Tensor(t) => {
+                            Some(t.sizes.iter().map(|&s| s.max(0) as usize).collect())
+                        }
+                        InputInfo::Scalar(_) => None,
+                    })
+                    .collect();
+                let bound: Vec<BoundArg<'_>> = info
+                    .inputs
+                    .iter()
+                    .zip(&sizes)
+                    .map(|(i, s)| match (i, s) {
+                        (InputInfo::Scalar(v), _) => BoundArg::Scalar(*v),
+                        (_, s) => BoundArg::Tensor(s.as_deref().unwrap_or(&[])),
+                    })
+                    .collect();
+                let extra = host.evaluate(&bound)?;
+                let mut ext = info.clone();
+                ext.inputs.extend(extra.into_iter().map(InputInfo::Scalar));
+                extended = ext;
+                &extended
+            }
+        };
+        let wide = nvfuser_core::scheduler::index_type_for(&self.kernel, info) == IndexType::I64;
         let user = params.is_some();
         let params = self.params_for(info, params, wide)?;
         match self.generate(wide, &params) {
@@ -846,12 +921,12 @@ impl FusionExecutorCache {
         params: &HeuristicParams,
     ) -> Result<Option<(ScheduledFusion, &'static str, Kernel)>, CudaError> {
         let dump = self.dump();
-        dump.section(DumpFlags::IR, "ir", "fusion", &self.fusion);
+        dump.section(DumpFlags::IR, "ir", "fusion", &self.kernel);
         let schedule_err = |e: String| CudaError::UnsupportedFusion { reason: e };
         let (sf, scheduler, index_type) = match params {
             HeuristicParams::NoOp => return Ok(None),
             HeuristicParams::Default => {
-                let (sf, kind) = default_schedule_kind(&self.fusion).map_err(|e| match e {
+                let (sf, kind) = default_schedule_kind(&self.kernel).map_err(|e| match e {
                     DefaultScheduleError::NotSupported { reason } => {
                         schedule_err(format!("{reason} (the default schedule)"))
                     }
@@ -869,7 +944,7 @@ impl FusionExecutorCache {
                 )
             }
             p => {
-                let sf = schedule_with(&self.fusion, p).map_err(|e| schedule_err(e.to_string()))?;
+                let sf = schedule_with(&self.kernel, p).map_err(|e| schedule_err(e.to_string()))?;
                 let scheduler = match p {
                     HeuristicParams::OuterReduction(_) => "outer reduction",
                     other => other.kind().name(),

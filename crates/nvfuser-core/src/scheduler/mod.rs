@@ -53,6 +53,7 @@
 
 mod analysis;
 mod auto;
+pub mod host_scalars;
 pub mod info;
 pub mod outer;
 pub mod params;
@@ -61,6 +62,7 @@ mod recompute;
 pub mod reduction;
 pub mod registry;
 
+pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
 pub use info::{
     vector_access_ok, vector_alignment, DeviceInfo, InputInfo, RuntimeInfo, TensorInfo,
 };
