@@ -419,19 +419,32 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
             per_row.push(out);
         }
     }
-    // Reduction outputs also read in the kernel: only one thread stores them, so the
-    // readers get a register copy.
+    // Outputs also read in the kernel: the readers get a register copy and the output
+    // only stores it. A reduction result, or a keepdim per-row value (`mean` of a
+    // LayerNorm written with sums: broadcast in the reduced dims, so the dims mapped to
+    // `threadIdx.x` make it one thread's store), is written by one thread; reading it
+    // back from global memory races with that store.
+    let mut forked: Vec<ValId> = Vec::new();
     for (id, e) in f.exprs() {
-        if !live[id.index()] || reduction_axes(&e.op).is_none() {
+        if !live[id.index()] {
             continue;
         }
+        let reduction = reduction_axes(&e.op).is_some();
         for &o in &e.outputs {
-            if is_output(o) && is_read(o) {
-                let c = s.cache_fork(o)?;
+            if !is_output(o) || !is_read(o) {
+                continue;
+            }
+            let c = s.cache_fork(o)?;
+            if reduction {
                 for r in reductions.iter_mut().filter(|r| **r == o) {
                     *r = c;
                 }
                 per_row.push(o);
+            } else if full.contains(&o) {
+                full.push(c);
+                forked.push(o);
+            } else {
+                per_row.push(c);
             }
         }
     }
@@ -444,8 +457,11 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     };
     for o in f.outputs() {
         if full.contains(&o.val) && sp.v > 1 && !inner_is_broadcast(o.val) {
-            let c = s.cache_before(o.val)?;
-            full.push(c);
+            // A forked output already is a copy of its register tensor.
+            if !forked.contains(&o.val) {
+                let c = s.cache_before(o.val)?;
+                full.push(c);
+            }
             stores.push(o.val);
         }
     }
