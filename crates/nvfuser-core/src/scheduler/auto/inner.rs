@@ -27,7 +27,9 @@ use super::{
 };
 use crate::ir::{Extent, Fusion, IterKind, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
-use crate::scheduler::analysis::{is_creation, is_pointwise, reduction_axes};
+use crate::scheduler::analysis::{
+    check_exactly_mapped, is_creation, is_pointwise, reduction_axes,
+};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PersistentParams, ReductionParams};
 use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
@@ -155,6 +157,10 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
     let t = pushed
         .tensor_type(reference)
         .ok_or("reference is not a tensor")?;
+    // Every tensor takes the reference's loop structure (and a persistent kernel its
+    // compiled hidden size): a row of another extent is not this schedule's row.
+    let all: Vec<Extent> = t.domain.iter().map(|d| d.extent.clone()).collect();
+    check_exactly_mapped(&pushed, &all, &all[..outer])?;
     let reduced = t.domain[outer..].iter().map(|d| d.extent.clone()).collect();
     let rows = t.domain[..outer].iter().map(|d| d.extent.clone()).collect();
     Ok(InnerPlan {
