@@ -18,7 +18,9 @@ fn generate(f: &Fusion, info: &RuntimeInfo) -> (HeuristicParams, Kernel) {
     let p = compute_heuristics(f, info).unwrap_or_else(|e| panic!("{e:?}\n{f}"));
     let sf = schedule_with(f, &p).unwrap();
     let opts = KernelOptions {
-        index_type: p.compile().map_or(codegen::IndexType::I32, |c| c.index_type),
+        index_type: p
+            .compile()
+            .map_or(codegen::IndexType::I32, |c| c.index_type),
         ..Default::default()
     };
     (p, codegen::generate(&sf, &opts).unwrap())
@@ -42,9 +44,7 @@ fn body(k: &Kernel) -> String {
 
 /// The snapshot text: launch dims, requirements, kernel body (as `codegen_corpus`).
 fn snapshot_text(k: &Kernel) -> String {
-    let dims = |d: &[nvfuser_core::ir::Extent]| {
-        d.iter().map(|e| e.to_string()).collect::<Vec<_>>()
-    };
+    let dims = |d: &[nvfuser_core::ir::Extent]| d.iter().map(|e| e.to_string()).collect::<Vec<_>>();
     let mut text = format!(
         "launch: grid {:?} block {:?}\n",
         dims(&k.launch.grid),
@@ -168,7 +168,10 @@ fn sum_broadcast_into_a_wider_tensor_is_refused_and_segmented() {
         .iter()
         .find(|r| r.kind == SchedulerKind::InnerPersistent)
         .unwrap();
-    assert!(persistent.reason.contains("not exactly mapped"), "{rejections:?}");
+    assert!(
+        persistent.reason.contains("not exactly mapped"),
+        "{rejections:?}"
+    );
 }
 
 #[test]
@@ -191,14 +194,12 @@ fn sum_broadcast_into_a_wider_tensor_kernels() {
         let mut info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &[]);
         for v in s.inputs() {
             info.inputs.push(match v {
-                SegmentValue::Val(v) => {
-                    RuntimeInfo::contiguous(
-                        DeviceInfo::h100_for_tests(),
-                        &[(DataType::F32, sizes(*v))],
-                    )
-                    .inputs
-                    .remove(0)
-                }
+                SegmentValue::Val(v) => RuntimeInfo::contiguous(
+                    DeviceInfo::h100_for_tests(),
+                    &[(DataType::F32, sizes(*v))],
+                )
+                .inputs
+                .remove(0),
                 SegmentValue::Extent(e) => {
                     InputInfo::Scalar(ScalarValue::Int(sizes(e.tensor)[e.axis as usize]))
                 }

@@ -27,9 +27,7 @@ use super::{
 };
 use crate::ir::{Extent, Fusion, IterKind, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
-use crate::scheduler::analysis::{
-    check_exactly_mapped, is_creation, is_pointwise, reduction_axes,
-};
+use crate::scheduler::analysis::{check_exactly_mapped, is_creation, is_pointwise, reduction_axes};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PersistentParams, ReductionParams};
 use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};

@@ -20,9 +20,7 @@ use super::pointwise::index_type;
 use super::{ceil_div, round_up, Plan};
 use crate::ir::{Extent, Fusion, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
-use crate::scheduler::analysis::{
-    check_exactly_mapped, is_creation, is_pointwise, reduction_axes,
-};
+use crate::scheduler::analysis::{check_exactly_mapped, is_creation, is_pointwise, reduction_axes};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, OuterReductionParams};
 use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
