@@ -146,3 +146,44 @@ pub fn reduction_cases() -> Vec<(String, Fusion)> {
     }
     out
 }
+
+/// LayerNorm written with sums over the last dim of a rank-`rank` f32 input `x` with
+/// weights `w`, `b` of `[hidden]`: `mean = sum(x, -1, keepdim) * (1 / hidden)`, `d = x -
+/// mean`, `var = sum(d * d, -1, keepdim) * (1 / hidden)`, `r = rsqrt(var + 1e-12)`;
+/// outputs `d * r * w + b`, `mean` and `r` (two keepdim per-row outputs that the
+/// kernel also reads).
+pub fn layer_norm_sums(rank: usize, hidden: i64) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &vec![-1; rank])?;
+    let w = fd.define_tensor(DataType::F32, &[-1])?;
+    let b = fd.define_tensor(DataType::F32, &[-1])?;
+    let s = fd.sum(x, &[-1], true)?;
+    let inv_h = fd.constant(1.0 / hidden as f64);
+    let mean = fd.mul(s, inv_h)?;
+    let d = fd.sub(x, mean)?;
+    let d2 = fd.mul(d, d)?;
+    let s2 = fd.sum(d2, &[-1], true)?;
+    let var = fd.mul(s2, inv_h)?;
+    let eps = fd.constant(1e-12);
+    let ve = fd.add(var, eps)?;
+    let r = fd.rsqrt(ve)?;
+    let y = fd.mul(d, r)?;
+    let y = fd.mul(y, w)?;
+    let y = fd.add(y, b)?;
+    fd.add_output(y)?;
+    fd.add_output(mean)?;
+    fd.add_output(r)?;
+    fd.finish()
+}
+
+/// `t1 + sum(t0, axis, keepdim)` over f32 inputs of rank `rank`: the sum's extent in
+/// `axis` is not `t1`'s (the reduced dim is broadcast back into a wider tensor).
+pub fn sum_into_wider(rank: usize, axis: i64) -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let t0 = fd.define_tensor(DataType::F32, &vec![-1; rank])?;
+    let t1 = fd.define_tensor(DataType::F32, &vec![-1; rank])?;
+    let s = fd.sum(t0, &[axis], true)?;
+    let o = fd.add(t1, s)?;
+    fd.add_output(o)?;
+    fd.finish()
+}

@@ -64,7 +64,7 @@ pub fn check_scalar(index: usize, dtype: DataType, value: ScalarValue) -> Result
 
 /// How an input dim relates to the extent it is paired with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Rel {
+pub(crate) enum Rel {
     /// Equal sizes.
     Eq,
     /// Equal, unless the other side's value is -1 (expand's "keep").
@@ -74,11 +74,11 @@ enum Rel {
 }
 
 /// One pairing: dim `axis` of expression input `operand` against `other`.
-struct Tie {
-    operand: usize,
-    axis: usize,
-    other: Extent,
-    rel: Rel,
+pub(crate) struct Tie {
+    pub(crate) operand: usize,
+    pub(crate) axis: usize,
+    pub(crate) other: Extent,
+    pub(crate) rel: Rel,
 }
 
 /// Checks the sizes of the tensor arguments against every extent `fusion` equates (see
@@ -183,7 +183,7 @@ fn eval(
 }
 
 /// Pushes the pairings of expression `e` (see [`check_sizes`]).
-fn collect_ties(fusion: &Fusion, e: &Expr, out: &mut Vec<Tie>) {
+pub(crate) fn collect_ties(fusion: &Fusion, e: &Expr, out: &mut Vec<Tie>) {
     let out_dims = |k: usize, full: bool| -> Vec<Extent> {
         e.outputs
             .get(k)

@@ -155,3 +155,148 @@ pub(crate) fn logical_rank(fusion: &Fusion, v: crate::ir::ValId) -> Option<usize
         ValKind::Scalar(_) => None,
     }
 }
+
+/// The classes of extents a fusion makes equal: two extents are *exactly mapped* when
+/// they are the same expression or a chain of pairings that the argument checks
+/// enforce before any launch ([`crate::ir::bind::check_sizes`]: the operands of one
+/// elementwise op, a reduction's input and output, a broadcast's kept dims, ...) joins
+/// them. A broadcast dim is paired with nothing. The tuned schedulers give every tensor
+/// the loop structure of one reference, compiled (or indexed) for the reference's
+/// extents; a tensor dim placed on a reference dim must be exactly mapped to it, or the
+/// kernel would cover the wrong number of elements (`t1[2, 128] + sum(t0[2, 32], -1,
+/// keepdim)` would write 32 of each 128-element row).
+pub(crate) struct ExactExtents {
+    index: rustc_hash::FxHashMap<crate::ir::Extent, usize>,
+    parent: Vec<usize>,
+}
+
+impl ExactExtents {
+    pub(crate) fn new(fusion: &Fusion) -> Self {
+        use crate::ir::bind::{collect_ties, Rel};
+        use crate::ir::IterKind;
+        let mut m = ExactExtents {
+            index: Default::default(),
+            parent: Vec::new(),
+        };
+        let live = fusion.live_exprs();
+        let mut ties = Vec::new();
+        for (id, e) in fusion.exprs() {
+            if !live[id.index()] {
+                continue;
+            }
+            ties.clear();
+            collect_ties(fusion, e, &mut ties);
+            for t in ties.iter().filter(|t| t.rel == Rel::Eq) {
+                let Some(dim) = e
+                    .inputs
+                    .get(t.operand)
+                    .and_then(|&v| fusion.tensor_type(v))
+                    .and_then(|tt| tt.shape().nth(t.axis))
+                else {
+                    continue;
+                };
+                if dim.kind != IterKind::Broadcast {
+                    let (a, b) = (m.id(&dim.extent), m.id(&t.other));
+                    let (ra, rb) = (m.find(a), m.find(b));
+                    m.parent[ra] = rb;
+                }
+            }
+        }
+        m
+    }
+
+    fn id(&mut self, e: &crate::ir::Extent) -> usize {
+        if let Some(&i) = self.index.get(e) {
+            return i;
+        }
+        let i = self.parent.len();
+        self.parent.push(i);
+        self.index.insert(e.clone(), i);
+        i
+    }
+
+    fn find(&self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            i = self.parent[i];
+        }
+        i
+    }
+
+    /// True when `a` and `b` are equal for every accepted set of arguments.
+    pub(crate) fn same(&self, a: &crate::ir::Extent, b: &crate::ir::Extent) -> bool {
+        if a == b {
+            return true;
+        }
+        match (self.index.get(a), self.index.get(b)) {
+            (Some(&x), Some(&y)) => self.find(x) == self.find(y),
+            _ => false,
+        }
+    }
+}
+
+/// Checks that every non-broadcast dim of every tensor computed by `fusion`
+/// (reduction dims included) is exactly mapped to the reference dim it is scheduled as:
+/// a tensor of rank `full.len()` position by position against `full`, one of rank
+/// `slice.len()` against `slice` (the per-row or per-column values of a reduction: the
+/// reference's kept dims). `Err` names the first dim that is not.
+pub(crate) fn check_exactly_mapped(
+    fusion: &Fusion,
+    full: &[crate::ir::Extent],
+    slice: &[crate::ir::Extent],
+) -> Result<(), String> {
+    use crate::ir::IterKind;
+    let map = ExactExtents::new(fusion);
+    let live = fusion.live_exprs();
+    // Inputs are read by the expressions, whose pairings tie them to their outputs.
+    let tensors = fusion
+        .exprs()
+        .filter(|(id, _)| live[id.index()])
+        .flat_map(|(_, e)| e.outputs.iter().copied());
+    for tv in tensors {
+        let Some(t) = fusion.tensor_type(tv) else {
+            continue;
+        };
+        let r = t.domain.len();
+        let against = if r == full.len() {
+            full
+        } else if r == slice.len() {
+            slice
+        } else {
+            continue;
+        };
+        for (i, (d, e)) in t.domain.iter().zip(against).enumerate() {
+            if d.kind != IterKind::Broadcast && !map.same(&d.extent, e) {
+                return Err(format!(
+                    "{tv} dim {i} ({}) is not exactly mapped to the reference dim ({e}) it would be scheduled as",
+                    d.extent
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`check_exactly_mapped`] against the domain of the first live reduction of `fusion`
+/// (per-row or per-column values against its dims other than `reduced`); `Ok`
+/// without a reduction. For the default reduction schedules.
+pub(crate) fn check_mapped_to_reduction(fusion: &Fusion, reduced: &[usize]) -> Result<(), String> {
+    let live = fusion.live_exprs();
+    let Some(reference) = fusion
+        .exprs()
+        .find(|(id, e)| live[id.index()] && reduction_axes(&e.op).is_some())
+        .map(|(_, e)| e.outputs[0])
+    else {
+        return Ok(());
+    };
+    let Some(t) = fusion.tensor_type(reference) else {
+        return Ok(());
+    };
+    let full: Vec<crate::ir::Extent> = t.domain.iter().map(|d| d.extent.clone()).collect();
+    let kept: Vec<crate::ir::Extent> = full
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !reduced.contains(i))
+        .map(|(_, e)| e.clone())
+        .collect();
+    check_exactly_mapped(fusion, &full, &kept)
+}

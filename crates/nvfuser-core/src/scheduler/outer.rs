@@ -78,6 +78,7 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
 
     let rewritten = recompute_per_use(&push_broadcasts(fusion))?;
     let f = &rewritten;
+    super::analysis::check_mapped_to_reduction(f, &axes).or_else(not_supported)?;
     let live = f.live_exprs();
 
     let mut full: Vec<ValId> = Vec::new();

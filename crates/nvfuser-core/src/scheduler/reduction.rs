@@ -61,6 +61,8 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
 
     let rewritten = recompute_per_use(&push_broadcasts(fusion))?;
     let f = &rewritten;
+    super::analysis::check_mapped_to_reduction(f, &(outer..rank).collect::<Vec<_>>())
+        .or_else(not_supported)?;
     let live = f.live_exprs();
 
     // Classify computed tensors and check broadcasts.

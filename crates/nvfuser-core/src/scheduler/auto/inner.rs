@@ -27,7 +27,7 @@ use super::{
 };
 use crate::ir::{Extent, Fusion, IterKind, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
-use crate::scheduler::analysis::{is_creation, is_pointwise, reduction_axes};
+use crate::scheduler::analysis::{check_exactly_mapped, is_creation, is_pointwise, reduction_axes};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PersistentParams, ReductionParams};
 use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
@@ -155,6 +155,10 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
     let t = pushed
         .tensor_type(reference)
         .ok_or("reference is not a tensor")?;
+    // Every tensor takes the reference's loop structure (and a persistent kernel its
+    // compiled hidden size): a row of another extent is not this schedule's row.
+    let all: Vec<Extent> = t.domain.iter().map(|d| d.extent.clone()).collect();
+    check_exactly_mapped(&pushed, &all, &all[..outer])?;
     let reduced = t.domain[outer..].iter().map(|d| d.extent.clone()).collect();
     let rows = t.domain[..outer].iter().map(|d| d.extent.clone()).collect();
     Ok(InnerPlan {
@@ -419,19 +423,32 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
             per_row.push(out);
         }
     }
-    // Reduction outputs also read in the kernel: only one thread stores them, so the
-    // readers get a register copy.
+    // Outputs also read in the kernel: the readers get a register copy and the output
+    // only stores it. A reduction result, or a keepdim per-row value (`mean` of a
+    // LayerNorm written with sums: broadcast in the reduced dims, so the dims mapped to
+    // `threadIdx.x` make it one thread's store), is written by one thread; reading it
+    // back from global memory races with that store.
+    let mut forked: Vec<ValId> = Vec::new();
     for (id, e) in f.exprs() {
-        if !live[id.index()] || reduction_axes(&e.op).is_none() {
+        if !live[id.index()] {
             continue;
         }
+        let reduction = reduction_axes(&e.op).is_some();
         for &o in &e.outputs {
-            if is_output(o) && is_read(o) {
-                let c = s.cache_fork(o)?;
+            if !is_output(o) || !is_read(o) {
+                continue;
+            }
+            let c = s.cache_fork(o)?;
+            if reduction {
                 for r in reductions.iter_mut().filter(|r| **r == o) {
                     *r = c;
                 }
                 per_row.push(o);
+            } else if full.contains(&o) {
+                full.push(c);
+                forked.push(o);
+            } else {
+                per_row.push(c);
             }
         }
     }
@@ -444,8 +461,11 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     };
     for o in f.outputs() {
         if full.contains(&o.val) && sp.v > 1 && !inner_is_broadcast(o.val) {
-            let c = s.cache_before(o.val)?;
-            full.push(c);
+            // A forked output already is a copy of its register tensor.
+            if !forked.contains(&o.val) {
+                let c = s.cache_before(o.val)?;
+                full.push(c);
+            }
             stores.push(o.val);
         }
     }

@@ -20,7 +20,7 @@ use super::pointwise::index_type;
 use super::{ceil_div, round_up, Plan};
 use crate::ir::{Extent, Fusion, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
-use crate::scheduler::analysis::{is_creation, is_pointwise, reduction_axes};
+use crate::scheduler::analysis::{check_exactly_mapped, is_creation, is_pointwise, reduction_axes};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, OuterReductionParams};
 use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
@@ -112,6 +112,10 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
     let t = pushed
         .tensor_type(reference)
         .ok_or("reference is not a tensor")?;
+    // Every full tensor takes the reference's transforms: a column of another height
+    // (or a row of another width) is not this schedule's.
+    let all: Vec<Extent> = t.domain.iter().map(|d| d.extent.clone()).collect();
+    check_exactly_mapped(&pushed, &all, &all[k..])?;
     Ok(OuterPlan {
         reduced: t.domain[..k].iter().map(|d| d.extent.clone()).collect(),
         kept: t.domain[k..].iter().map(|d| d.extent.clone()).collect(),

@@ -1,0 +1,218 @@
+//! Regressions of the tuned schedulers' fusion analysis (the Correctness issue):
+//! LayerNorm written with sums (keepdim per-row outputs the kernel also reads) and a
+//! row sum broadcast into a wider tensor (a dim scheduled as the reduction's without
+//! being exactly mapped to it). The plan chosen, a property of the kernel, and
+//! snapshots of the kernels. Update with
+//! `INSTA_UPDATE=always cargo test -p nvfuser-core --test sched_mapping`.
+
+use nvfuser_core::codegen::{self, Kernel, KernelOptions};
+use nvfuser_core::scheduler::{
+    compute_heuristics, schedule_with, DeviceInfo, HeuristicParams, InputInfo, RuntimeInfo,
+    SchedulerKind,
+};
+use nvfuser_core::segment::{SegmentValue, SegmentedFusion};
+use nvfuser_core::testing::{layer_norm_sums, sum_into_wider};
+use nvfuser_core::{DataType, Fusion, ScalarValue};
+
+fn generate(f: &Fusion, info: &RuntimeInfo) -> (HeuristicParams, Kernel) {
+    let p = compute_heuristics(f, info).unwrap_or_else(|e| panic!("{e:?}\n{f}"));
+    let sf = schedule_with(f, &p).unwrap();
+    let opts = KernelOptions {
+        index_type: p
+            .compile()
+            .map_or(codegen::IndexType::I32, |c| c.index_type),
+        ..Default::default()
+    };
+    (p, codegen::generate(&sf, &opts).unwrap())
+}
+
+fn kernel(f: &Fusion, shapes: &[&[i64]]) -> (HeuristicParams, Kernel) {
+    let shapes: Vec<(DataType, &[i64])> = shapes.iter().map(|s| (DataType::F32, *s)).collect();
+    generate(
+        f,
+        &RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes),
+    )
+}
+
+fn body(k: &Kernel) -> String {
+    let src = k.cuda_source();
+    src.split("// ---- end of runtime support ----\n")
+        .nth(1)
+        .unwrap_or(&src)
+        .to_string()
+}
+
+/// The snapshot text: launch dims, requirements, kernel body (as `codegen_corpus`).
+fn snapshot_text(k: &Kernel) -> String {
+    let dims = |d: &[nvfuser_core::ir::Extent]| d.iter().map(|e| e.to_string()).collect::<Vec<_>>();
+    let mut text = format!(
+        "launch: grid {:?} block {:?}\n",
+        dims(&k.launch.grid),
+        dims(&k.launch.block)
+    );
+    for r in &k.requirements {
+        text.push_str(&format!("requires: {r:?}\n"));
+    }
+    text.push_str(&body(k));
+    text
+}
+
+/// The names of the kernel's output parameters (`float* __restrict__ T19,`).
+fn output_params(body: &str) -> Vec<String> {
+    body.lines()
+        .filter_map(|l| {
+            let rest = l.trim().strip_prefix("float* __restrict__ ")?;
+            Some(rest.trim_end_matches([',', ')', ' ', '{']).to_string())
+        })
+        .collect()
+}
+
+/// Every access of an output in the kernel is a store: no thread reads back a value
+/// that another thread stores.
+fn outputs_only_stored(body: &str) {
+    let outs = output_params(body);
+    assert!(!outs.is_empty(), "{body}");
+    for o in &outs {
+        let at = format!("{o}[");
+        for l in body.lines().filter(|l| l.contains(&at)) {
+            let l = l.trim();
+            let store = l.starts_with(&at)
+                || (l.starts_with("nvf_vec_copy<") && l.contains(&format!("(&{at}")));
+            assert!(
+                store && l.matches(&at).count() == 1,
+                "{o} is read in the kernel: {l}\n{body}"
+            );
+        }
+    }
+}
+
+#[test]
+fn layer_norm_with_sums_reads_per_row_outputs_from_registers() {
+    let cases: &[(usize, &[i64])] = &[
+        (3, &[64, 128, 1024]),
+        (2, &[64, 1024]),
+        (4, &[2, 8, 16, 768]),
+        (3, &[4, 1, 1000]),
+        (3, &[4, 77, 4096]),
+        (3, &[2, 3, 12289]),
+        (3, &[2, 3, 300000]),
+    ];
+    for &(rank, x) in cases {
+        let h = *x.last().unwrap();
+        let f = layer_norm_sums(rank, h).unwrap();
+        let (p, k) = kernel(&f, &[x, &[h], &[h]]);
+        assert!(
+            matches!(
+                p,
+                HeuristicParams::InnerPersistent(_) | HeuristicParams::Reduction(_)
+            ),
+            "{x:?}: {p:?}"
+        );
+        outputs_only_stored(&body(&k));
+    }
+}
+
+#[test]
+fn layer_norm_with_sums_rank3_kernel() {
+    let f = layer_norm_sums(3, 1024).unwrap();
+    let (p, k) = kernel(&f, &[&[64, 128, 1024], &[1024], &[1024]]);
+    assert!(matches!(p, HeuristicParams::InnerPersistent(ref pp) if pp.hidden == 1024));
+    insta::assert_snapshot!("layer_norm_sums_rank3_cuda", snapshot_text(&k));
+}
+
+/// Every single-kernel scheduler refuses `t1 + sum(t0, keepdim)`, `t1` wider (or
+/// taller) than `t0` in the reduced dim, naming the dim that is not exactly mapped;
+/// the segmenter then splits it.
+#[test]
+fn sum_broadcast_into_a_wider_tensor_is_refused_and_segmented() {
+    for (rank, axis) in [(2, -1), (3, -1), (4, -1), (2, 0), (3, 0), (3, 1)] {
+        let f = sum_into_wider(rank, axis).unwrap();
+        let a = (axis + rank as i64) as usize % rank;
+        let mut s0 = vec![2i64, 3, 5, 7][..rank].to_vec();
+        let mut s1 = s0.clone();
+        s0[a] = 30;
+        s1[a] = 100;
+        let info = RuntimeInfo::contiguous(
+            DeviceInfo::h100_for_tests(),
+            &[(DataType::F32, &s0), (DataType::F32, &s1)],
+        );
+        let Err(rejections) = compute_heuristics(&f, &info) else {
+            panic!("rank {rank} axis {axis}: a single kernel was planned");
+        };
+        let default = rejections
+            .0
+            .iter()
+            .find(|r| r.kind == SchedulerKind::Default)
+            .unwrap();
+        if axis != 1 {
+            assert!(
+                default.reason.contains("not exactly mapped"),
+                "rank {rank} axis {axis}: {rejections:?}"
+            );
+        }
+        let seg = SegmentedFusion::new(&f).unwrap();
+        assert!(seg.is_segmented(), "rank {rank} axis {axis}");
+    }
+    // Equal sizes in one call do not make the extents exactly mapped: the plan holds
+    // for every call the declaration accepts, so it is segmented too.
+    let f = sum_into_wider(2, -1).unwrap();
+    let info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &[(DataType::F32, &[2, 32]), (DataType::F32, &[2, 32])],
+    );
+    let Err(rejections) = compute_heuristics(&f, &info) else {
+        panic!("planned as one kernel");
+    };
+    let persistent = rejections
+        .0
+        .iter()
+        .find(|r| r.kind == SchedulerKind::InnerPersistent)
+        .unwrap();
+    assert!(
+        persistent.reason.contains("not exactly mapped"),
+        "{rejections:?}"
+    );
+}
+
+#[test]
+fn sum_broadcast_into_a_wider_tensor_kernels() {
+    let f = sum_into_wider(2, -1).unwrap();
+    let seg = SegmentedFusion::new(&f).unwrap();
+    let kinds: Vec<SchedulerKind> = seg.segments().iter().map(|s| s.scheduler()).collect();
+    let mut text = format!("// segments: {kinds:?}\n");
+    for (i, s) in seg.segments().iter().enumerate() {
+        // Segment inputs: t0 [2, 32], t1 [2, 128], the row sums [2], or sizes.
+        let sizes = |v: nvfuser_core::ValId| -> &[i64] {
+            if v == f.inputs()[0] {
+                &[2, 32]
+            } else if v == f.inputs()[1] {
+                &[2, 128]
+            } else {
+                &[2]
+            }
+        };
+        let mut info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &[]);
+        for v in s.inputs() {
+            info.inputs.push(match v {
+                SegmentValue::Val(v) => RuntimeInfo::contiguous(
+                    DeviceInfo::h100_for_tests(),
+                    &[(DataType::F32, sizes(*v))],
+                )
+                .inputs
+                .remove(0),
+                SegmentValue::Extent(e) => {
+                    InputInfo::Scalar(ScalarValue::Int(sizes(e.tensor)[e.axis as usize]))
+                }
+            });
+        }
+        let (_, k) = generate(s.fusion(), &info);
+        let b = body(&k);
+        if s.outputs().contains(&f.outputs()[0].val) {
+            // The output is indexed with its own extent, never bounded by the sum's.
+            assert!(!b.contains("32"), "{b}");
+        }
+        text.push_str(&format!("// segment {i}: {}\n", s.scheduler().name()));
+        text.push_str(&snapshot_text(&k));
+    }
+    insta::assert_snapshot!("sum_into_wider_segments_cuda", text);
+}
