@@ -23,7 +23,7 @@ use cudarc::driver::CudaFunction;
 use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions};
 use nvfuser_core::eval::{evaluate, EvalInput};
 use nvfuser_core::ir::bind::{self, BoundArg};
-use nvfuser_core::ir::{IterKind, TensorType, ValKind};
+use nvfuser_core::ir::{IterKind, OutputSource, TensorType, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::{
     check_fits, compute_heuristics, default_schedule_kind, schedule_with, split_host_scalars,
@@ -100,6 +100,9 @@ pub struct FusionExecutorCache {
     /// scalar inputs `host` computes before each GPU call.
     kernel: Fusion,
     host: Option<HostScalarProgram>,
+    /// Where each output comes from when some need no kernel (outputs that are inputs,
+    /// values listed twice): see [`Fusion::forward_outputs`].
+    forward: Option<Vec<OutputSource>>,
     runtimes: Mutex<RuntimeCache>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -348,7 +351,12 @@ impl FusionExecutorCache {
             Some(split) => (split.kernel, Some(split.program)),
             None => (fusion.clone(), None),
         };
+        let (kernel, forward) = match kernel.forward_outputs() {
+            Some((kernel, sources)) => (kernel, Some(sources)),
+            None => (kernel, None),
+        };
         FusionExecutorCache {
+            forward,
             extent_scalars: extent_scalar_inputs(&kernel),
             fusion,
             kernel,
@@ -505,33 +513,12 @@ impl FusionExecutorCache {
         check_args(&self.fusion, device, args)?;
         if device.is_gpu() {
             let args = &self.kernel_args(args)?[..];
-            if let Some(views) = self.no_op_outputs(args) {
-                return Ok(views);
-            }
-            if user.is_none() {
-                if let Some(seg) = self.segmented.get() {
-                    return seg.run(device, args);
-                }
-            }
-            let rt = match self.runtime(device, args, user) {
-                Ok(rt) => rt,
-                Err(e @ CudaError::UnsupportedFusion { .. }) if user.is_none() => {
-                    return self.segmented_or(e)?.run(device, args);
-                }
-                Err(e) => return Err(e),
+            let outputs = if self.kernel.outputs().is_empty() {
+                Vec::new()
+            } else {
+                self.run_kernel(device, args, user, timer)?
             };
-            let Some(c) = &rt.compiled else {
-                return self.empty_outputs(device, args);
-            };
-            return launch_kernel_with(
-                device,
-                c.sf.fusion(),
-                &c.kernel,
-                &c.function,
-                args,
-                self.dump(),
-                timer,
-            );
+            return self.forwarded(outputs, args);
         }
         let inputs = args
             .iter()
@@ -542,6 +529,64 @@ impl FusionExecutorCache {
             .collect::<Result<Vec<_>, _>>()?;
         let outputs = evaluate(&self.fusion, &inputs)?;
         outputs.iter().map(|o| device.tensor_from_host(o)).collect()
+    }
+
+    /// The fusion's outputs from the kernel fusion's: inputs returned as outputs are
+    /// the argument tensors themselves.
+    fn forwarded(&self, outputs: Vec<Tensor>, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
+        let Some(sources) = &self.forward else {
+            return Ok(outputs);
+        };
+        sources
+            .iter()
+            .map(|s| match *s {
+                OutputSource::Kernel(k) => outputs.get(k).cloned(),
+                OutputSource::Input(p) => match args.get(p) {
+                    Some(Arg::Tensor(t)) => Some((*t).clone()),
+                    _ => None,
+                },
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| CudaError::UnsupportedFusion {
+                reason: "an output's source is missing (internal: forwarded outputs)".into(),
+            })
+    }
+
+    /// Runs the kernel fusion on a GPU: one kernel, segments, or nothing.
+    fn run_kernel(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+        user: Option<&HeuristicParams>,
+        timer: Option<&mut LaunchTimer>,
+    ) -> Result<Vec<Tensor>, CudaError> {
+        if let Some(views) = self.no_op_outputs(args) {
+            return Ok(views);
+        }
+        if user.is_none() {
+            if let Some(seg) = self.segmented.get() {
+                return seg.run(device, args);
+            }
+        }
+        let rt = match self.runtime(device, args, user) {
+            Ok(rt) => rt,
+            Err(e @ CudaError::UnsupportedFusion { .. }) if user.is_none() => {
+                return self.segmented_or(e)?.run(device, args);
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(c) = &rt.compiled else {
+            return self.empty_outputs(device, args);
+        };
+        return launch_kernel_with(
+            device,
+            c.sf.fusion(),
+            &c.kernel,
+            &c.function,
+            args,
+            self.dump(),
+            timer,
+        );
     }
 
     /// Runs the fusion on a GPU like [`FusionExecutorCache::run`] and profiles its kernel

@@ -232,6 +232,16 @@ pub struct Output {
     pub alias_of: Option<ValId>,
 }
 
+/// Where one output of a fusion comes from once [`Fusion::forward_outputs`] has split off
+/// the outputs that need no kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputSource {
+    /// Output `k` of the kernel fusion.
+    Kernel(usize),
+    /// The fusion input at this position, returned as it is (a view, no copy).
+    Input(usize),
+}
+
 /// A whole fusion: arenas plus ordered inputs and outputs.
 ///
 /// Equality and hashing are structural (see [`structural`]): two fusions built the
@@ -248,6 +258,38 @@ impl Fusion {
     /// An empty fusion.
     pub fn new() -> Self {
         Fusion::default()
+    }
+
+    /// Splits off the outputs that need no kernel: an output that is an input is the
+    /// input itself (as in PyTorch, the same tensor), and a value listed twice is
+    /// computed once. Returns the fusion a kernel must compute (the same values and
+    /// inputs, each remaining output once) and, per original output, where it comes
+    /// from; `None` when every output needs its own kernel output. In-place outputs are
+    /// always kept.
+    pub fn forward_outputs(&self) -> Option<(Fusion, Vec<OutputSource>)> {
+        let mut kept: Vec<Output> = Vec::new();
+        let mut sources = Vec::with_capacity(self.outputs.len());
+        for o in &self.outputs {
+            let source = match self.input_position(o.val) {
+                Some(p) if o.alias_of.is_none() && self.val(o.val).is_tensor() => {
+                    OutputSource::Input(p)
+                }
+                _ => match kept.iter().position(|k| *k == *o) {
+                    Some(k) => OutputSource::Kernel(k),
+                    None => {
+                        kept.push(*o);
+                        OutputSource::Kernel(kept.len() - 1)
+                    }
+                },
+            };
+            sources.push(source);
+        }
+        if kept.len() == self.outputs.len() {
+            return None;
+        }
+        let mut kernel = self.clone();
+        kernel.outputs = kept;
+        Some((kernel, sources))
     }
 
     /// The value behind an id. Ids come from this fusion; a foreign id is a logic error
