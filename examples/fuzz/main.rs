@@ -45,6 +45,7 @@ struct Options {
     shrink: bool,
     worker: bool,
     quiet: bool,
+    jobs: u64,
 }
 
 fn parse() -> Result<Options, String> {
@@ -58,6 +59,7 @@ fn parse() -> Result<Options, String> {
         shrink: true,
         worker: false,
         quiet: false,
+        jobs: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -76,8 +78,9 @@ fn parse() -> Result<Options, String> {
             "--no-shrink" => o.shrink = false,
             "--worker" => o.worker = true,
             "--quiet" => o.quiet = true,
+            "--jobs" => o.jobs = num("--jobs")?.max(1),
             "--help" | "-h" => {
-                println!("usage: fuzz [--count N] [--seed S] [--steps K] [--calls C] [--no-gpu] [--case SEED] [--no-shrink] [--quiet]");
+                println!("usage: fuzz [--count N] [--seed S] [--steps K] [--calls C] [--jobs J] [--no-gpu] [--case SEED] [--no-shrink] [--quiet]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -98,6 +101,19 @@ struct Tally {
 }
 
 impl Tally {
+    fn merge(&mut self, o: Tally) {
+        self.fusions += o.fusions;
+        self.planned += o.planned;
+        self.compiled += o.compiled;
+        self.empty += o.empty;
+        for (k, n) in o.failures {
+            *self.failures.entry(k).or_default() += n;
+        }
+        for (k, n) in o.refusals {
+            *self.refusals.entry(k).or_default() += n;
+        }
+    }
+
     fn add(&mut self, v: &Verdict) {
         match v {
             Verdict::Empty => self.empty += 1,
@@ -259,13 +275,54 @@ fn worker(o: &Options, device: &Device) {
     }
 }
 
-/// GPU driver: runs the seeds in worker processes, restarting after a fault or a crash.
+/// GPU driver: runs the seeds in `--jobs` worker processes at a time (each over its own
+/// share of the seeds), restarting a worker after a fault or a crash.
 fn driver(o: &Options) {
+    let t0 = std::time::Instant::now();
+    let jobs = o.jobs.min(o.count.max(1));
+    let share = o.count.div_ceil(jobs);
+    let tallies: Vec<Tally> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..jobs)
+            .map(|j| {
+                let from = o.seed + j * share;
+                let to = (from + share).min(o.seed + o.count);
+                s.spawn(move || drive_range(o, from, to, t0))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let mut tally = Tally::default();
+    for t in tallies {
+        tally.merge(t);
+    }
+    println!(
+        "fuzz (GPU): {:.0} s with {jobs} worker(s)",
+        t0.elapsed().as_secs_f64()
+    );
+    tally.report("GPU");
+    std::process::exit(i32::from(tally.failed() > 0));
+}
+
+static PRINT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs seeds `from..to` in worker processes, one after another.
+fn drive_range(o: &Options, from: u64, end: u64, t0: std::time::Instant) -> Tally {
     let exe = std::env::current_exe().expect("the fuzzer's own path");
     let mut tally = Tally::default();
-    let end = o.seed + o.count;
-    let mut next = o.seed;
-    let t0 = std::time::Instant::now();
+    let mut next = from;
+    // A worker's failure report (its FAIL line and reproducer) is printed whole, so that
+    // reports of concurrent workers do not interleave.
+    let mut report = String::new();
+    let flush = |report: &mut String| {
+        if !report.is_empty() {
+            let _guard = PRINT.lock();
+            print!("{report}");
+            report.clear();
+        }
+    };
     while next < end {
         let mut child = Command::new(&exe)
             .args([
@@ -289,10 +346,11 @@ fn driver(o: &Options) {
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn a fuzz worker");
-        let out = child.stdout.take().expect("piped stdout");
+        let stdout = child.stdout.take().expect("piped stdout");
         let mut last = None;
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if let Some(rest) = line.strip_prefix("case ") {
+                flush(&mut report);
                 let mut parts = rest.splitn(3, ' ');
                 let seed: u64 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(next);
                 let what = parts.next().unwrap_or("");
@@ -304,7 +362,6 @@ fn driver(o: &Options) {
                     "refused" => Verdict::Refused(more),
                     _ => {
                         let (k, m) = more.split_once(' ').unwrap_or((&more, ""));
-                        println!("FAIL seed {seed} ({k}): {m}");
                         let kind = match k {
                             "mismatch" => FailKind::Mismatch,
                             "unrefused" => FailKind::Unrefused,
@@ -318,22 +375,25 @@ fn driver(o: &Options) {
                 tally.add(&v);
                 if !o.quiet && tally.fusions % 500 == 0 {
                     eprintln!(
-                        "fuzz: {} fusions, {} failures, {:.0} s",
+                        "fuzz: seeds from {from}: {} fusions, {} failures, {:.0} s",
                         tally.fusions,
                         tally.failed(),
                         t0.elapsed().as_secs_f64()
                     );
                 }
-            } else if line.starts_with("  ") || line.starts_with("FAIL") {
-                println!("{line}");
+            } else {
+                report.push_str(&line);
+                report.push('\n');
             }
         }
+        flush(&mut report);
         let status = child.wait().expect("wait for a fuzz worker");
         match last {
             Some(seed) if seed + 1 >= end => break,
             Some(seed) => {
                 if !status.success() && status.code() != Some(3) {
                     // A crash after the case's line: count the next case as a crash.
+                    let _guard = PRINT.lock();
                     println!("FAIL seed {} (panic): the worker died ({status})", seed + 1);
                     tally.add(&Verdict::Fail(FailKind::Panic, "worker died".into()));
                     next = seed + 2;
@@ -342,13 +402,12 @@ fn driver(o: &Options) {
                 }
             }
             None => {
+                let _guard = PRINT.lock();
                 println!("FAIL seed {next} (panic): the worker died before reporting ({status})");
                 tally.add(&Verdict::Fail(FailKind::Panic, "worker died".into()));
                 next += 1;
             }
         }
     }
-    println!("fuzz (GPU): {:.0} s", t0.elapsed().as_secs_f64());
-    tally.report("GPU");
-    std::process::exit(i32::from(tally.failed() > 0));
+    tally
 }

@@ -304,7 +304,12 @@ pub fn rtol_for(fusion: &Fusion) -> f64 {
 
 /// A short class of a refusal or error, for counting by reason.
 pub fn reason_class(e: &str) -> String {
-    let e = e.to_string();
+    // The last resort's reason says what no kernel can do; the tuned schedulers'
+    // reasons before it are the same for most cases.
+    let e = match e.rfind("default: ") {
+        Some(i) => format!("default schedule: {}", &e[i + "default: ".len()..]),
+        None => e.to_string(),
+    };
     let mut s: String = e.chars().take(4000).collect();
     // Drop value ids and numbers so that one reason counts once.
     s = s

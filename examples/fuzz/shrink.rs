@@ -5,14 +5,14 @@ use crate::run::{FailKind, Verdict};
 
 /// Shrinks `recipe` while `check` still reports a failure of `kind`: fewer calls, fewer
 /// outputs, steps bypassed (a step's value replaced by its first operand), steps dropped,
-/// smaller sizes. At most a few hundred checks.
+/// smaller sizes. At most 80 checks.
 pub fn shrink(
     recipe: &Recipe,
     kind: FailKind,
     check: &mut dyn FnMut(&Recipe) -> Verdict,
 ) -> Recipe {
     let mut best = recipe.clone();
-    let mut budget = 300usize;
+    let mut budget = 80usize;
     let mut still = |r: &Recipe, budget: &mut usize| -> bool {
         if *budget == 0 {
             return false;
