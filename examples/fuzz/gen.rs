@@ -1034,8 +1034,7 @@ impl Gen {
                 .ok()?;
                 let dtype = self.fd.fusion().val(v).dtype;
                 let dims = reduced_dims(&m.dims, axes, *keep);
-                let exact =
-                    m.exact && matches!(red, Red::Max | Red::Min) || (m.exact && !dtype.is_float());
+                let exact = m.exact && (matches!(red, Red::Max | Red::Min) || !dtype.is_float());
                 let bound = match red {
                     Red::Sum => m.bound * 4096.0,
                     Red::Prod => 1e30,

@@ -169,11 +169,10 @@ fn pad_last(values: &HostTensor, pad: usize) -> Result<HostTensor, Error> {
     let rank = shape.len();
     let inner = shape[rank - 1];
     let flat = values.to_f64_vec();
-    let rows = if inner == 0 {
-        shape[..rank - 1].iter().product()
-    } else {
-        flat.len() / inner
-    };
+    let rows = flat
+        .len()
+        .checked_div(inner)
+        .unwrap_or_else(|| shape[..rank - 1].iter().product());
     let mut out = Vec::with_capacity(rows * (inner + pad));
     for r in 0..rows {
         out.extend_from_slice(&flat[r * inner..(r + 1) * inner]);

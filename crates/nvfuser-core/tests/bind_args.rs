@@ -19,7 +19,7 @@ fn fusion(build: impl FnOnce(&mut FusionDefinition) -> Result<Vec<ValId>>) -> Fu
 }
 
 fn zeros(dtype: DataType, shape: &[usize]) -> EvalInput {
-    HostTensor::zeros(dtype, shape).into()
+    HostTensor::zeros(dtype, shape).unwrap().into()
 }
 
 fn err(f: &Fusion, inputs: Vec<EvalInput>) -> String {

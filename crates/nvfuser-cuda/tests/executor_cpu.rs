@@ -141,8 +141,8 @@ fn tied_extents_are_checked_like_the_evaluator_does() {
         let e = evaluate(
             &f,
             &[
-                HostTensor::zeros(DataType::F32, a).into(),
-                HostTensor::zeros(DataType::F32, b).into(),
+                HostTensor::zeros(DataType::F32, a).unwrap().into(),
+                HostTensor::zeros(DataType::F32, b).unwrap().into(),
             ],
         )
         .unwrap_err();
