@@ -202,3 +202,31 @@ fn checked_kernels_take_the_error_buffer() {
         }
     }
 }
+
+/// Fuzzer seed 226: a tensor the fusion returns twice is one parameter pair of the
+/// tuned kernel's signature (it was listed twice: NVRTC "duplicate parameter name").
+#[test]
+fn output_returned_twice_is_one_parameter() {
+    use nvfuser_core::scheduler::{compute_heuristics, schedule_with, DeviceInfo, RuntimeInfo};
+    let src = r#"
+fn twice(t0: Tensor<i32, [_, _]>) -> (Tensor<i32, [_, _]>, Tensor<i32, [_, _]>) {
+    let t1 = t0 + t0;
+    (t1, t1)
+}
+"#;
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &[(nvfuser_core::DataType::I32, &[100, 128])],
+    );
+    let params = compute_heuristics(&fusion, &info).unwrap();
+    let sf = schedule_with(&fusion, &params).unwrap();
+    let k = generate(&sf, &KernelOptions::default()).unwrap();
+    let src = k.cuda_source();
+    let body = src
+        .split("// ---- end of runtime support ----\n")
+        .nth(1)
+        .unwrap_or(&src);
+    assert_eq!(body.matches("__restrict__ T1,").count(), 1, "{body}");
+    insta::assert_snapshot!("output_returned_twice_cuda", body);
+}

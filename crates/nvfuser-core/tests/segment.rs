@@ -691,3 +691,45 @@ fn broadcasts_at_boundaries_cross_unbroadcast() {
     let inputs = random_inputs(&f, &[&[6, 5]], &[]);
     check_against_whole(&f, &seg, &one_reduction_shape, &inputs);
 }
+
+/// Fuzzer seed 81: a select of a broadcast dim whose result is also an output and is
+/// broadcast again for another output.
+#[test]
+fn fuzz_81_select_of_broadcast_reduction_segments() {
+    let src = r#"
+fn fuzz_case(
+    #[layout(contiguity = [false, false])] t0: Tensor<f16, [_, _]>,
+    _t1: Tensor<f32, [_]>,
+    t2: Tensor<bf16, [_, _]>,
+    _s3: i64,
+) -> (Tensor<bf16, [_, 1, 1]>, Tensor<bf16, [_, 1]>, Tensor<bf16, [1, _, 1]>) {
+    let t4 = t2.broadcast([true, false, false]);
+    let t5 = t2 as f64;
+    let t6 = t2 == t2;
+    let t9 = clamp(t4, -1.9170809019133732, 0.6311716685810023);
+    let t11 = t0.pad([(1, 1), (0, 0)], 0.5);
+    let t12 = t9.max([2]);
+    let t13 = t12.broadcast([false, false, true]);
+    let t14 = t13.atan();
+    let t15 = t14.erfc();
+    let t16 = t13.select(0, 0);
+    let t17 = t14 - t14;
+    let t18 = t16.broadcast([false, false, true]);
+    (t18, t16, t15)
+}
+"#;
+    let f = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    // The default reduction schedule of a segment rfactored the cache of a reduction
+    // that is both an output and read again (a tensor the schedule added), looking it
+    // up in the fusion: an index out of bounds.
+    let seg = SegmentedFusion::new(&f).unwrap();
+    println!("{seg}");
+    let inputs = random_inputs(&f, &[&[5, 7], &[7], &[5, 7]], &[ScalarValue::Int(1)]);
+    let whole = evaluate(&f, &inputs).unwrap();
+    let segmented = seg.evaluate(&inputs).unwrap();
+    assert_eq!(segmented.len(), whole.len());
+    for (k, (a, w)) in segmented.iter().zip(&whole).enumerate() {
+        compare(a, w, Tolerance::for_dtype(w.dtype()))
+            .unwrap_or_else(|m| panic!("output {k}: {m}"));
+    }
+}

@@ -182,8 +182,20 @@ pub(crate) fn launch_kernel_with(
     // the parallelized loops; reductions write their init value for empty rows. So
     // when the kernel runs, outputs need no memset. When it does not run (no elements,
     // or an empty grid), they are zeroed instead, as before.
-    let mut outputs = Vec::with_capacity(shapes.len());
-    for (o, shape) in fusion.outputs().iter().zip(&shapes) {
+    // An output that is a fusion input, or a value listed earlier as an output, is not
+    // a kernel parameter of its own (the ABI lists each tensor once): it is returned as
+    // a view of that input or of the earlier output.
+    let mut outputs: Vec<Tensor> = Vec::with_capacity(shapes.len());
+    for (k, (o, shape)) in fusion.outputs().iter().zip(&shapes).enumerate() {
+        if let Some(Arg::Tensor(t)) = fusion.input_position(o.val).and_then(|p| args.get(p)) {
+            outputs.push((*t).clone());
+            continue;
+        }
+        if let Some(j) = fusion.outputs()[..k].iter().position(|e| e.val == o.val) {
+            let t = outputs[j].clone();
+            outputs.push(t);
+            continue;
+        }
         let dtype = fusion.val(o.val).dtype;
         let t = if launches {
             device.uninit(dtype, shape)?

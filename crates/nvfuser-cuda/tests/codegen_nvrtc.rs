@@ -36,3 +36,59 @@ fn corpus_compiles_for_sm80_and_sm90() {
     );
     eprintln!("compiled {compiled} corpus kernels with NVRTC");
 }
+
+/// The kernel the registry plans for `src` on an H100 with contiguous inputs of
+/// `sizes` (one per tensor input): each tensor is one parameter pair of the signature,
+/// and the kernel compiles.
+fn planned_kernel_compiles(src: &str, sizes: &[&[i64]]) {
+    use nvfuser_core::codegen::ParamKind;
+    use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
+        .inputs()
+        .iter()
+        .filter(|&&v| fusion.val(v).is_tensor())
+        .zip(sizes)
+        .map(|(&v, s)| (fusion.val(v).dtype, *s))
+        .collect();
+    let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
+    let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+    let (_, kernel) = exec.generate_for(&info, None).unwrap();
+    let kernel = kernel.expect("a kernel");
+    let names: Vec<&str> = kernel.abi.params.iter().map(|p| p.name.as_str()).collect();
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "repeated parameters: {names:?}");
+    let outputs = kernel
+        .abi
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::TensorData { input: false, .. }))
+        .count();
+    assert_eq!(outputs, 1, "{names:?}");
+    if require_nvrtc().is_some() {
+        let src = kernel.cuda_source();
+        for arch in [GpuArch::SM80, GpuArch::SM90] {
+            compile(&src, &kernel.abi.name, arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        }
+    }
+}
+
+/// Fuzzer seed 226: a tensor returned twice was listed twice in the kernel signature
+/// (NVRTC: "duplicate parameter name").
+#[test]
+fn an_output_returned_twice_is_one_parameter() {
+    planned_kernel_compiles(
+        r#"
+fn fuzz_case(
+    t0: Tensor<i32, [_, _]>,
+    #[layout(contiguity = [false])] _t1: Tensor<i32, [_]>,
+) -> (Tensor<i32, [_, _]>, Tensor<i32, [_, _]>) {
+    let t2 = t0 + t0;
+    (t2, t2)
+}
+"#,
+        &[&[100, 128], &[100]],
+    );
+}

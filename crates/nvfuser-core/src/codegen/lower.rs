@@ -1743,8 +1743,10 @@ impl<'a> Lower<'a> {
                 });
             }
         }
-        for &v in &self.s.outputs {
-            if !self.s.inputs.contains(&v) {
+        for (k, &v) in self.s.outputs.iter().enumerate() {
+            // A tensor is one parameter pair even when the fusion returns it twice (the
+            // launcher returns the repeat as a view of the first).
+            if !self.s.inputs.contains(&v) && !self.s.outputs[..k].contains(&v) {
                 tensor(v, false, &mut params);
             }
         }

@@ -457,14 +457,15 @@ impl ScheduledFusion {
             op: red_op,
             axes: red_axes,
         };
-        let orig_axes = self.fusion.val(tv).tensor().map_or_else(Vec::new, |tt| {
-            tt.domain
-                .iter()
-                .enumerate()
-                .filter(|(_, x)| x.is_reduction())
-                .map(|(i, _)| i)
-                .collect()
-        });
+        // The reduced axes of the logical domain, read from the schedule: `tv` may be a
+        // tensor the schedule added (a cache), which the fusion does not hold.
+        let orig_axes: Vec<usize> = d
+            .logical
+            .iter()
+            .enumerate()
+            .filter(|(_, &l)| d.dom(l).kind == IterKind::Reduction)
+            .map(|(i, _)| i)
+            .collect();
         self.schedule.exprs.insert(
             def,
             SExpr {

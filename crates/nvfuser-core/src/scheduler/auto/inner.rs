@@ -459,14 +459,14 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
             .and_then(|t| t.shape().last().map(|d| d.is_broadcast_like()))
             .unwrap_or(true)
     };
-    for o in f.outputs() {
-        if full.contains(&o.val) && sp.v > 1 && !inner_is_broadcast(o.val) {
+    for o in super::distinct_outputs(&f) {
+        if full.contains(&o) && sp.v > 1 && !inner_is_broadcast(o) {
             // A forked output already is a copy of its register tensor.
-            if !forked.contains(&o.val) {
-                let c = s.cache_before(o.val)?;
+            if !forked.contains(&o) {
+                let c = s.cache_before(o)?;
                 full.push(c);
             }
-            stores.push(o.val);
+            stores.push(o);
         }
     }
     let reference = reductions[0];

@@ -162,6 +162,18 @@ pub(crate) fn tensor_inputs<'a>(
         .filter_map(move |&v| info.tensor(f, v).map(|t| (v, t)))
 }
 
+/// The fusion's output values, each once, in order (a fusion may return one tensor
+/// twice; it is stored once).
+pub(crate) fn distinct_outputs(f: &Fusion) -> Vec<ValId> {
+    let mut outs: Vec<ValId> = Vec::with_capacity(f.outputs().len());
+    for o in f.outputs() {
+        if !outs.contains(&o.val) {
+            outs.push(o.val);
+        }
+    }
+    outs
+}
+
 /// Fusion-level conditions of every tuned scheduler: tensor outputs, none written in
 /// place or equal to an input, and no live expression computing a scalar (only tensor
 /// math runs in kernels).

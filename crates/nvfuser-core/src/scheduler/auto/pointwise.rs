@@ -315,9 +315,9 @@ pub(crate) fn schedule(
     let mut stores = Vec::new();
     let mut store_caches = Vec::new();
     if v > 1 {
-        for o in f.outputs() {
-            store_caches.push(s.cache_before(o.val)?);
-            stores.push(o.val);
+        for o in super::distinct_outputs(f) {
+            store_caches.push(s.cache_before(o)?);
+            stores.push(o);
         }
     }
     if p.inner.is_some() {
