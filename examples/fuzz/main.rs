@@ -187,8 +187,14 @@ fn main() {
     if let Some(seed) = o.case {
         let recipe = Recipe::generate(seed, o.steps, o.calls);
         println!("{}", run::reproducer(&recipe));
-        let v = one(&recipe, gpu.as_ref(), &mut run::CpuStats::default());
+        let mut stats = run::CpuStats::default();
+        let v = one(&recipe, gpu.as_ref(), &mut stats);
         println!("case {seed}: {v:?}");
+        if let Verdict::Fail(kind, msg) = &v {
+            if o.shrink && *kind != FailKind::Fault {
+                report_failure(&o, &recipe, *kind, msg, gpu.as_ref(), &mut stats);
+            }
+        }
         std::process::exit(i32::from(matches!(v, Verdict::Fail(..))));
     }
     match gpu {

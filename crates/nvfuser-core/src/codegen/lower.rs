@@ -1514,18 +1514,21 @@ impl<'a> Lower<'a> {
             )));
         }
         let c = cuda_type(t.dtype.compute_type());
+        // As the reference: the variance divides by max(0, n - correction) (NaN or inf
+        // when n <= correction) and the mean of no elements is NaN (0 / 0).
         let var = |corr: i64| {
             let count = if corr == 0 {
                 format!("T{n}_n")
             } else {
-                format!("T{n}_n - {corr}")
+                format!("(T{n}_n > {corr} ? T{n}_n - {corr} : 0)")
             };
             format!("T{n}_m2 / ({c})({count})")
         };
+        let mean = format!("T{n}_avg / ({c})(T{n}_n != 0)");
         let values: Vec<String> = match &e.op {
             Op::Var { correction, .. } => vec![var(*correction)],
-            Op::VarMean { correction, .. } => vec![var(*correction), format!("T{n}_avg")],
-            Op::Welford { .. } => vec![format!("T{n}_avg"), format!("T{n}_m2"), format!("T{n}_n")],
+            Op::VarMean { correction, .. } => vec![var(*correction), mean],
+            Op::Welford { .. } => vec![mean, format!("T{n}_m2"), format!("T{n}_n")],
             other => return unsupported(format!("{} is not a Welford reduction", other.name())),
         };
         for (o, v) in e.outputs().into_iter().zip(values) {

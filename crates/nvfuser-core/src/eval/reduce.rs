@@ -93,16 +93,6 @@ fn sum_f(s: &[f64]) -> f64 {
     pairwise(s, &|v| v)
 }
 
-fn empty_error(op: ReductionOp) -> Error {
-    Error::invalid(
-        op.name(),
-        format!(
-            "cannot reduce over an empty dimension: the {} of zero elements is not defined",
-            op.name()
-        ),
-    )
-}
-
 /// `op` over `axes` of `x`, computing in the output type `out`.
 pub(super) fn reduction(
     op: ReductionOp,
@@ -114,7 +104,7 @@ pub(super) fn reduction(
     let name = op.name();
     let (_, _, inner) = split_axes(name, x.shape(), axes)?;
     if matches!(op, Max | Min) && inner == 0 {
-        return Err(empty_error(op));
+        return Err(crate::ir::bind::empty_reduction_error(op));
     }
     match out.category() {
         Category::Floating => {

@@ -21,7 +21,9 @@
 
 use crate::dtype::{Category, DataType, ScalarValue};
 use crate::error::{Error, Result};
-use crate::ir::{BinaryOp, Expr, Extent, ExtentOp, Fusion, IterKind, Op, SizeArg, ValId};
+use crate::ir::{
+    BinaryOp, Expr, Extent, ExtentOp, Fusion, IterKind, Op, ReductionOp, SizeArg, ValId,
+};
 
 /// One argument of a call, as the binding checks see it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -109,6 +111,21 @@ pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
             }
             continue;
         }
+        // max and min of no elements are not defined (PyTorch raises): refused on
+        // every device before anything runs, with the reference's error.
+        if let Op::Reduction {
+            op: op @ (ReductionOp::Max | ReductionOp::Min),
+            axes,
+        } = &e.op
+        {
+            let dims = e.inputs.first().and_then(|&x| fusion.tensor_type(x));
+            for &axis in axes {
+                let extent = dims.and_then(|t| t.shape().nth(axis)).map(|d| &d.extent);
+                if extent.and_then(|x| eval(fusion, args, &computed, x)) == Some(0) {
+                    return Err(empty_reduction_error(*op));
+                }
+            }
+        }
         ties.clear();
         collect_ties(fusion, e, &mut ties);
         for t in &ties {
@@ -157,6 +174,17 @@ pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The error of a max or min over an empty dim (the evaluator's too).
+pub(crate) fn empty_reduction_error(op: ReductionOp) -> Error {
+    Error::invalid(
+        op.name(),
+        format!(
+            "cannot reduce over an empty dimension: the {} of zero elements is not defined",
+            op.name()
+        ),
+    )
 }
 
 /// The value of `e` for these arguments: input dims and scalar inputs from `args`,
