@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! cargo run --release --example fuzz -- [--count N] [--seed S] [--steps K] [--calls C]
-//!                                       [--no-gpu] [--case SEED] [--no-shrink] [--quiet]
+//!                                       [--jobs J] [--time-limit SECS] [--no-gpu]
+//!                                       [--case SEED] [--no-shrink] [--quiet]
 //! ```
 //!
 //! - On a GPU (the default when one is present): every call's outputs are compared with
@@ -46,6 +47,8 @@ struct Options {
     worker: bool,
     quiet: bool,
     jobs: u64,
+    /// Seconds after which no new case starts (the summary is still printed).
+    time_limit: Option<u64>,
 }
 
 fn parse() -> Result<Options, String> {
@@ -60,6 +63,7 @@ fn parse() -> Result<Options, String> {
         worker: false,
         quiet: false,
         jobs: 1,
+        time_limit: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -79,8 +83,9 @@ fn parse() -> Result<Options, String> {
             "--worker" => o.worker = true,
             "--quiet" => o.quiet = true,
             "--jobs" => o.jobs = num("--jobs")?.max(1),
+            "--time-limit" => o.time_limit = Some(num("--time-limit")?),
             "--help" | "-h" => {
-                println!("usage: fuzz [--count N] [--seed S] [--steps K] [--calls C] [--jobs J] [--no-gpu] [--case SEED] [--no-shrink] [--quiet]");
+                println!("usage: fuzz [--count N] [--seed S] [--steps K] [--calls C] [--jobs J] [--time-limit SECS] [--no-gpu] [--case SEED] [--no-shrink] [--quiet]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -154,6 +159,12 @@ impl Tally {
                 self.empty
             );
         }
+        if self.fusions > 0 {
+            println!(
+                "fuzz ({mode}): {:.1}% of fusions ran (or were planned and compiled) rather than refused",
+                100.0 * self.planned as f64 / self.fusions as f64
+            );
+        }
         println!(
             "fuzz: {} fusions, {} planned, {} compiled, {} failures",
             self.fusions,
@@ -216,6 +227,10 @@ fn cpu_mode(o: &Options) {
     let mut stats = run::CpuStats::default();
     let t0 = std::time::Instant::now();
     for seed in o.seed..o.seed + o.count {
+        if o.time_limit.is_some_and(|l| t0.elapsed().as_secs() >= l) {
+            println!("fuzz (no GPU): time limit reached at seed {seed}");
+            break;
+        }
         let recipe = Recipe::generate(seed, o.steps, o.calls);
         let v = run::run_cpu(&recipe, &mut stats);
         if let Verdict::Fail(kind, msg) = &v {
@@ -259,7 +274,11 @@ fn report_failure(
 /// GPU worker: runs seeds and prints one line per case, `case SEED pass|refused R|fail K M`.
 fn worker(o: &Options, device: &Device) {
     let mut stats = run::CpuStats::default();
+    let t0 = std::time::Instant::now();
     for seed in o.seed..o.seed + o.count {
+        if o.time_limit.is_some_and(|l| t0.elapsed().as_secs() >= l) {
+            break;
+        }
         let recipe = Recipe::generate(seed, o.steps, o.calls);
         let v = run::run_gpu(&recipe, device);
         let line = match &v {
@@ -349,6 +368,13 @@ fn drive_range(o: &Options, from: u64, end: u64, t0: std::time::Instant) -> Tall
             } else {
                 vec!["--no-shrink"]
             })
+            .args(match o.time_limit {
+                Some(l) => vec![
+                    "--time-limit".to_string(),
+                    l.saturating_sub(t0.elapsed().as_secs()).max(1).to_string(),
+                ],
+                None => vec![],
+            })
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn a fuzz worker");
@@ -394,6 +420,9 @@ fn drive_range(o: &Options, from: u64, end: u64, t0: std::time::Instant) -> Tall
         }
         flush(&mut report);
         let status = child.wait().expect("wait for a fuzz worker");
+        if o.time_limit.is_some_and(|l| t0.elapsed().as_secs() >= l) {
+            break;
+        }
         match last {
             Some(seed) if seed + 1 >= end => break,
             Some(seed) => {
