@@ -101,8 +101,10 @@
 //!
 //! # Casts and copies
 //!
-//! float → int truncates toward zero; NaN gives 0 and out-of-range values saturate at the
-//! target's bounds (as Rust `as` and CUDA's `__float2int_rz`). int → i32 wraps. Anything
+//! float → int truncates toward zero and out-of-range values and infinities saturate at
+//! the target's bounds; NaN gives `i64::MIN` for i64, and for i32 0 from f16/bf16/f32 but
+//! `i32::MIN` from f64: PyTorch's CUDA results, measured by
+//! `scripts/semantics/torch_casts.py` (its CPU casts differ). int → i32 wraps. Anything
 //! → bool is "nonzero" (NaN is true). bool → number is 0 or 1. Anything → float rounds
 //! to nearest even in one step (integers too, e.g. `i64 → bf16`), also a cast to the type
 //! the value already has. `segment_set` rounds like a cast to its own type (a segment
