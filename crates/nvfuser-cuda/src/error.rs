@@ -206,6 +206,19 @@ pub enum CudaError {
         found: String,
     },
 
+    /// The kernel's launch covers no element for these sizes (its loops follow an empty
+    /// tensor) while output `output` has elements: running it would leave them unwritten.
+    /// The executor computes such a call with the CPU reference instead.
+    #[error(
+        "the kernel's launch is empty for these sizes, but output {output} has {elements} elements"
+    )]
+    EmptyLaunch {
+        /// The output's position.
+        output: usize,
+        /// Its element count.
+        elements: usize,
+    },
+
     /// GPU execution of generated kernels is not available in this build yet.
     #[error(
         "{what} on a GPU is not implemented yet (the kernel executor is being built); \

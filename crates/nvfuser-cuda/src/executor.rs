@@ -516,10 +516,26 @@ impl FusionExecutorCache {
             let outputs = if self.kernel.outputs().is_empty() {
                 Vec::new()
             } else {
-                self.run_kernel(device, args, user, timer)?
+                match self.run_kernel(device, args, user, timer) {
+                    // A call whose kernel would cover no element but whose outputs have
+                    // some (a reduction over an empty dim): the reference computes it.
+                    Err(CudaError::EmptyLaunch { .. }) => {
+                        return self.run_on_reference(device, &args[..self.fusion.inputs().len()]);
+                    }
+                    other => other?,
+                }
             };
             return self.forwarded(outputs, args);
         }
+        self.run_on_reference(device, args)
+    }
+
+    /// The call computed by the CPU reference evaluator, outputs on `device`.
+    fn run_on_reference(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<Tensor>, CudaError> {
         let inputs = args
             .iter()
             .map(|a| match a {

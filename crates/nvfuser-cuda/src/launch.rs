@@ -162,6 +162,24 @@ pub(crate) fn launch_kernel_with(
         ([0; 3], [0; 3])
     };
     let launches = any_elements && !grid.contains(&0);
+    if !launches {
+        // Zero-filled outputs are right only for outputs without elements: a non-empty
+        // output (a reduction over an empty dim, or an output smaller than the empty
+        // tensor the loops follow) would be left unwritten.
+        for (output, s) in shapes.iter().enumerate() {
+            let elements = s
+                .iter()
+                .try_fold(1usize, |a, &n| a.checked_mul(n))
+                .unwrap_or(usize::MAX);
+            if elements > 0
+                && fusion
+                    .input_position(fusion.outputs()[output].val)
+                    .is_none()
+            {
+                return Err(CudaError::EmptyLaunch { output, elements });
+            }
+        }
+    }
     if launches {
         let threads = block.iter().product::<u32>();
         if threads > gpu.properties.max_threads_per_block {
