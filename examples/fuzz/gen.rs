@@ -857,6 +857,15 @@ impl Gen {
             .ok()
             .flatten();
         match got {
+            // A universe dim twice in one shape (two broadcasts meeting crosswise)
+            // multiplies the size past the cap: not generated.
+            Some((_, meta))
+                if meta.dims.iter().enumerate().any(|(i, d)| {
+                    matches!(d, Ax::U(_)) && meta.dims[..i].contains(d)
+                }) =>
+            {
+                false
+            }
             Some((id, mut meta)) => {
                 // Keep the tracked rank honest.
                 let rank = self.fd.fusion().tensor_type(id).map(|t| t.rank());
