@@ -92,3 +92,43 @@ fn fuzz_case(
         &[&[100, 128], &[100]],
     );
 }
+
+/// Fuzzer seeds 136, 1917, 2065, 3005, 3577, 4300, 4845, 4982: the init of an i32 `max`
+/// was the literal `-2147483648`, a `long` in C++ (the negation of 2147483648), so
+/// `nvf_block_allreduce_x(int, NvfMax, long, int*)` failed template deduction. Every
+/// reduction init is now cast to the accumulator type.
+#[test]
+fn i32_max_reduction_init_is_an_int() {
+    planned_kernel_compiles(
+        r#"
+fn fuzz_case(t1: Tensor<i32, [_]>) -> Tensor<i32, []> {
+    let t6 = t1.max([0]);
+    t6
+}
+"#,
+        &[&[3]],
+    );
+}
+
+/// The init literal of every reduction over every dtype has the accumulator's C++ type
+/// (block and grid reductions, all of max/min/sum/prod).
+#[test]
+fn reduction_inits_have_the_accumulator_type() {
+    for dt in ["i32", "i64", "f16", "bf16", "f32", "f64"] {
+        for op in ["max", "min", "sum", "prod"] {
+            let out = if dt == "i32" && matches!(op, "sum" | "prod") {
+                "i64"
+            } else {
+                dt
+            };
+            for size in [3, 100_000] {
+                planned_kernel_compiles(
+                    &format!(
+                        "fn fuzz_case(t0: Tensor<{dt}, [_]>) -> Tensor<{out}, []> {{\n    let t1 = t0.{op}([0]);\n    t1\n}}\n"
+                    ),
+                    &[&[size]],
+                );
+            }
+        }
+    }
+}
