@@ -165,3 +165,20 @@ fn fuzz_case(
         2,
     );
 }
+
+/// The f16 case of the GPU fuzz run (`sum((a+b)*3.0)` over the last dim) plans and
+/// compiles.
+#[test]
+fn f16_sum_of_scaled_sum_compiles() {
+    planned_kernel_compiles(
+        r#"
+fn fuzz_case(a: Tensor<f16, [_, _, _]>, b: Tensor<f16, [_, _, _]>) -> Tensor<f16, [_, _]> {
+    let c = a + b;
+    let d = c * 3.0;
+    let e = d.sum([-1]);
+    e
+}
+"#,
+        &[&[2, 4, 8], &[2, 4, 8]],
+    );
+}
