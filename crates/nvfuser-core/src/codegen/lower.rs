@@ -1918,7 +1918,16 @@ fn infix(b: BinaryOp) -> Option<&'static str> {
 fn literal(v: ScalarValue, to: DataType) -> String {
     match to {
         DataType::Bool => format!("{}", v.as_f64() != 0.0),
-        DataType::I32 => format!("{}", v.cast(DataType::I32).as_i64().unwrap_or(0)),
+        DataType::I32 => {
+            // `-2147483648` is the negation of a `long` literal in C++: spell i32::MIN
+            // as an `int` expression.
+            let i = v.cast(DataType::I32).as_i64().unwrap_or(0);
+            if i == i64::from(i32::MIN) {
+                "(-2147483647 - 1)".into()
+            } else {
+                format!("{i}")
+            }
+        }
         DataType::I64 => {
             let i = v.cast(DataType::I64).as_i64().unwrap_or(0);
             if i == i64::MIN {
@@ -1976,10 +1985,9 @@ fn init_value(op: ReductionOp, dt: DataType) -> String {
             _ => ScalarValue::Float(f64::INFINITY),
         },
     };
+    // The init is passed next to the accumulator to the templated block/grid reduce
+    // helpers (`T init`): cast it to the accumulator's own C++ type so that template
+    // deduction sees one type for every dtype.
     let lit = literal(v, dt.compute_type());
-    if dt.is_half() {
-        format!("({})({lit})", cuda_type(dt))
-    } else {
-        lit
-    }
+    format!("({})({lit})", cuda_type(dt))
 }

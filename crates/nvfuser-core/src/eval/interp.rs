@@ -184,6 +184,13 @@ impl<'a> Evaluator<'a> {
             }
             for (&o, t) in e.outputs.iter().zip(results) {
                 self.check_result(e, o, &t)?;
+                // Every f16/bf16-typed value is rounded to its dtype where it is made,
+                // as a kernel stores it in a half register (see the module doc).
+                let t = if t.dtype().is_half() {
+                    t.into_rounded()
+                } else {
+                    t
+                };
                 self.env[o.index()] = Some(Cow::Owned(t));
             }
             // Free intermediate tensors after their last use.

@@ -31,13 +31,15 @@
 //!
 //! # Value model
 //!
-//! * Floats of every dtype are computed in **f64**. A value keeps its full f64 result
-//!   until an explicit `cast` or until it becomes a fusion output; only there is it
-//!   rounded (correctly, to nearest even) to the dtype. So an `f16` intermediate behaves
-//!   like a value held in a wide register, as in a fused kernel that computes in `f32`
-//!   and stores `f16`. Outputs and every public `HostTensor` hold values representable in
-//!   their dtype. Exception: random ops round each element to the dtype at once (see
-//!   [`crate::philox`]).
+//! * Floats of every dtype are computed in **f64**. An `f32` or `f64` value keeps its
+//!   full f64 result until an explicit `cast` or until it becomes a fusion output; only
+//!   there is it rounded (correctly, to nearest even) to the dtype. An **`f16`/`bf16`
+//!   value is rounded to its dtype after every expression that produces it** (each op
+//!   on half tensors computes wide and rounds its result to half, nvFuser's rule; a
+//!   generated kernel holds such a value in a half register). A reduction accumulates
+//!   wide and rounds its result once. Outputs and every public `HostTensor` hold values
+//!   representable in their dtype. Random ops round each element to the dtype at once
+//!   (see [`crate::philox`]).
 //! * Integers are computed in i64 with two's-complement wrap-around; an `i32`-typed
 //!   result is wrapped to i32 after every op.
 //! * Bools are bools.
