@@ -578,7 +578,7 @@ impl FusionExecutorCache {
         let Some(c) = &rt.compiled else {
             return self.empty_outputs(device, args);
         };
-        return launch_kernel_with(
+        launch_kernel_with(
             device,
             c.sf.fusion(),
             &c.kernel,
@@ -586,7 +586,7 @@ impl FusionExecutorCache {
             args,
             self.dump(),
             timer,
-        );
+        )
     }
 
     /// Runs the fusion on a GPU like [`FusionExecutorCache::run`] and profiles its kernel

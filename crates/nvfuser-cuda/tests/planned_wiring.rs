@@ -38,7 +38,10 @@ fn fuzz_case(t0: Tensor<bf16, [_, _]>, _t1: Tensor<f64, []>) -> Tensor<bf16, [1,
 fn seed_1045_dead_uses_do_not_rewire_the_kernel() {
     let (_, src) = plan(SEED_1045, &[&[1024, 1], &[]]);
     eprintln!("{src}");
-    assert!(!src.contains("nvf_atan("), "dead atan in the kernel:\n{src}");
+    assert!(
+        !src.contains("nvf_atan("),
+        "dead atan in the kernel:\n{src}"
+    );
     assert!(!src.contains("nvf_cos("), "dead cos in the kernel:\n{src}");
 }
 

@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 
 use super::pointwise::index_type;
 use super::{
-    ceil_div, const_factor, logical_kinds, mark_vector_dims, pow2_dividing, product_dims, round_up, specialize,
-    tensor_inputs, vector_limit, Plan,
+    ceil_div, const_factor, logical_kinds, mark_vector_dims, pow2_dividing, product_dims, round_up,
+    specialize, tensor_inputs, vector_limit, Plan,
 };
 use crate::ir::{Extent, Fusion, IterKind, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
