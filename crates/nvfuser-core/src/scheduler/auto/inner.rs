@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 
 use super::pointwise::index_type;
 use super::{
-    ceil_div, logical_kinds, mark_vector_dims, pow2_dividing, product_dims, round_up, specialize,
-    tensor_inputs, vector_limit, Plan,
+    ceil_div, const_factor, logical_kinds, mark_vector_dims, pow2_dividing, product_dims, round_up,
+    specialize, tensor_inputs, vector_limit, Plan,
 };
 use crate::ir::{Extent, Fusion, IterKind, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
@@ -343,16 +343,22 @@ pub(crate) fn schedule_persistent(
     params: &PersistentParams,
 ) -> Result<ScheduledFusion, ScheduleError> {
     let mut dims = Vec::new();
+    let mut factor = 1i64;
     for e in &p.reduced {
         product_dims(e, &mut dims);
+        factor = factor.saturating_mul(const_factor(e));
     }
-    // The reduced extent is compiled in: with one reduced dim its input dims take
-    // `hidden`; with several, each must already be known (the product is checked).
-    let fixed: Vec<(ValId, u32, i64)> = if dims.len() == 1 {
-        vec![(dims[0].0, dims[0].1, params.hidden)]
-    } else {
-        Vec::new()
-    };
+    // The reduced extent is compiled in: with one reduced input dim it takes `hidden`
+    // divided by the constant factors beside it (a full reduction of `[T0.size(0), 256]`
+    // binds `T0.size(0)` to `hidden / 256`, not to `hidden`: every other tensor with
+    // that dim, an output included, has its real size); with several, each must
+    // already be known (the product is checked).
+    let fixed: Vec<(ValId, u32, i64)> =
+        if dims.len() == 1 && factor > 0 && params.hidden % factor == 0 {
+            vec![(dims[0].0, dims[0].1, params.hidden / factor)]
+        } else {
+            Vec::new()
+        };
     let f = specialize(&divide_by_reciprocal(&two_pass_moments(&p.fusion)), &fixed);
     schedule(
         p,

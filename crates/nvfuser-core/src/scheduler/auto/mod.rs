@@ -132,6 +132,17 @@ pub(crate) fn product_dims(e: &Extent, out: &mut Vec<(ValId, u32)>) -> bool {
     }
 }
 
+/// The product of the constant factors of an extent that [`product_dims`] accepts (1 for
+/// a plain dim): the reduced extent `T0.size(0) * 256` has the factor 256, so its one
+/// input dim is the extent divided by 256.
+pub(crate) fn const_factor(e: &Extent) -> i64 {
+    match e {
+        Extent::Const(c) => *c,
+        Extent::Op(ExtentOp::Mul, a, b) => const_factor(a).saturating_mul(const_factor(b)),
+        _ => 1,
+    }
+}
+
 /// Marks the innermost loop dim of every tensor in `vectorized` as a vector access and
 /// of every tensor in `unrolled` as an unrolled loop (when `v > 1`).
 pub(crate) fn mark_vector_dims(

@@ -1,0 +1,117 @@
+//! Kernels the registry plans (H100, no GPU) read the right producers and give outputs
+//! the reference's shapes: regressions of GPU fuzz cases that computed wrong values.
+
+use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
+
+fn plan(src: &str, sizes: &[&[i64]]) -> (nvfuser_cuda::FusionExecutorCache, String) {
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
+        .inputs()
+        .iter()
+        .filter(|&&v| fusion.val(v).is_tensor())
+        .zip(sizes)
+        .map(|(&v, s)| (fusion.val(v).dtype, *s))
+        .collect();
+    let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
+    let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+    let (_, kernel) = exec.generate_for(&info, None).unwrap();
+    let src = kernel.expect("a kernel").cuda_source();
+    (exec, src)
+}
+
+const SEED_1045: &str = r#"
+fn fuzz_case(t0: Tensor<bf16, [_, _]>, _t1: Tensor<f64, []>) -> Tensor<bf16, [1, _]> {
+    let t2 = t0.atan();
+    let t3 = t0.cos();
+    let t4 = t0.tanh();
+    let t6 = t4 * 0.01;
+    let t8 = t6 + 1.0;
+    let t9 = t8 as f32;
+    let t10 = t9.prod([0]);
+    let t11 = t10 as bf16;
+    let t12 = t11.broadcast([true, false]);
+    t12
+}
+"#;
+
+#[test]
+fn seed_1045_dead_uses_do_not_rewire_the_kernel() {
+    let (_, src) = plan(SEED_1045, &[&[1024, 1], &[]]);
+    eprintln!("{src}");
+    assert!(
+        !src.contains("nvf_atan("),
+        "dead atan in the kernel:\n{src}"
+    );
+    assert!(!src.contains("nvf_cos("), "dead cos in the kernel:\n{src}");
+}
+
+/// The output sizes of the fusion the registry schedules for `sizes` (contiguous
+/// inputs, scalars none), evaluated as the launcher does, against the CPU reference's
+/// output shapes.
+fn planned_output_shapes_match_reference(src: &str, sizes: &[&[i64]]) {
+    use nvfuser_core::eval::HostTensor;
+    use nvfuser_core::scheduler::{compute_heuristics, schedule_with};
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let tensors: Vec<_> = fusion
+        .inputs()
+        .iter()
+        .filter(|&&v| fusion.val(v).is_tensor())
+        .copied()
+        .collect();
+    assert_eq!(tensors.len(), fusion.inputs().len(), "tensor inputs only");
+    let shapes: Vec<(nvfuser_core::DataType, &[i64])> = tensors
+        .iter()
+        .zip(sizes)
+        .map(|(&v, s)| (fusion.val(v).dtype, *s))
+        .collect();
+    let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
+    let params = compute_heuristics(&fusion, &info).unwrap();
+    let sf = schedule_with(&fusion, &params).unwrap();
+    let f = sf.fusion();
+    let dim = |t: nvfuser_core::ValId, axis: usize| {
+        let k = f.input_position(t)?;
+        sizes.get(k)?.get(axis).copied()
+    };
+    let planned: Vec<Vec<i64>> = f
+        .outputs()
+        .iter()
+        .map(|o| {
+            f.tensor_type(o.val)
+                .unwrap()
+                .shape()
+                .map(|d| d.extent.eval(&dim, &|_| None).unwrap())
+                .collect()
+        })
+        .collect();
+    let args: Vec<nvfuser_core::eval::EvalInput> = shapes
+        .iter()
+        .map(|(dt, s)| {
+            let s: Vec<usize> = s.iter().map(|&x| x as usize).collect();
+            HostTensor::zeros(*dt, &s).unwrap().into()
+        })
+        .collect();
+    let reference: Vec<Vec<i64>> = nvfuser_core::eval::evaluate(&fusion, &args)
+        .unwrap()
+        .iter()
+        .map(|t| t.shape().iter().map(|&x| x as i64).collect())
+        .collect();
+    assert_eq!(planned, reference, "params {params:?}");
+}
+
+/// GPU fuzz seed 5405: a full reduction of `[T0.size(0), 256]` in the inner persistent
+/// scheduler bound `T0.size(0)` to the whole row (512) instead of 512 / 256, so the
+/// pointwise output `atan(t0)` was allocated as `[512, 256]`.
+#[test]
+fn seed_5405_persistent_full_reduction_keeps_output_extents() {
+    let src = r#"
+fn fuzz_case(t0: Tensor<f64, [_, 256]>) -> (Tensor<f64, [1, 1]>, Tensor<f64, [_, 256]>) {
+    let t1 = t0.atan();
+    let t2 = t1.reshape([-1]);
+    let t3 = t0.min([0, 1]);
+    let t4 = t3.broadcast([true, true]);
+    (t4, t1)
+}
+"#;
+    planned_output_shapes_match_reference(src, &[&[2, 256]]);
+    planned_output_shapes_match_reference(src, &[&[1, 256]]);
+}
