@@ -860,9 +860,11 @@ impl Gen {
             // A universe dim twice in one shape (two broadcasts meeting crosswise)
             // multiplies the size past the cap: not generated.
             Some((_, meta))
-                if meta.dims.iter().enumerate().any(|(i, d)| {
-                    matches!(d, Ax::U(_)) && meta.dims[..i].contains(d)
-                }) =>
+                if meta
+                    .dims
+                    .iter()
+                    .enumerate()
+                    .any(|(i, d)| matches!(d, Ax::U(_)) && meta.dims[..i].contains(d)) =>
             {
                 false
             }
