@@ -191,6 +191,8 @@ const SIZES: [usize; 20] = [
 ];
 /// The largest universe (elements) a call draws.
 const MAX_UNIVERSE: usize = 1 << 21;
+/// The most a value may grow past the universe's element count (cat, pad).
+const MAX_GROWTH: f64 = 4.0;
 
 impl Recipe {
     /// A random recipe from `seed`, with at most `max_steps` steps and `calls` calls.
@@ -220,6 +222,7 @@ impl Recipe {
             next_x: 0,
             fd: FusionDefinition::new(),
             ids: Vec::new(),
+            growth: Vec::new(),
         };
         let mut inputs = Vec::new();
         let n_tensors = 1 + g.rng.below(3);
@@ -358,6 +361,7 @@ impl Recipe {
             next_x: 0,
             fd: FusionDefinition::new(),
             ids: Vec::new(),
+            growth: Vec::new(),
         };
         for spec in &self.inputs {
             g.declare(spec);
@@ -365,6 +369,7 @@ impl Recipe {
         for step in &self.steps {
             if !g.apply(step) {
                 g.ids.push(None);
+                g.growth.push(1.0);
                 g.metas.push(Meta {
                     dims: vec![],
                     dtype: DataType::F32,
@@ -393,7 +398,9 @@ impl Recipe {
 
 /// Halves the largest symbolic sizes until the universe fits the cap.
 pub fn shrink_to_cap(sizes: &mut [usize], universe: &[Option<usize>]) {
-    while sizes.iter().product::<usize>() > MAX_UNIVERSE {
+    // An empty dim does not make the other dims small: an input broadcast along it
+    // still has all their elements.
+    while sizes.iter().map(|&n| n.max(1)).product::<usize>() > MAX_UNIVERSE {
         let Some(k) = (0..sizes.len())
             .filter(|&k| universe[k].is_none() && sizes[k] > 1)
             .max_by_key(|&k| sizes[k])
@@ -411,6 +418,9 @@ struct Gen {
     next_x: u32,
     fd: FusionDefinition,
     ids: Vec<Option<ValId>>,
+    /// Per pool value: its element count relative to the universe's, bounded (a chain
+    /// of `cat`s doubles it each time).
+    growth: Vec<f64>,
 }
 
 fn compatible(a: &[Ax], b: &[Ax]) -> bool {
@@ -524,6 +534,18 @@ impl Gen {
         };
         self.ids.push(id);
         self.metas.push(meta);
+        self.growth.push(1.0);
+    }
+
+    /// The growth of the value `step` makes: the sum of its operands' for a `cat`, the
+    /// largest of them otherwise.
+    fn growth_of(&self, step: &Step) -> f64 {
+        let g = |i: &usize| self.growth.get(*i).copied().unwrap_or(1.0);
+        match step {
+            Step::Cat(a, b, _) => g(a) + g(b),
+            Step::Pad(a, ..) => g(a) * 1.5,
+            _ => operands(step).iter().map(g).fold(1.0, f64::max),
+        }
     }
 
     fn fresh(&mut self) -> Ax {
@@ -868,7 +890,10 @@ impl Gen {
             {
                 false
             }
+            Some(_) if self.growth_of(step) > MAX_GROWTH => false,
             Some((id, mut meta)) => {
+                let growth = self.growth_of(step);
+                self.growth.push(growth);
                 // Keep the tracked rank honest.
                 let rank = self.fd.fusion().tensor_type(id).map(|t| t.rank());
                 match rank {
@@ -1446,4 +1471,40 @@ fn reduced_dims(dims: &[Ax], axes: &[i64], keep: bool) -> Vec<Ax> {
             }
         })
         .collect()
+}
+
+/// The pool values a step reads.
+pub fn operands(s: &Step) -> Vec<usize> {
+    match s {
+        Step::Unary(_, a)
+        | Step::Clamp(a, ..)
+        | Step::Cast(a, _)
+        | Step::Reduce(_, a, ..)
+        | Step::Var(a, ..)
+        | Step::VarMean(a, ..)
+        | Step::Welford(a, ..)
+        | Step::Broadcast(a, _)
+        | Step::Permute(a, _)
+        | Step::Slice(a, ..)
+        | Step::SliceToSize(a, ..)
+        | Step::Pad(a, ..)
+        | Step::MergeDims(a, _)
+        | Step::SplitDim(a, ..)
+        | Step::Squeeze(a, _)
+        | Step::Set(a)
+        | Step::SegmentSet(a)
+        | Step::Select(a, ..)
+        | Step::ScaleBySize(a, _)
+        | Step::FullLike(a, ..)
+        | Step::Iota(a, ..)
+        | Step::UniformLike(a, ..) => vec![*a],
+        Step::Binary(_, a, b)
+        | Step::Cat(a, b, _)
+        | Step::ExpandLike(a, b)
+        | Step::WithScalar(_, a, b)
+        | Step::IndexSelect(a, _, b)
+        | Step::TakeAlongAxis(a, b, _)
+        | Step::Gather(a, b, _) => vec![*a, *b],
+        Step::Where(a, b, c) => vec![*a, *b, *c],
+    }
 }

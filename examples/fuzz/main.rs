@@ -176,6 +176,14 @@ impl Tally {
 }
 
 fn main() {
+    run::quiet_panics();
+    if let Err(p) = std::panic::catch_unwind(real_main) {
+        eprintln!("fuzz: panicked outside a case: {}", run::panic_text(&p));
+        std::process::exit(101);
+    }
+}
+
+fn real_main() {
     let o = match parse() {
         Ok(o) => o,
         Err(e) => {
@@ -183,7 +191,6 @@ fn main() {
             std::process::exit(2);
         }
     };
-    run::quiet_panics();
     let gpu = if o.no_gpu {
         None
     } else {
@@ -196,8 +203,31 @@ fn main() {
         }
     };
     if let Some(seed) = o.case {
-        let recipe = Recipe::generate(seed, o.steps, o.calls);
+        let recipe = match std::panic::catch_unwind(|| Recipe::generate(seed, o.steps, o.calls)) {
+            Ok(r) => r,
+            Err(p) => {
+                println!(
+                    "case {seed}: generating it panicked: {}",
+                    run::panic_text(&p)
+                );
+                std::process::exit(1);
+            }
+        };
+        if std::env::var_os("NVFUSER_FUZZ_TRACE").is_some() {
+            eprintln!(
+                "universe {:?}, calls {:?}",
+                recipe.universe,
+                recipe.calls.iter().map(|c| &c.sizes).collect::<Vec<_>>()
+            );
+        }
         println!("{}", run::reproducer(&recipe));
+        if std::env::var_os("NVFUSER_FUZZ_TRACE").is_some() {
+            eprintln!(
+                "universe {:?}, calls {:?}",
+                recipe.universe,
+                recipe.calls.iter().map(|c| &c.sizes).collect::<Vec<_>>()
+            );
+        }
         let mut stats = run::CpuStats::default();
         let v = one(&recipe, gpu.as_ref(), &mut stats);
         println!("case {seed}: {v:?}");
@@ -230,6 +260,9 @@ fn cpu_mode(o: &Options) {
         if o.time_limit.is_some_and(|l| t0.elapsed().as_secs() >= l) {
             println!("fuzz (no GPU): time limit reached at seed {seed}");
             break;
+        }
+        if std::env::var_os("NVFUSER_FUZZ_TRACE").is_some() {
+            eprintln!("seed {seed}");
         }
         let recipe = Recipe::generate(seed, o.steps, o.calls);
         let v = run::run_cpu(&recipe, &mut stats);
