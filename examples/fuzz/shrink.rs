@@ -1,6 +1,6 @@
 //! Greedy shrinking: keep any edit after which the case still fails the same way.
 
-use crate::gen::{shrink_to_cap, Recipe, Step};
+use crate::gen::{operands, shrink_to_cap, Recipe, Step};
 use crate::run::{FailKind, Verdict};
 
 /// Shrinks `recipe` while `check` still reports a failure of `kind`: fewer calls, fewer
@@ -99,37 +99,13 @@ pub fn shrink(
     best
 }
 
+/// The operand a bypassed step's uses read instead (none for creation ops, whose
+/// operand only gives a shape).
 fn first_operand(s: &Step) -> Option<usize> {
-    Some(match s {
-        Step::Unary(_, a)
-        | Step::Binary(_, a, _)
-        | Step::Where(_, a, _)
-        | Step::Clamp(a, ..)
-        | Step::Cast(a, _)
-        | Step::Reduce(_, a, ..)
-        | Step::Var(a, ..)
-        | Step::VarMean(a, ..)
-        | Step::Welford(a, ..)
-        | Step::Broadcast(a, _)
-        | Step::ExpandLike(a, _)
-        | Step::Permute(a, _)
-        | Step::Slice(a, ..)
-        | Step::SliceToSize(a, ..)
-        | Step::Pad(a, ..)
-        | Step::Cat(a, ..)
-        | Step::MergeDims(a, _)
-        | Step::SplitDim(a, ..)
-        | Step::Squeeze(a, _)
-        | Step::Set(a)
-        | Step::SegmentSet(a)
-        | Step::IndexSelect(a, ..)
-        | Step::TakeAlongAxis(a, ..)
-        | Step::Gather(a, ..)
-        | Step::Select(a, ..)
-        | Step::ScaleBySize(a, _)
-        | Step::WithScalar(_, a, _) => *a,
-        Step::FullLike(..) | Step::Iota(..) | Step::UniformLike(..) => return None,
-    })
+    match s {
+        Step::FullLike(..) | Step::Iota(..) | Step::UniformLike(..) => None,
+        _ => operands(s).first().copied(),
+    }
 }
 
 fn remap(s: &mut Step, from: usize, to: usize) {
