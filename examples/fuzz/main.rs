@@ -19,6 +19,9 @@
 //!   kernel, or segments), every distinct kernel compiled by NVRTC for sm_80 and sm_90,
 //!   and the reference run on the CPU device. CI runs this mode.
 //!
+//! `NVFUSER_FUZZ_TRACE=1` prints each seed (and, with `--case`, the universe and call
+//! sizes) to stderr, to find a case that hangs or exhausts memory.
+//!
 //! The last line is `fuzz: N fusions, N planned, N compiled, N failures` (planned: a plan
 //! exists for every call; compiled: those whose kernels all compiled, or that ran on the
 //! GPU), preceded by the refusals counted by reason. The exit status is 1 when anything
