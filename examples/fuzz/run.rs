@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use nvfuser::eval::{evaluate, EvalInput, HostData, HostTensor};
 use nvfuser::nvrtc::compile;
 use nvfuser::prelude::*;
-use nvfuser::scheduler::{DeviceInfo, InputInfo, RuntimeInfo, TensorInfo};
+use nvfuser::scheduler::{DeviceInfo, RuntimeInfo};
 use nvfuser::{Error, GpuArch, SegmentedRuntime};
 
 use crate::gen::{Call, InputSpec, Layout, Recipe, Rng};
@@ -543,23 +543,9 @@ pub fn run_cpu(recipe: &Recipe, stats: &mut CpuStats) -> Verdict {
     }
 }
 
-/// The runtime info of a call as an H100 would see it (alignment from the tensors).
+/// The runtime info of a call as an H100 would see it.
 pub fn runtime_info(args: &[Arg<'_>]) -> RuntimeInfo {
-    RuntimeInfo {
-        device: DeviceInfo::h100_for_tests(),
-        inputs: args
-            .iter()
-            .map(|a| match a {
-                Arg::Tensor(t) => InputInfo::Tensor(TensorInfo {
-                    dtype: t.dtype(),
-                    sizes: t.sizes().iter().map(|&s| s as i64).collect(),
-                    strides: t.strides().iter().map(|&s| s as i64).collect(),
-                    alignment: t.data_alignment() as u32,
-                }),
-                Arg::Scalar(s) => InputInfo::Scalar(*s),
-            })
-            .collect(),
-    }
+    nvfuser::executor::runtime_info_for(DeviceInfo::h100_for_tests(), args)
 }
 
 /// The reproducer of a case: `fusion!` source and the calls' argument layouts.

@@ -318,10 +318,28 @@ pub fn device_info(props: &crate::DeviceProperties) -> DeviceInfo {
     }
 }
 
+/// The core's view of call arguments (sizes and scalar values) for `ir::bind` and the
+/// host scalar program.
+fn bound_args<'a>(args: &'a [Arg<'_>]) -> SmallVec<[BoundArg<'a>; 8]> {
+    args.iter()
+        .map(|a| match a {
+            Arg::Tensor(t) => BoundArg::Tensor(t.sizes()),
+            Arg::Scalar(s) => BoundArg::Scalar(*s),
+        })
+        .collect()
+}
+
 /// The heuristics' view of a call on a GPU.
 pub fn runtime_info(props: &crate::DeviceProperties, args: &[Arg<'_>]) -> RuntimeInfo {
+    runtime_info_for(device_info(props), args)
+}
+
+/// The heuristics' view of a call on a device described by `device` (a preset such as
+/// [`DeviceInfo::h100_for_tests`] plans without a GPU): sizes, strides and the
+/// alignment of each tensor's first element (its address on a GPU).
+pub fn runtime_info_for(device: DeviceInfo, args: &[Arg<'_>]) -> RuntimeInfo {
     RuntimeInfo {
-        device: device_info(props),
+        device,
         inputs: args
             .iter()
             .map(|a| match a {
@@ -329,9 +347,7 @@ pub fn runtime_info(props: &crate::DeviceProperties, args: &[Arg<'_>]) -> Runtim
                     dtype: t.dtype(),
                     sizes: t.sizes().iter().map(|&s| s as i64).collect(),
                     strides: t.strides().iter().map(|&s| s as i64).collect(),
-                    alignment: t
-                        .cuda_address()
-                        .map_or(16, |p| 1u32 << p.trailing_zeros().min(4)),
+                    alignment: t.data_alignment().min(16) as u32,
                 }),
                 Arg::Scalar(s) => InputInfo::Scalar(*s),
             })
@@ -405,14 +421,7 @@ impl FusionExecutorCache {
         let Some(host) = &self.host else {
             return Ok(Cow::Borrowed(args));
         };
-        let bound: SmallVec<[BoundArg<'_>; 8]> = args
-            .iter()
-            .map(|a| match a {
-                Arg::Tensor(t) => BoundArg::Tensor(t.sizes()),
-                Arg::Scalar(s) => BoundArg::Scalar(*s),
-            })
-            .collect();
-        let extra = host.evaluate(&bound)?;
+        let extra = host.evaluate(&bound_args(args))?;
         let mut all = args.to_vec();
         all.extend(extra.into_iter().map(Arg::Scalar));
         Ok(Cow::Owned(all))
@@ -1121,14 +1130,7 @@ pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<
     // Every extent the fusion equates (operands of one elementwise op, cat's other
     // dims, ...): a kernel indexes them all with one extent, so a mismatch would read
     // out of bounds. The same check as the CPU reference's, with the same message.
-    let bound: SmallVec<[BoundArg<'_>; 8]> = args
-        .iter()
-        .map(|a| match a {
-            Arg::Tensor(t) => BoundArg::Tensor(t.sizes()),
-            Arg::Scalar(s) => BoundArg::Scalar(*s),
-        })
-        .collect();
-    bind::check_sizes(fusion, &bound)?;
+    bind::check_sizes(fusion, &bound_args(args))?;
     Ok(())
 }
 
