@@ -983,6 +983,48 @@ impl FusionExecutorCache {
         }
     }
 
+    /// The kernels a GPU described by `device` would run for `args`, planned as
+    /// [`run`](Self::run) plans them (host scalars evaluated, one kernel or, when no
+    /// scheduler takes the whole fusion, the segments' kernels; none when nothing is
+    /// launched), generated but neither compiled nor launched: planning on a machine
+    /// without a GPU (the fuzzer's CPU mode). `args` may live on any device. Shares the
+    /// segmentation decision with `run` (made once per executor).
+    pub fn plan_kernels(
+        &self,
+        device: DeviceInfo,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<Kernel>, CudaError> {
+        let kargs = self.kernel_args(args)?;
+        if self.kernel.outputs().is_empty() || self.kernel.num_exprs() == 0 {
+            return Ok(Vec::new());
+        }
+        let segments = |seg: &crate::SegmentedRuntime| -> Result<Vec<Kernel>, CudaError> {
+            let mut kernels = Vec::new();
+            for k in 0..seg.segmented().segments().len() {
+                let unsupported = |what: &str| CudaError::UnsupportedFusion {
+                    reason: format!("segment {k}: {what}"),
+                };
+                let info = seg
+                    .segment_runtime_info(k, device.clone(), &kargs)
+                    .ok_or_else(|| unsupported("its sizes cannot be predicted from the inputs"))?;
+                let exec = seg.executor(k).ok_or_else(|| unsupported("no executor"))?;
+                if let (_, Some(kernel)) = exec.generate_for(&info, None)? {
+                    kernels.push(kernel);
+                }
+            }
+            Ok(kernels)
+        };
+        if let Some(seg) = self.segmented.get() {
+            return segments(seg);
+        }
+        let info = runtime_info_for(device.clone(), args);
+        match self.generate_for(&info, None) {
+            Ok((_, kernel)) => Ok(kernel.into_iter().collect()),
+            Err(e @ CudaError::UnsupportedFusion { .. }) => segments(self.segmented_or(e)?),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Schedule and kernel for `params` (dumped as selected), or `None` for a no-op.
     #[allow(clippy::type_complexity)]
     fn generate(

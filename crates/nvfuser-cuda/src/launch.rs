@@ -162,7 +162,15 @@ pub(crate) fn launch_kernel_with(
         ([0; 3], [0; 3])
     };
     let launches = any_elements && !grid.contains(&0);
-    if !launches {
+    // A computed output without elements beside one with some: the loops follow the
+    // widest output, so an empty dim there (a serial loop of extent 0) would leave the
+    // other outputs, broadcast along it, unwritten.
+    let computed = |o: usize| fusion.input_position(fusion.outputs()[o].val).is_none();
+    let some_empty = shapes
+        .iter()
+        .enumerate()
+        .any(|(o, s)| computed(o) && s.contains(&0));
+    if !launches || some_empty {
         // Zero-filled outputs are right only for outputs without elements: a non-empty
         // output (a reduction over an empty dim, or an output smaller than the empty
         // tensor the loops follow) would be left unwritten.

@@ -269,6 +269,21 @@ impl<'a> Lower<'a> {
                     tv.0
                 ));
             }
+            // An output this kernel writes is read back by it only by the thread that
+            // stored the element; otherwise nothing orders the store and the load (a
+            // broadcast or reduced output is stored by one thread only). Schedulers give
+            // other readers a register copy (`cache_fork`).
+            if t.memory == MemoryType::Global && self.s.definition(tv).is_some() {
+                for u in self.s.uses(tv) {
+                    let reader = self.s.exprs[u].output;
+                    if !self.same_thread(tv, reader) {
+                        return unsupported(format!(
+                            "T{} is stored to global memory and read back by T{} in the same kernel by other threads (cache_fork it)",
+                            tv.0, reader.0
+                        ));
+                    }
+                }
+            }
             for &l in &t.domain.loop_dims {
                 let d = t.domain.dom(l);
                 if d.parallel.is_thread() && d.kind != IterKind::Broadcast {
@@ -279,6 +294,33 @@ impl<'a> Lower<'a> {
             }
         }
         Ok(())
+    }
+
+    /// True when every element of `producer` that `reader` reads is stored by the
+    /// reading thread itself: both bind the same parallel types, to iteration dims
+    /// (no dim of the producer bound to a thread or block index is a broadcast or a
+    /// reduction, which one thread stores for all).
+    fn same_thread(&self, producer: ValId, reader: ValId) -> bool {
+        let bound = |tv: ValId| -> Vec<(ParallelType, IterKind)> {
+            let d = &self.t(tv).domain;
+            let mut v: Vec<(ParallelType, IterKind)> = d
+                .loop_dims
+                .iter()
+                .map(|&l| d.dom(l))
+                .filter(|x| x.parallel.is_thread())
+                .map(|x| (x.parallel, x.kind))
+                .collect();
+            v.sort_by_key(|x| format!("{:?}", x.0));
+            v
+        };
+        let p = bound(producer);
+        let r: Vec<_> = bound(reader)
+            .into_iter()
+            .filter(|x| x.1 != IterKind::Broadcast)
+            .collect();
+        p.iter().all(|x| x.1 == IterKind::Iteration)
+            && p.len() == r.len()
+            && p.iter().zip(&r).all(|(a, b)| a.0 == b.0)
     }
 
     fn key(&self, tv: ValId, i: usize) -> Key {

@@ -346,6 +346,30 @@ impl ScheduledFusion {
         Ok(c)
     }
 
+    /// [`cache_fork`](Self::cache_fork) of every fusion output that another expression
+    /// reads, is not an input and for which `wanted` holds, in output order; returns
+    /// `(output, copy)` pairs. Schedulers call it first for the outputs that some thread
+    /// other than the reader stores (lowering refuses those read-backs).
+    pub fn fork_read_outputs(
+        &mut self,
+        wanted: impl Fn(ValId) -> bool,
+    ) -> SchedResult<Vec<(ValId, ValId)>> {
+        let mut forked = Vec::new();
+        let outputs = self.schedule.outputs.clone();
+        for o in outputs {
+            if self.schedule.is_input(o)
+                || forked.iter().any(|&(f, _)| f == o)
+                || self.schedule.uses(o).is_empty()
+                || !wanted(o)
+            {
+                continue;
+            }
+            let c = self.cache_fork(o)?;
+            forked.push((o, c));
+        }
+        Ok(forked)
+    }
+
     /// Splits the reduction defining `tv` in two: a new tensor `r` reduces over the
     /// loop `axes` (which must be reduction dims), and `tv` then reduces `r` over the
     /// remaining reduction dims. Returns `r`, which keeps `tv`'s loop domain.
@@ -586,6 +610,62 @@ impl ScheduledFusion {
             }
         }
         self.schedule.history.push(Primitive::InlineMost);
+        Ok(())
+    }
+
+    /// After compute-at changes made once tensors were inlined (a scheduler moving its
+    /// load and store caches into loops of their own): lowers the position of every
+    /// tensor read by several consumers to the loops all of them still share, so no
+    /// consumer reads a register tensor declared inside another consumer's loop.
+    pub fn settle_shared_producers(&mut self) -> SchedResult<()> {
+        let ids: Vec<ValId> = self.schedule.exprs.iter().rev().map(|e| e.output).collect();
+        for tv in ids {
+            if self.schedule.is_input(tv) {
+                continue;
+            }
+            let Some(ca) = self.schedule.tensors[&tv].compute_at else {
+                continue;
+            };
+            let group = self.schedule.sibling_group(tv);
+            let consumers: Vec<ValId> = group
+                .iter()
+                .flat_map(|&g| self.schedule.uses(g))
+                .map(|u| self.schedule.exprs[u].output)
+                .collect();
+            if consumers.len() < 2 {
+                continue;
+            }
+            let first = ca.consumer;
+            let mut pos = 0;
+            'grow: while pos < ca.pos {
+                let a = self.schedule.tensors[&first].domain.loop_dom(pos);
+                for &c in &consumers {
+                    let d = &self.schedule.tensors[&c].domain;
+                    if pos >= d.loop_dims.len() {
+                        break 'grow;
+                    }
+                    let b = d.loop_dom(pos);
+                    if a.extent != b.extent || a.kind != b.kind || a.parallel != b.parallel {
+                        break 'grow;
+                    }
+                    let serial = !a.parallel.is_thread() && a.extent != crate::ir::Extent::Const(1);
+                    if serial && self.loop_owner(first, pos) != self.loop_owner(c, pos) {
+                        break 'grow;
+                    }
+                }
+                pos += 1;
+            }
+            if pos < ca.pos {
+                for &g in &group {
+                    self.schedule
+                        .tensor_mut("settle_shared_producers", g)?
+                        .compute_at = (pos > 0).then_some(ComputeAt {
+                        consumer: first,
+                        pos,
+                    });
+                }
+            }
+        }
         Ok(())
     }
 

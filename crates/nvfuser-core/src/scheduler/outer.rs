@@ -119,6 +119,23 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     }
 
     let mut s = ScheduledFusion::new(rewritten.clone())?;
+    // Outputs other tensors read: the readers take a register copy, scheduled as the
+    // output was (a reduction's copy is the reduction; the output a per-output store).
+    for (o, c) in s.fork_read_outputs(|o| !full.contains(&o))? {
+        let reduced = f.exprs().any(|(id, e)| {
+            live[id.index()] && reduction_axes(&e.op).is_some() && e.outputs.contains(&o)
+        });
+        if reduced {
+            // The copy takes the reduction's place (a Welford sibling's copy follows
+            // its first output); the output is stored per column.
+            for r in reductions.iter_mut().filter(|r| **r == o) {
+                *r = c;
+            }
+            per_out.push(o);
+        } else {
+            per_out.push(c);
+        }
+    }
     // Kept dims first, reduced dims last: new loop dim `i` is old dim `order[i]`.
     let order: Vec<i64> = (0..rank)
         .filter(|&i| !reduced(i))

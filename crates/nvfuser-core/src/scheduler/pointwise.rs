@@ -40,7 +40,11 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
             .map(|&l| s.schedule().tensors[&tv].domain.dom(l).kind)
             .collect()
     };
+    // An output with a broadcast dim where the reference iterates is stored by one
+    // thread along that dim: its readers take a register copy (`cache_fork`), which
+    // gets the reference's transforms like every other computed tensor.
     let ref_kinds = kinds(&s, reference);
+    s.fork_read_outputs(|o| broadcast_where_not(&pushed, o, &ref_kinds))?;
     let rank = ref_kinds.len();
     let targets: Vec<ValId> = s
         .schedule()
@@ -71,6 +75,12 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
             c.push(k[i] == IterKind::Broadcast);
         }
     }
+    // Every tensor takes the reference's loops, indexed by the reference's extents: a
+    // dim of another extent (an output unrelated to the reference) is not this loop.
+    if let Some(t) = fusion.tensor_type(reference) {
+        let all: Vec<crate::ir::Extent> = t.domain.iter().map(|d| d.extent.clone()).collect();
+        super::analysis::check_exactly_mapped(fusion, &all, &[]).or_else(not_supported)?;
+    }
     if rank > 0 {
         // Groups of adjacent dims with equal classes, as (start, len).
         let mut groups: Vec<(usize, usize)> = Vec::new();
@@ -100,4 +110,15 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     }
     s.inline_most()?;
     Ok(s)
+}
+
+/// True when `tv` has a broadcast dim where `reference` (its kinds) has another kind:
+/// one thread stores that output along the dim, so other threads must not read it
+/// back from global memory.
+pub(crate) fn broadcast_where_not(f: &Fusion, tv: ValId, reference: &[IterKind]) -> bool {
+    f.tensor_type(tv).is_some_and(|t| {
+        t.shape()
+            .zip(reference)
+            .any(|(d, &k)| d.kind == IterKind::Broadcast && k != IterKind::Broadcast)
+    })
 }

@@ -108,26 +108,23 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     }
 
     let mut s = ScheduledFusion::new(rewritten.clone())?;
-    // A reduction result that is a fusion output and also read by the kernel: only
-    // thread 0 of the block stores it, so the readers get a register copy (`cache_fork`,
-    // as the corpus `layer_norm_bf16`) and the output itself is only stored, per row.
-    let is_output = |v: ValId| f.outputs().iter().any(|o| o.val == v);
-    let is_read = |v: ValId| {
-        f.exprs()
-            .any(|(id, e)| live[id.index()] && e.inputs.contains(&v))
+    // An output that other tensors also read gets a register copy (`cache_fork`, as the
+    // corpus `layer_norm_bf16`), scheduled as the output was, and the output itself is
+    // only stored: a reduction result (or a sibling of a Welford) by thread 0 of the
+    // block, per row.
+    let reduced_by = |v: ValId| {
+        f.exprs().any(|(id, e)| {
+            live[id.index()] && reduction_axes(&e.op).is_some() && e.outputs.contains(&v)
+        })
     };
-    for (id, e) in f.exprs() {
-        if !live[id.index()] || reduction_axes(&e.op).is_none() {
-            continue;
-        }
-        for &o in &e.outputs {
-            if is_output(o) && is_read(o) {
-                let c = s.cache_fork(o)?;
-                for r in reductions.iter_mut().filter(|r| r.0 == o) {
-                    r.0 = c;
-                }
-                per_row.push(o);
+    for (o, c) in s.fork_read_outputs(|o| !full.contains(&o))? {
+        if reduced_by(o) {
+            for r in reductions.iter_mut().filter(|r| r.0 == o) {
+                r.0 = c;
             }
+            per_row.push(o);
+        } else {
+            per_row.push(c);
         }
     }
     // Row dim (when there is one) at 0, the row's elements from `ax`.

@@ -202,6 +202,23 @@ pub(crate) fn schedule(
             per_col.push(out);
         }
     }
+    // Outputs other tensors read: the readers take a register copy, scheduled as the
+    // output was (a reduction's copy is the reduction; the output a per-column store).
+    for (o, c) in s.fork_read_outputs(|o| !full.contains(&o))? {
+        let reduced = f.exprs().any(|(id, e)| {
+            live[id.index()] && reduction_axes(&e.op).is_some() && e.outputs.contains(&o)
+        });
+        if reduced {
+            // The copy takes the reduction's place (a Welford sibling's copy follows
+            // its first output); the output is stored per column.
+            for r in reductions.iter_mut().filter(|r| **r == o) {
+                *r = c;
+            }
+            per_col.push(o);
+        } else {
+            per_col.push(c);
+        }
+    }
     let (u, g, tx) = (params.unroll, params.grid_split, params.threads_x);
     // [R.., I..] -> [R, I] -> [R, I/v/tx, tx, v] -> rows split -> reorder.
     let schedule_full = |s: &mut ScheduledFusion, tv: ValId| -> Result<(), ScheduleError> {

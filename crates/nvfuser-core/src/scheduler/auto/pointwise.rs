@@ -86,6 +86,13 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
             classes[i].push(k[i] == IterKind::Broadcast);
         }
     }
+    // Every tensor takes the reference's loops, indexed by the reference's extents: a
+    // dim of another extent (an output unrelated to the reference) is not this loop.
+    let ref_t = pushed
+        .tensor_type(reference)
+        .ok_or("reference is not a tensor")?;
+    let all: Vec<crate::ir::Extent> = ref_t.domain.iter().map(|d| d.extent.clone()).collect();
+    crate::scheduler::analysis::check_exactly_mapped(&pushed, &all, &[])?;
     let mut groups: Vec<(usize, usize)> = Vec::new();
     for i in 0..rank {
         match groups.last_mut() {
@@ -302,6 +309,11 @@ pub(crate) fn schedule(
     let f = &p.fusion;
     let mut s = ScheduledFusion::new(f.clone())?;
     let reference = p.reference;
+    // An output with a broadcast dim where the reference iterates is stored by one
+    // thread along that dim: its readers take a register copy, scheduled like every
+    // other computed tensor.
+    let ref_kinds = logical_kinds(&s, reference);
+    s.fork_read_outputs(|o| crate::scheduler::pointwise::broadcast_where_not(f, o, &ref_kinds))?;
     let v = params.vectorize;
     // Register caches for vector loads and stores.
     let mut loads = Vec::new();
@@ -398,6 +410,9 @@ pub(crate) fn schedule(
         for (&c, &o) in store_caches.iter().zip(&stores) {
             s.compute_at(c, o, pos)?;
         }
+        // Those moves took loops away from tensors read by several consumers (`t4` read
+        // by the store cache of one output and the math of another).
+        s.settle_shared_producers()?;
         return Ok(s);
     }
     s.inline_most()?;
