@@ -5,7 +5,8 @@
 //! ```text
 //! cargo run --release --example fuzz -- [--count N] [--seed S] [--steps K] [--calls C]
 //!                                       [--jobs J] [--time-limit SECS] [--no-gpu]
-//!                                       [--case SEED] [--no-shrink] [--quiet]
+//!                                       [--case SEED] [--repro FILE] [--no-shrink]
+//!                                       [--quiet]
 //! ```
 //!
 //! - On a GPU (the default when one is present): every call's outputs are compared with
@@ -18,6 +19,15 @@
 //! - `--no-gpu`: every fusion is planned for every call as an H100 would see it (one
 //!   kernel, or segments), every distinct kernel compiled by NVRTC for sm_80 and sm_90,
 //!   and the reference run on the CPU device. CI runs this mode.
+//!
+//! `--case SEED` runs one case (its reproducer printed first). `--repro FILE` runs a
+//! printed reproducer again, in either mode: the `fusion!` source (built with the DSL) and
+//! its `call` lines (data seeds, sizes, layouts, scalar values; an index argument's
+//! `index < N`), as printed by `--case` or a failure report (whose `  | ` prefixes are
+//! stripped; lines before the `fn` line are skipped). Each argument is made as the
+//! generated case made it, the calls run through one executor, and the verdict is printed
+//! as `case repro: VERDICT` (exit status 1 on a failure; no shrinking). With
+//! `NVFUSER_DUMP=cuda,scheduler` and `--no-gpu` it prints the kernels an H100 would run.
 //!
 //! `NVFUSER_FUZZ_TRACE=1` prints each seed (and, with `--case`, the universe and call
 //! sizes) to stderr, to find a case that hangs or exhausts memory.
@@ -46,6 +56,7 @@ struct Options {
     calls: usize,
     no_gpu: bool,
     case: Option<u64>,
+    repro: Option<String>,
     shrink: bool,
     worker: bool,
     quiet: bool,
@@ -62,6 +73,7 @@ fn parse() -> Result<Options, String> {
         calls: 3,
         no_gpu: false,
         case: None,
+        repro: None,
         shrink: true,
         worker: false,
         quiet: false,
@@ -81,6 +93,9 @@ fn parse() -> Result<Options, String> {
             "--steps" => o.steps = num("--steps")? as usize,
             "--calls" => o.calls = num("--calls")?.max(1) as usize,
             "--case" => o.case = Some(num("--case")?),
+            "--repro" => {
+                o.repro = Some(args.next().ok_or("--repro needs a file")?);
+            }
             "--no-gpu" => o.no_gpu = true,
             "--no-shrink" => o.shrink = false,
             "--worker" => o.worker = true,
@@ -88,7 +103,7 @@ fn parse() -> Result<Options, String> {
             "--jobs" => o.jobs = num("--jobs")?.max(1),
             "--time-limit" => o.time_limit = Some(num("--time-limit")?),
             "--help" | "-h" => {
-                println!("usage: fuzz [--count N] [--seed S] [--steps K] [--calls C] [--jobs J] [--time-limit SECS] [--no-gpu] [--case SEED] [--no-shrink] [--quiet]");
+                println!("usage: fuzz [--count N] [--seed S] [--steps K] [--calls C] [--jobs J] [--time-limit SECS] [--no-gpu] [--case SEED] [--repro FILE] [--no-shrink] [--quiet]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -205,6 +220,9 @@ fn real_main() {
             }
         }
     };
+    if let Some(path) = &o.repro {
+        repro(path, gpu.as_ref());
+    }
     if let Some(seed) = o.case {
         let recipe = match std::panic::catch_unwind(|| Recipe::generate(seed, o.steps, o.calls)) {
             Ok(r) => r,
@@ -249,10 +267,43 @@ fn real_main() {
 }
 
 fn one(recipe: &Recipe, gpu: Option<&Device>, stats: &mut run::CpuStats) -> Verdict {
-    match gpu {
-        Some(d) => run::run_gpu(recipe, d),
-        None => run::run_cpu(recipe, stats),
+    match run::Case::of(recipe) {
+        Some(case) => run_case(&case, gpu, stats),
+        None => Verdict::Empty,
     }
+}
+
+fn run_case(case: &run::Case, gpu: Option<&Device>, stats: &mut run::CpuStats) -> Verdict {
+    match gpu {
+        Some(d) => run::run_gpu(case, d),
+        None => run::run_cpu(case, stats),
+    }
+}
+
+/// `--repro FILE`: runs a printed reproducer as its case ran, and exits.
+fn repro(path: &str, gpu: Option<&Device>) -> ! {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("fuzz: cannot read {path}: {e}");
+            std::process::exit(2);
+        }
+    };
+    let case = match std::panic::catch_unwind(|| run::parse_reproducer(&text)) {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            eprintln!("fuzz: {path}: not a reproducer: {e}");
+            std::process::exit(2);
+        }
+        Err(p) => {
+            println!("case repro: building it panicked: {}", run::panic_text(&p));
+            std::process::exit(1);
+        }
+    };
+    let mut stats = run::CpuStats::default();
+    let v = run_case(&case, gpu, &mut stats);
+    println!("case repro: {v:?}");
+    std::process::exit(i32::from(matches!(v, Verdict::Fail(..))));
 }
 
 fn cpu_mode(o: &Options) {
@@ -268,7 +319,7 @@ fn cpu_mode(o: &Options) {
             eprintln!("seed {seed}");
         }
         let recipe = Recipe::generate(seed, o.steps, o.calls);
-        let v = run::run_cpu(&recipe, &mut stats);
+        let v = one(&recipe, None, &mut stats);
         if let Verdict::Fail(kind, msg) = &v {
             report_failure(o, &recipe, *kind, msg, None, &mut stats);
         }
@@ -316,7 +367,7 @@ fn worker(o: &Options, device: &Device) {
             break;
         }
         let recipe = Recipe::generate(seed, o.steps, o.calls);
-        let v = run::run_gpu(&recipe, device);
+        let v = one(&recipe, Some(device), &mut stats);
         let line = match &v {
             Verdict::Pass => "pass".to_string(),
             Verdict::Empty => "empty".to_string(),

@@ -1,4 +1,5 @@
-//! Running one recipe: arguments in their layouts, the CPU reference, the automatic path
+//! Running one case (a fusion and its calls, from a recipe or a printed reproducer):
+//! arguments in their layouts, the CPU reference, the automatic path
 //! on a GPU (or, without one, planning and NVRTC compiles), and the verdict.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -86,40 +87,145 @@ fn input_shape(spec: &InputSpec, call: &Call) -> Vec<usize> {
         .collect()
 }
 
+/// How one argument of a call is made (see [`make_args`]).
+#[derive(Clone, Debug)]
+pub enum ArgSpec {
+    /// Random values (`HostTensor::random`, seeded by the call's data seed and the
+    /// argument's position) placed in `layout`.
+    Tensor {
+        dtype: DataType,
+        shape: Vec<usize>,
+        layout: Layout,
+    },
+    /// Indices below `n`, drawn from the call's shared `Rng`, placed in `layout`.
+    Index {
+        dtype: DataType,
+        shape: Vec<usize>,
+        n: u64,
+        layout: Layout,
+    },
+    /// A scalar drawn from the call's shared `Rng` (a float in [-2, 2) or an integer in
+    /// [-4, 4]); `value`, when given, replaces the drawn one (the draw still happens, so
+    /// that later arguments draw the same).
+    Scalar {
+        float: bool,
+        value: Option<ScalarValue>,
+    },
+}
+
+impl ArgSpec {
+    fn layout(&self) -> Option<Layout> {
+        match self {
+            ArgSpec::Tensor { layout, .. } | ArgSpec::Index { layout, .. } => Some(*layout),
+            ArgSpec::Scalar { .. } => None,
+        }
+    }
+}
+
+/// The arguments of one call: its data seed and how each argument is made.
+#[derive(Clone, Debug)]
+pub struct CallSpec {
+    pub data_seed: u64,
+    pub args: Vec<ArgSpec>,
+}
+
+impl CallSpec {
+    /// The arguments of `call` of `recipe`.
+    pub fn of(recipe: &Recipe, call: &Call) -> CallSpec {
+        let args = recipe
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let shape = input_shape(spec, call);
+                match spec {
+                    InputSpec::Scalar { dtype } => ArgSpec::Scalar {
+                        float: dtype.is_float(),
+                        value: None,
+                    },
+                    InputSpec::Tensor { dtype, .. } => ArgSpec::Tensor {
+                        dtype: *dtype,
+                        shape,
+                        layout: call.layouts[i],
+                    },
+                    InputSpec::Index { dtype, target, .. } => ArgSpec::Index {
+                        dtype: *dtype,
+                        shape,
+                        n: call.sizes[*target].max(1) as u64,
+                        layout: call.layouts[i],
+                    },
+                }
+            })
+            .collect();
+        CallSpec {
+            data_seed: call.data_seed,
+            args,
+        }
+    }
+}
+
+/// What runs: a fusion and the arguments of its calls (one executor for all of them).
+pub struct Case {
+    pub fusion: Fusion,
+    pub calls: Vec<CallSpec>,
+}
+
+impl Case {
+    /// The case of `recipe`; `None` when it builds no fusion.
+    pub fn of(recipe: &Recipe) -> Option<Case> {
+        let fusion = recipe.build()?.fusion;
+        let calls = recipe
+            .calls
+            .iter()
+            .map(|call| CallSpec::of(recipe, call))
+            .collect();
+        Some(Case { fusion, calls })
+    }
+}
+
 /// Makes the arguments of `call` on `device` in their layouts.
-pub fn make_args(recipe: &Recipe, call: &Call, device: &Device) -> Result<CallArgs, Error> {
+pub fn make_args(call: &CallSpec, device: &Device) -> Result<CallArgs, Error> {
     let mut rng = Rng::new(call.data_seed);
     let mut out = CallArgs {
         tensors: vec![],
         scalars: vec![],
         host: vec![],
     };
-    for (i, spec) in recipe.inputs.iter().enumerate() {
-        let shape = input_shape(spec, call);
-        let values = match spec {
-            InputSpec::Scalar { dtype } => {
-                let s = if dtype.is_float() {
+    for (i, spec) in call.args.iter().enumerate() {
+        let (values, layout) = match spec {
+            ArgSpec::Scalar { float, value } => {
+                let drawn = if *float {
                     ScalarValue::Float(-2.0 + 4.0 * rng.unit())
                 } else {
                     ScalarValue::Int(rng.below(9) as i64 - 4)
                 };
+                let s = value.unwrap_or(drawn);
                 out.tensors.push(None);
                 out.scalars.push(Some(s));
                 out.host.push(EvalInput::Scalar(s));
                 continue;
             }
-            InputSpec::Tensor { dtype, .. } => {
-                HostTensor::random(*dtype, &shape, call.data_seed ^ (i as u64 * 7919))
-            }
-            InputSpec::Index { dtype, target, .. } => {
-                let n = call.sizes[*target].max(1) as u64;
+            ArgSpec::Tensor {
+                dtype,
+                shape,
+                layout,
+            } => (
+                HostTensor::random(*dtype, shape, call.data_seed ^ (i as u64 * 7919)),
+                *layout,
+            ),
+            ArgSpec::Index {
+                dtype,
+                shape,
+                n,
+                layout,
+            } => {
                 let numel: usize = shape.iter().product();
                 let v: Vec<i64> = (0..numel).map(|_| (rng.next() % n) as i64).collect();
-                let t = HostTensor::from_vec(v, &shape)?;
-                t.cast(*dtype)
+                let t = HostTensor::from_vec(v, shape)?;
+                (t.cast(*dtype), *layout)
             }
         };
-        let t = place(device, &values, call.layouts[i])?;
+        let t = place(device, &values, layout)?;
         let host = t.to_host_tensor()?;
         out.tensors.push(Some(t));
         out.scalars.push(None);
@@ -330,20 +436,17 @@ fn is_refusal(e: &Error) -> bool {
     matches!(e, Error::UnsupportedFusion { .. })
 }
 
-/// Runs every call of `recipe` through one executor on the GPU `device`, comparing with
+/// Runs every call of `case` through one executor on the GPU `device`, comparing with
 /// the reference.
-pub fn run_gpu(recipe: &Recipe, device: &Device) -> Verdict {
-    let Some(built) = recipe.build() else {
-        return Verdict::Empty;
-    };
-    let fusion = built.fusion;
-    let rtol = rtol_for(&fusion);
+pub fn run_gpu(case: &Case, device: &Device) -> Verdict {
+    let fusion = &case.fusion;
+    let rtol = rtol_for(fusion);
     let exec = FusionExecutorCache::new(fusion.clone());
     let mut refused = None;
-    for (c, call) in recipe.calls.iter().enumerate() {
+    for (c, call) in case.calls.iter().enumerate() {
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Verdict>, Error> {
-            let args = make_args(recipe, call, device)?;
-            let want = evaluate(&fusion, &args.host);
+            let args = make_args(call, device)?;
+            let want = evaluate(fusion, &args.host);
             let got = exec.run(device, &args.args()).and_then(|outs| {
                 outs.iter()
                     .map(|o| o.to_host_tensor())
@@ -435,18 +538,14 @@ pub struct CpuStats {
 /// Without a GPU: plans every call (a single kernel or segments), generates the kernels
 /// and compiles each distinct one with NVRTC for sm_80 and sm_90; runs the reference on
 /// the CPU device. `Refused` when no plan exists.
-pub fn run_cpu(recipe: &Recipe, stats: &mut CpuStats) -> Verdict {
-    let Some(built) = recipe.build() else {
-        return Verdict::Empty;
-    };
-    let fusion = built.fusion;
+pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
+    let fusion = &case.fusion;
     let cpu = Device::cpu();
     let exec = FusionExecutorCache::new(fusion.clone());
     let mut refused = None;
-    for (c, call) in recipe.calls.iter().enumerate() {
+    for (c, call) in case.calls.iter().enumerate() {
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Verdict>, String> {
-            let args =
-                make_args(recipe, call, &cpu).map_err(|e| format!("making arguments: {e}"))?;
+            let args = make_args(call, &cpu).map_err(|e| format!("making arguments: {e}"))?;
             let arg_list = args.args();
             // The reference (the CPU device's own run goes through the same check).
             if exec.run(&cpu, &arg_list).is_err() {
@@ -548,7 +647,9 @@ pub fn runtime_info(args: &[Arg<'_>]) -> RuntimeInfo {
     nvfuser::executor::runtime_info_for(DeviceInfo::h100_for_tests(), args)
 }
 
-/// The reproducer of a case: `fusion!` source and the calls' argument layouts.
+/// The reproducer of a case: `fusion!` source and the calls' argument layouts. An index
+/// argument's line ends with `index < N` (its values' bound); [`parse_reproducer`] reads
+/// it back.
 pub fn reproducer(recipe: &Recipe) -> String {
     let mut s = String::new();
     match recipe.build() {
@@ -561,21 +662,173 @@ pub fn reproducer(recipe: &Recipe) -> String {
             "call {c}: universe sizes {:?}, data seed {}\n",
             call.sizes, call.data_seed
         ));
-        if let Ok(args) = make_args(recipe, call, &cpu) {
-            for (i, a) in args.args().iter().enumerate() {
+        let spec = CallSpec::of(recipe, call);
+        if let Ok(args) = make_args(&spec, &cpu) {
+            for (i, (a, spec)) in args.args().iter().zip(&spec.args).enumerate() {
                 match a {
-                    Arg::Tensor(t) => s.push_str(&format!(
-                        "  arg {i}: {} sizes {:?} strides {:?} offset {} ({:?})\n",
-                        t.dtype(),
-                        t.sizes(),
-                        t.strides(),
-                        t.offset(),
-                        call.layouts[i]
-                    )),
+                    Arg::Tensor(t) => {
+                        s.push_str(&format!(
+                            "  arg {i}: {} sizes {:?} strides {:?} offset {} ({:?})",
+                            t.dtype(),
+                            t.sizes(),
+                            t.strides(),
+                            t.offset(),
+                            spec.layout().unwrap_or(Layout::Contiguous)
+                        ));
+                        if let ArgSpec::Index { n, .. } = spec {
+                            s.push_str(&format!(" index < {n}"));
+                        }
+                        s.push('\n');
+                    }
                     Arg::Scalar(v) => s.push_str(&format!("  arg {i}: scalar {v}\n")),
                 }
             }
         }
     }
     s
+}
+
+/// Reads a [`reproducer`] back into a case: the `fusion!` source (built with the DSL) and
+/// each call's arguments, made as the recipe's were. Lines may carry the `  | ` prefix of
+/// a failure report; lines before the `fn` line are skipped.
+pub fn parse_reproducer(text: &str) -> Result<Case, String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| {
+            let t = l.strip_prefix("  | ").or_else(|| l.strip_prefix("| "));
+            let t = t.unwrap_or(match l.trim_end() {
+                "  |" | "|" => "",
+                _ => l,
+            });
+            t.trim_end()
+        })
+        .collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("fn "))
+        .ok_or("no `fn` line (the fusion's source)")?;
+    let end = lines[start..]
+        .iter()
+        .position(|l| l.starts_with("call "))
+        .map_or(lines.len(), |k| start + k);
+    let src = lines[start..end].join("\n");
+    let mut built = nvfuser::dsl::build_str(&src).map_err(|errs| {
+        errs.iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    if built.is_empty() {
+        return Err("the source defines no fusion".into());
+    }
+    let fusion = built.remove(0).0;
+    let mut calls: Vec<CallSpec> = Vec::new();
+    for (n, line) in lines.iter().enumerate().skip(end) {
+        let at = |e: String| format!("line {}: {e}: {line:?}", n + 1);
+        if let Some(rest) = line.strip_prefix("call ") {
+            let seed = rest
+                .rsplit_once("data seed ")
+                .and_then(|(_, v)| v.trim().parse().ok())
+                .ok_or_else(|| at("no data seed".into()))?;
+            calls.push(CallSpec {
+                data_seed: seed,
+                args: vec![],
+            });
+        } else if let Some(rest) = line.trim_start().strip_prefix("arg ") {
+            let call = calls
+                .last_mut()
+                .ok_or_else(|| at("an argument before any call".into()))?;
+            let (i, rest) = rest
+                .split_once(": ")
+                .ok_or_else(|| at("no `arg N: `".into()))?;
+            if i.parse::<usize>().ok() != Some(call.args.len()) {
+                return Err(at(format!("expected argument {}", call.args.len())));
+            }
+            call.args.push(parse_arg(rest).map_err(at)?);
+        } else if !line.trim().is_empty() {
+            // The end of the reproducer (a verdict line, the next report).
+            break;
+        }
+    }
+    if calls.is_empty() {
+        return Err("no `call` lines".into());
+    }
+    Ok(Case { fusion, calls })
+}
+
+/// One argument line after `arg N: `: `scalar V`, or
+/// `DTYPE sizes [..] strides [..] offset K (LAYOUT)` with an optional `index < N`.
+fn parse_arg(s: &str) -> Result<ArgSpec, String> {
+    if let Some(v) = s.strip_prefix("scalar ") {
+        let v = v.trim();
+        let value = match v {
+            "true" => ScalarValue::Bool(true),
+            "false" => ScalarValue::Bool(false),
+            _ if v.contains(['.', 'e', 'E']) || v.contains("inf") || v.contains("NaN") => {
+                ScalarValue::Float(v.parse().map_err(|_| format!("bad float {v:?}"))?)
+            }
+            _ => ScalarValue::Int(v.parse().map_err(|_| format!("bad integer {v:?}"))?),
+        };
+        return Ok(ArgSpec::Scalar {
+            float: matches!(value, ScalarValue::Float(_)),
+            value: Some(value),
+        });
+    }
+    let (dtype, rest) = s.split_once(' ').ok_or("no dtype")?;
+    let dtype = DataType::from_name(dtype).ok_or_else(|| format!("unknown dtype {dtype:?}"))?;
+    let list = |key: &str| -> Result<Vec<usize>, String> {
+        let after = rest.split_once(key).ok_or_else(|| format!("no {key:?}"))?.1;
+        let inner = after
+            .strip_prefix('[')
+            .and_then(|a| a.split_once(']'))
+            .ok_or_else(|| format!("no list after {key:?}"))?
+            .0;
+        inner
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(|x| x.parse().map_err(|_| format!("bad size {x:?}")))
+            .collect()
+    };
+    let shape = list("sizes ")?;
+    let layout_text = rest
+        .split_once('(')
+        .and_then(|(_, l)| l.rsplit_once(')'))
+        .ok_or("no (LAYOUT)")?
+        .0;
+    let num = |x: &str| -> Result<usize, String> {
+        x.parse().map_err(|_| format!("bad layout {layout_text:?}"))
+    };
+    let layout = if layout_text == "Contiguous" {
+        Layout::Contiguous
+    } else if layout_text == "Transposed" {
+        Layout::Transposed
+    } else if let Some(k) = layout_text
+        .strip_prefix("Offset(")
+        .and_then(|k| k.strip_suffix(')'))
+    {
+        Layout::Offset(num(k)?)
+    } else if let Some(p) = layout_text
+        .strip_prefix("Pitched(")
+        .and_then(|p| p.strip_suffix(')'))
+    {
+        Layout::Pitched(num(p)?)
+    } else {
+        return Err(format!("unknown layout {layout_text:?}"));
+    };
+    match rest.split_once("index < ") {
+        Some((_, n)) => Ok(ArgSpec::Index {
+            dtype,
+            shape,
+            n: n.trim()
+                .parse()
+                .map_err(|_| format!("bad index bound {n:?}"))?,
+            layout,
+        }),
+        None => Ok(ArgSpec::Tensor {
+            dtype,
+            shape,
+            layout,
+        }),
+    }
 }
