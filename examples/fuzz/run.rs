@@ -7,8 +7,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use nvfuser::eval::{evaluate, EvalInput, HostData, HostTensor};
 use nvfuser::nvrtc::compile;
 use nvfuser::prelude::*;
-use nvfuser::scheduler::{DeviceInfo, RuntimeInfo};
-use nvfuser::{Error, GpuArch, SegmentedRuntime};
+use nvfuser::scheduler::DeviceInfo;
+use nvfuser::{Error, GpuArch};
 
 use crate::gen::{Call, InputSpec, Layout, Recipe, Rng};
 
@@ -552,50 +552,13 @@ pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
                 // Refused arguments: nothing to plan for this call.
                 return Ok(None);
             }
-            let info = runtime_info(&arg_list);
-            let kernels = match exec.generate_for(&info, None) {
-                Ok((_, k)) => k.into_iter().collect::<Vec<_>>(),
+            // The kernels an H100 would run, planned as `run` plans them (host scalars,
+            // one kernel or segments).
+            let kernels = match exec.plan_kernels(DeviceInfo::h100_for_tests(), &arg_list) {
+                Ok(k) => k,
                 Err(e) if is_refusal(&e) => {
-                    // Segments, as the runtime would.
-                    let seg = match SegmentedRuntime::new(fusion.clone()) {
-                        Ok(s) if s.segmented().segments().len() > 1 => s,
-                        Ok(_) | Err(_) => {
-                            refused.get_or_insert(reason_class(&e.to_string()));
-                            return Ok(None);
-                        }
-                    };
-                    let mut ks = Vec::new();
-                    for k in 0..seg.segmented().segments().len() {
-                        let Some(info) =
-                            seg.segment_runtime_info(k, DeviceInfo::h100_for_tests(), &arg_list)
-                        else {
-                            return Ok(Some(Verdict::Fail(
-                                FailKind::Error,
-                                format!("call {c}: segment {k}: sizes not predicted"),
-                            )));
-                        };
-                        match seg.executor(k).map(|x| x.generate_for(&info, None)) {
-                            Some(Ok((_, Some(kernel)))) => ks.push(kernel),
-                            Some(Ok((_, None))) => {}
-                            Some(Err(e)) if is_refusal(&e) => {
-                                refused.get_or_insert(reason_class(&format!("segment: {e}")));
-                                return Ok(None);
-                            }
-                            Some(Err(e)) => {
-                                return Ok(Some(Verdict::Fail(
-                                    FailKind::Error,
-                                    format!("call {c}: segment {k}: {e}"),
-                                )))
-                            }
-                            None => {
-                                return Ok(Some(Verdict::Fail(
-                                    FailKind::Error,
-                                    format!("call {c}: segment {k}: no executor"),
-                                )))
-                            }
-                        }
-                    }
-                    ks
+                    refused.get_or_insert(reason_class(&e.to_string()));
+                    return Ok(None);
                 }
                 Err(e) => {
                     return Ok(Some(Verdict::Fail(
@@ -640,11 +603,6 @@ pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
         Some(r) => Verdict::Refused(r),
         None => Verdict::Pass,
     }
-}
-
-/// The runtime info of a call as an H100 would see it.
-pub fn runtime_info(args: &[Arg<'_>]) -> RuntimeInfo {
-    nvfuser::executor::runtime_info_for(DeviceInfo::h100_for_tests(), args)
 }
 
 /// The reproducer of a case: `fusion!` source and the calls' argument layouts. An index
