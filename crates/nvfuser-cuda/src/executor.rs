@@ -972,6 +972,12 @@ impl FusionExecutorCache {
             Err(e @ CudaError::UnsupportedFusion { .. })
                 if !user && !matches!(params, HeuristicParams::Default | HeuristicParams::NoOp) =>
             {
+                self.dump().section(
+                    DumpFlags::SCHEDULER,
+                    "scheduler",
+                    "fallback",
+                    &format!("{}: {e}; trying the default schedule", params.kind()),
+                );
                 let built = self
                     .generate(wide, &HeuristicParams::Default)
                     .map_err(|d| CudaError::UnsupportedFusion {

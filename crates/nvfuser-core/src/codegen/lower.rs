@@ -274,9 +274,21 @@ impl<'a> Lower<'a> {
             // broadcast or reduced output is stored by one thread only). Schedulers give
             // other readers a register copy (`cache_fork`).
             if t.memory == MemoryType::Global && self.s.definition(tv).is_some() {
+                // A store from a register cache may be deferred past the reader (the
+                // pointwise schedule stores its vectors in a loop after the math).
+                let cached_store = self.s.definition(tv).is_some_and(|d| {
+                    let e = &self.s.exprs[d];
+                    matches!(e.op, Op::Set)
+                        && e.inputs.first().is_some_and(|&i| {
+                            self.s
+                                .tensors
+                                .get(&i)
+                                .is_some_and(|x| x.memory != MemoryType::Global)
+                        })
+                });
                 for u in self.s.uses(tv) {
                     let reader = self.s.exprs[u].output;
-                    if !self.same_thread(tv, reader) {
+                    if cached_store || !self.same_thread(tv, reader) {
                         return unsupported(format!(
                             "T{} is stored to global memory and read back by T{} in the same kernel by other threads (cache_fork it)",
                             tv.0, reader.0
@@ -968,6 +980,31 @@ impl<'a> Lower<'a> {
         })
     }
 
+    /// `v` as an operand of math whose type is `sem`, in `sem`'s computation type: a
+    /// tensor of another type converts as a cast to `sem` would first (an `i32` meeting
+    /// `f16` math rounds to `f16`), a scalar does not (PyTorch keeps scalars in its
+    /// `f32` opmath type); see the evaluator's spec.
+    fn operand_in(
+        &self,
+        e: &SExpr,
+        v: ValId,
+        sem: DataType,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<String> {
+        let to = sem.compute_type();
+        let half = matches!(sem, DataType::F16 | DataType::BF16);
+        let from = self.val_dtype_any(v);
+        if half && self.s.tensors.contains_key(&v) && from != sem && from != DataType::Bool {
+            let inner = self.operand(e, v, from, cidx)?;
+            return Ok(format!(
+                "({})(({})({inner}))",
+                cuda_type(to),
+                cuda_type(sem)
+            ));
+        }
+        self.operand(e, v, to, cidx)
+    }
+
     fn value(&self, e: &SExpr, cidx: &HashMap<DomId, Idx>) -> SchedResult<String> {
         let out_dt = self.t(e.output).dtype;
         let ins = &e.inputs;
@@ -1015,20 +1052,24 @@ impl<'a> Lower<'a> {
             }
             Op::Unary(u) => {
                 let inp = self.val_dtype_any(ins[0]);
-                let c = match u.rule() {
-                    UnaryRule::FloatMath | UnaryRule::FloatOnly => out_dt.compute_type(),
-                    _ => inp.compute_type(),
+                let sem = match u.rule() {
+                    UnaryRule::FloatMath | UnaryRule::FloatOnly => out_dt,
+                    _ => inp,
                 };
-                format!("nvf_{}({})", u.name(), self.operand(e, ins[0], c, cidx)?)
+                format!(
+                    "nvf_{}({})",
+                    u.name(),
+                    self.operand_in(e, ins[0], sem, cidx)?
+                )
             }
             Op::Binary(b) => {
-                let c = match b.rule() {
-                    BinaryRule::FloatMath => out_dt.compute_type(),
-                    _ => promoted(&ins[..2]).compute_type(),
+                let sem = match b.rule() {
+                    BinaryRule::FloatMath => out_dt,
+                    _ => promoted(&ins[..2]),
                 };
                 let (x, y) = (
-                    self.operand(e, ins[0], c, cidx)?,
-                    self.operand(e, ins[1], c, cidx)?,
+                    self.operand_in(e, ins[0], sem, cidx)?,
+                    self.operand_in(e, ins[1], sem, cidx)?,
                 );
                 match (self.int_division(e), self.check_code(e), infix(*b)) {
                     (Some(helper), Some(code), _) => format!("{helper}(nvf_err, {code}, {x}, {y})"),
@@ -1036,36 +1077,33 @@ impl<'a> Lower<'a> {
                     _ => format!("nvf_{}({x}, {y})", b.name()),
                 }
             }
-            Op::Ternary(t) => {
-                let c = out_dt.compute_type();
-                match t {
-                    TernaryOp::Where => {
-                        let cond = self.operand(e, ins[0], DataType::Bool, cidx)?;
-                        format!(
-                            "{cond} ? {} : {}",
-                            self.operand(e, ins[1], c, cidx)?,
-                            self.operand(e, ins[2], c, cidx)?
-                        )
-                    }
-                    _ => {
-                        let a: Vec<String> = ins
-                            .iter()
-                            .map(|&v| self.operand(e, v, c, cidx))
-                            .collect::<SchedResult<_>>()?;
-                        match t {
-                            TernaryOp::Lerp => format!("{0} + {2} * ({1} - {0})", a[0], a[1], a[2]),
-                            TernaryOp::Clamp => format!("nvf_clamp({}, {}, {})", a[0], a[1], a[2]),
-                            TernaryOp::Threshold => {
-                                format!("{0} > {1} ? {0} : {2}", a[0], a[1], a[2])
-                            }
-                            TernaryOp::Addcmul => {
-                                format!("{} + {} * {} * {}", a[0], a[3], a[1], a[2])
-                            }
-                            TernaryOp::Where => unreachable!("handled above"),
+            Op::Ternary(t) => match t {
+                TernaryOp::Where => {
+                    let cond = self.operand(e, ins[0], DataType::Bool, cidx)?;
+                    format!(
+                        "{cond} ? {} : {}",
+                        self.operand_in(e, ins[1], out_dt, cidx)?,
+                        self.operand_in(e, ins[2], out_dt, cidx)?
+                    )
+                }
+                _ => {
+                    let a: Vec<String> = ins
+                        .iter()
+                        .map(|&v| self.operand_in(e, v, out_dt, cidx))
+                        .collect::<SchedResult<_>>()?;
+                    match t {
+                        TernaryOp::Lerp => format!("{0} + {2} * ({1} - {0})", a[0], a[1], a[2]),
+                        TernaryOp::Clamp => format!("nvf_clamp({}, {}, {})", a[0], a[1], a[2]),
+                        TernaryOp::Threshold => {
+                            format!("{0} > {1} ? {0} : {2}", a[0], a[1], a[2])
                         }
+                        TernaryOp::Addcmul => {
+                            format!("{} + {} * {} * {}", a[0], a[3], a[1], a[2])
+                        }
+                        TernaryOp::Where => unreachable!("handled above"),
                     }
                 }
-            }
+            },
             Op::Slice { .. }
             | Op::Pad { .. }
             | Op::Cat { .. }

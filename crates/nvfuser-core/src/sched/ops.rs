@@ -648,8 +648,9 @@ impl ScheduledFusion {
                     if a.extent != b.extent || a.kind != b.kind || a.parallel != b.parallel {
                         break 'grow;
                     }
-                    let serial = !a.parallel.is_thread() && a.extent != crate::ir::Extent::Const(1);
-                    if serial && self.loop_owner(first, pos) != self.loop_owner(c, pos) {
+                    // The same loop, thread-bound and size-1 ones included: the lowering
+                    // scopes a register tensor by the loops it is computed in.
+                    if self.loop_owner(first, pos) != self.loop_owner(c, pos) {
                         break 'grow;
                     }
                 }

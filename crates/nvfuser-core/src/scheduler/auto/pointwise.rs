@@ -293,6 +293,12 @@ fn cached_input(p: &PointwisePlan, inp: ValId) -> bool {
     if t.rank() != ref_t.rank() || t.shape().last().is_none_or(|d| d.is_broadcast_like()) {
         return false;
     }
+    // Vector loads need an innermost dim declared contiguous and innermost in memory
+    // (an input declared otherwise is read element by element, whatever its strides).
+    let last = t.contiguity.len().checked_sub(1);
+    if !last.is_some_and(|l| t.contiguity[l] == Some(true) && t.stride_order[l] == 0) {
+        return false;
+    }
     let live = f.live_exprs();
     f.exprs().any(|(id, e)| {
         live[id.index()]
@@ -328,6 +334,11 @@ pub(crate) fn schedule(
     let mut store_caches = Vec::new();
     if v > 1 {
         for o in super::distinct_outputs(f) {
+            // An output other tensors read back is stored where it is computed, before
+            // its readers (a vector store from a cache runs after all the math).
+            if !s.schedule().uses(o).is_empty() {
+                continue;
+            }
             store_caches.push(s.cache_before(o)?);
             stores.push(o);
         }
