@@ -522,6 +522,7 @@ impl FusionExecutorCache {
         check_args(&self.fusion, device, args)?;
         if device.is_gpu() {
             let args = &self.kernel_args(args)?[..];
+            self.check_reads(args)?;
             let outputs = if self.kernel.outputs().is_empty() {
                 Vec::new()
             } else {
@@ -554,6 +555,64 @@ impl FusionExecutorCache {
             .collect::<Result<Vec<_>, _>>()?;
         let outputs = evaluate(&self.fusion, &inputs)?;
         outputs.iter().map(|o| device.tensor_from_host(o)).collect()
+    }
+
+    /// The checks of data-dependent reads (slice bounds, select indices, reshape sizes,
+    /// gather index sizes) on the whole fusion, with its host scalars evaluated
+    /// (`args` are the kernel fusion's arguments): an op only the fusion's scalar math
+    /// reaches (the reshape whose size an `iota` reads), or one in a segment, is checked
+    /// as the CPU reference checks it, before anything is launched.
+    fn check_reads(&self, args: &[Arg<'_>]) -> Result<(), CudaError> {
+        // Original value ids: the fusion's inputs keep their positions, the host
+        // program's results follow them (the kernel fusion's own ids are renumbered).
+        let f = &self.fusion;
+        let n = f.inputs().len();
+        let position = |v: nvfuser_core::ValId| {
+            f.input_position(v).or_else(|| {
+                let host = self.host.as_ref()?;
+                host.computed().iter().position(|&c| c == v).map(|i| n + i)
+            })
+        };
+        let dim = |t: nvfuser_core::ValId, axis: usize| match args.get(position(t)?)? {
+            Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
+            Arg::Scalar(_) => None,
+        };
+        // A scalar argument or host result; a `size` the kernel does not need is
+        // evaluated from its tensor's extent.
+        fn scalar_of(
+            f: &Fusion,
+            v: nvfuser_core::ValId,
+            arg: &dyn Fn(nvfuser_core::ValId) -> Option<i64>,
+            dim: &dyn Fn(nvfuser_core::ValId, usize) -> Option<i64>,
+            depth: u32,
+        ) -> Option<i64> {
+            if let Some(x) = arg(v) {
+                return Some(x);
+            }
+            let e = f.expr(f.val(v).definition?);
+            let nvfuser_core::ir::Op::Size { axis } = e.op else {
+                return None;
+            };
+            let extent = &f.tensor_type(*e.inputs.first()?)?.shape().nth(axis)?.extent;
+            if depth > 16 {
+                return None;
+            }
+            extent.eval(dim, &|w| scalar_of(f, w, arg, dim, depth + 1))
+        }
+        let arg = |v: nvfuser_core::ValId| match args.get(position(v)?)? {
+            Arg::Scalar(s) => s.cast(self.fusion.val(v).dtype).as_i64(),
+            Arg::Tensor(_) => None,
+        };
+        let scalar = |v: nvfuser_core::ValId| scalar_of(f, v, &arg, &dim, 0);
+        let eval = |e: &nvfuser_core::ir::Extent| -> Result<i64, CudaError> {
+            e.eval(&dim, &scalar)
+                .ok_or_else(|| CudaError::InvalidTensor {
+                    op: "fusion call",
+                    expected: format!("an extent computable from the inputs: {e}"),
+                    found: "an unbound or invalid value".into(),
+                })
+        };
+        crate::launch::check_data_dependent_reads_known(&self.fusion, &eval, &scalar)
     }
 
     /// The fusion's outputs from the kernel fusion's: inputs returned as outputs are
@@ -644,6 +703,7 @@ impl FusionExecutorCache {
         })?;
         check_args(&self.fusion, device, args)?;
         let args = &self.kernel_args(args)?[..];
+        self.check_reads(args)?;
         if self.kernel.num_exprs() == 0 {
             return Err(CudaError::UnsupportedFusion {
                 reason: "the fusion has no expressions, so no kernel runs to profile".into(),

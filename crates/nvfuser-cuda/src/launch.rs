@@ -342,6 +342,26 @@ pub(crate) fn check_data_dependent_reads(
     eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
     scalar: &dyn Fn(nvfuser_core::ValId) -> Option<i64>,
 ) -> Result<(), CudaError> {
+    check_reads_impl(fusion, eval, scalar, true)
+}
+
+/// [`check_data_dependent_reads`] of a whole fusion before it is split into kernels
+/// (host scalars evaluated): an op whose sizes or bounds are not all known from the
+/// arguments is skipped (its kernel's launch checks it).
+pub(crate) fn check_data_dependent_reads_known(
+    fusion: &Fusion,
+    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
+    scalar: &dyn Fn(nvfuser_core::ValId) -> Option<i64>,
+) -> Result<(), CudaError> {
+    check_reads_impl(fusion, eval, scalar, false)
+}
+
+fn check_reads_impl(
+    fusion: &Fusion,
+    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
+    scalar: &dyn Fn(nvfuser_core::ValId) -> Option<i64>,
+    strict: bool,
+) -> Result<(), CudaError> {
     let candidate = |op: &Op| {
         matches!(
             op,
@@ -366,7 +386,12 @@ pub(crate) fn check_data_dependent_reads(
         let mut out = SmallVec::new();
         if let Some(t) = fusion.tensor_type(v) {
             for d in t.shape() {
-                out.push(eval(&d.extent)?.max(0));
+                let n = eval(&d.extent).map_err(|e| CudaError::InvalidTensor {
+                    op: "launch",
+                    expected: "sizes computable from the arguments".into(),
+                    found: format!("{UNKNOWN}: {e}"),
+                })?;
+                out.push(n.max(0));
             }
         }
         Ok(out)
@@ -382,15 +407,12 @@ pub(crate) fn check_data_dependent_reads(
                     bad(
                         &e.op,
                         "an integer scalar input".into(),
-                        format!("input {k} of the expression"),
+                        format!("{UNKNOWN}: input {k} of the expression"),
                     )
                 }),
         }
     };
-    for (id, e) in fusion.exprs() {
-        if !candidate(&e.op) || !live[id.index()] {
-            continue;
-        }
+    let check_one = |e: &nvfuser_core::ir::Expr| -> Result<(), CudaError> {
         match &e.op {
             Op::Select { axis, index } => {
                 let size = sizes(e.inputs[0])?.get(*axis).copied().unwrap_or(0);
@@ -465,9 +487,23 @@ pub(crate) fn check_data_dependent_reads(
             }
             _ => {}
         }
+        Ok(())
+    };
+    for (id, e) in fusion.exprs() {
+        if !candidate(&e.op) || !live[id.index()] {
+            continue;
+        }
+        match check_one(e) {
+            Err(CudaError::InvalidTensor { ref found, .. })
+                if !strict && found.starts_with(UNKNOWN) => {}
+            other => other?,
+        }
     }
     Ok(())
 }
+
+/// How an unknown size or bound is reported (`found`), so a lenient check can skip it.
+const UNKNOWN: &str = "an unknown value";
 
 /// The runtime value of fusion tensor or scalar `id` for the ABI: an input argument or
 /// an output tensor.

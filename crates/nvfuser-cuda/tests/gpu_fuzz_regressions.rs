@@ -34,3 +34,155 @@ fn fuzz_case(t0: Tensor<f64, [_, 256]>) -> (Tensor<f64, [1, 1]>, Tensor<f64, [_,
             .unwrap_or_else(|e| panic!("rows {rows}: {e}"));
     }
 }
+
+fn fusion_of(src: &str) -> nvfuser_core::ir::Fusion {
+    nvfuser_core::dsl::build_str(src).unwrap().remove(0).0
+}
+
+/// Runs `src` on random inputs of `shapes` (one call per shape list) and compares every
+/// output with the CPU reference.
+fn check_calls(src: &str, calls: &[&[&[usize]]]) {
+    let Some(_) = require_gpu() else { return };
+    let dev = Device::cuda(0).unwrap();
+    let fusion = fusion_of(src);
+    let exec = FusionExecutorCache::new(fusion.clone());
+    for (c, shapes) in calls.iter().enumerate() {
+        let inputs: Vec<EvalInput> = fusion
+            .inputs()
+            .iter()
+            .zip(shapes.iter())
+            .enumerate()
+            .map(|(i, (&v, s))| {
+                HostTensor::random(fusion.val(v).dtype, s, 17 + 31 * i as u64 + c as u64).into()
+            })
+            .collect();
+        run_and_compare(&dev, &exec, &inputs, None, &Tolerance::for_dtype)
+            .unwrap_or_else(|e| panic!("call {c} {shapes:?}: {e}"));
+    }
+}
+
+/// Seed 9080: an output broadcast along the reference's inner dim (`silu` of a
+/// `[1, 1]` input) read by the wider output: thread 0 stored it and the other warps
+/// read it back from global memory before the store (only the first 32 values were
+/// right). Readers now take a register copy (`cache_fork`).
+#[test]
+fn broadcast_output_read_by_a_wider_output() {
+    check_calls(
+        r#"
+fn k(t1: Tensor<f32, [_]>, t2: Tensor<f64, [1, 1]>) -> (Tensor<f64, [1, _]>, Tensor<f64, [1, 1]>) {
+    let t4 = t1.abs();
+    let t5 = t2.silu();
+    let t6 = t4.broadcast([true, false]);
+    let t7 = t6 * t5;
+    (t7, t5)
+}
+"#,
+        &[&[&[128], &[1, 1]], &[&[1000], &[1, 1]], &[&[4096], &[1, 1]]],
+    );
+}
+
+/// Seed 21616: an output read back by another output of the same pointwise kernel while
+/// its vector store was deferred past the math. Such outputs are now stored where they
+/// are computed.
+#[test]
+fn output_read_back_before_its_vector_store() {
+    check_calls(
+        r#"
+fn k(t0: Tensor<bf16, [_]>) -> (Tensor<bf16, [_]>, Tensor<bf16, [_]>) {
+    let t1 = t0.isnan();
+    let t2 = t0.erfc();
+    let t3 = where_(t1, t0, t2);
+    (t2, t3)
+}
+"#,
+        &[&[&[100]], &[&[4096]], &[&[1 << 20]]],
+    );
+}
+
+/// Seed 7976: an `i32` tensor meeting `f16` math is rounded to `f16` first (2049
+/// becomes 2048), as the evaluator's spec and PyTorch say.
+#[test]
+fn int_tensor_in_half_math_rounds_to_half() {
+    check_calls(
+        r#"
+fn k(t0: Tensor<f16, [_, _]>) -> Tensor<f16, [_, _]> {
+    let s2 = t0.size(1);
+    let t5 = iota(s2, 100, 1, i32);
+    let t6 = t5.broadcast([true, false]);
+    let t7 = t6.maximum(t0);
+    let t13 = t7 - t6;
+    t13
+}
+"#,
+        &[&[&[1, 2048]], &[&[3, 4096]]],
+    );
+}
+
+/// Seed 14490: two outputs whose dims are unrelated (`[4, 128, 1]` and `[100, 4, 128]`)
+/// were scheduled as one pointwise kernel over the second's loops. Pointwise now
+/// requires every dim to be exactly mapped to the reference's.
+#[test]
+fn outputs_of_unrelated_shapes() {
+    check_calls(
+        r#"
+fn k(t1: Tensor<i64, [_, _]>, t2: Tensor<f64, [_, _, _]>) -> (Tensor<f64, [_, _, _]>, Tensor<i64, [_, _, 1]>) {
+    let t3 = t1.broadcast([false, false, true]);
+    let t12 = t2.relu();
+    (t12, t3)
+}
+"#,
+        &[&[&[4, 128], &[100, 4, 128]], &[&[1, 2], &[1, 1, 2]]],
+    );
+}
+
+/// Seed 3772: the widest output is empty (a `[0, 2]` expand) beside a non-empty output
+/// broadcast along the empty dim: the kernel's loops covered nothing. Such calls now run
+/// on the reference (`EmptyLaunch`).
+#[test]
+fn empty_widest_output_beside_a_non_empty_one() {
+    check_calls(
+        r#"
+fn k(t0: Tensor<f16, [1, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [1, _]>) {
+    let t2 = t0.slice([1.., ..]);
+    let t3 = t0 as f32;
+    let s6 = t2.size(0);
+    let t7 = t3.expand([s6, -1]);
+    (t7, t3)
+}
+"#,
+        &[&[&[1, 2]], &[&[1, 1024]]],
+    );
+}
+
+/// Seed 9648: a reshape to sizes of another element count that only the fusion's scalar
+/// math reads (`iota` over its size). The reference refuses it; so must the GPU (the
+/// checks of data-dependent reads now run on the whole fusion before any kernel).
+#[test]
+fn reshape_read_only_through_its_size_is_checked() {
+    let Some(_) = require_gpu() else { return };
+    let dev = Device::cuda(0).unwrap();
+    let fusion = fusion_of(
+        r#"
+fn k(t0: Tensor<f64, [_, _, _]>) -> Tensor<i64, [_]> {
+    let s5 = t0.size(0);
+    let s6 = t0.size(2);
+    let t7 = t0.reshape([s5, 2, -1, s6]);
+    let s9 = t7.size(1);
+    let t12 = iota(s9, 100, 1, i64);
+    t12
+}
+"#,
+    );
+    let exec = FusionExecutorCache::new(fusion.clone());
+    let input: EvalInput = HostTensor::random(nvfuser_core::DataType::F64, &[1, 1, 1], 3).into();
+    assert!(nvfuser_core::eval::evaluate(&fusion, std::slice::from_ref(&input)).is_err());
+    let tensors = nvfuser_cuda::testing::upload_inputs(&dev, std::slice::from_ref(&input)).unwrap();
+    let args = nvfuser_cuda::testing::input_args(std::slice::from_ref(&input), &tensors);
+    match exec.run(&dev, &args) {
+        Ok(_) => panic!("the GPU ran a reshape the reference refuses"),
+        Err(e) => assert!(e.to_string().contains("reshape"), "{e}"),
+    }
+    // A valid call still runs.
+    let ok: EvalInput = HostTensor::random(nvfuser_core::DataType::F64, &[3, 4, 5], 4).into();
+    run_and_compare(&dev, &exec, &[ok], None, &Tolerance::for_dtype).unwrap();
+}
