@@ -784,8 +784,10 @@ impl FusionExecutorCache {
                 })
         };
         // The same checks as a launch: a slice bound or select index out of range is an
-        // error even when the result would be empty (as on the CPU reference).
-        crate::launch::check_data_dependent_reads(f, &eval, &scalar)?;
+        // error even when the result would be empty (as on the CPU reference). Values
+        // the kernel fusion computes itself are checked on the whole fusion by
+        // `check_reads` before this.
+        crate::launch::check_data_dependent_reads_known(f, &eval, &scalar)?;
         let size = |e: &nvfuser_core::ir::Extent| -> Result<usize, CudaError> {
             let n = eval(e)?;
             usize::try_from(n).map_err(|_| CudaError::InvalidTensor {
@@ -1085,7 +1087,12 @@ impl FusionExecutorCache {
         }
         let info = runtime_info_for(device.clone(), args);
         match self.generate_for(&info, None) {
-            Ok((_, kernel)) => Ok(kernel.into_iter().collect()),
+            Ok((_, Some(kernel))) => {
+                // What the launch would check on these arguments.
+                crate::launch::check_planned_requirements(&kernel, &self.kernel, &kargs)?;
+                Ok(vec![kernel])
+            }
+            Ok((_, None)) => Ok(Vec::new()),
             Err(e @ CudaError::UnsupportedFusion { .. }) => segments(self.segmented_or(e)?),
             Err(e) => Err(e),
         }

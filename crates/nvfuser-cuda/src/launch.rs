@@ -632,6 +632,55 @@ fn dims(
     Ok(out)
 }
 
+/// The launch's checks ([`check_data_dependent_reads`], [`check_requirements`]) of a
+/// kernel planned without a GPU (`FusionExecutorCache::plan_kernels`) on the call's
+/// arguments, wherever they live: an argument's address is
+/// stood for by its alignment ([`Tensor::data_alignment`]), which is all the check reads;
+/// outputs (fresh allocations) are not checked. A GPU launch would refuse exactly these.
+pub(crate) fn check_planned_requirements(
+    kernel: &Kernel,
+    fusion: &Fusion,
+    args: &[Arg<'_>],
+) -> Result<(), CudaError> {
+    let dim = |t: nvfuser_core::ValId, axis: usize| -> Option<i64> {
+        match args.get(fusion.input_position(t)?)? {
+            Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
+            Arg::Scalar(_) => None,
+        }
+    };
+    let scalar = |v: nvfuser_core::ValId| -> Option<i64> {
+        match args.get(fusion.input_position(v)?)? {
+            Arg::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
+            Arg::Tensor(_) => None,
+        }
+    };
+    let eval = |e: &Extent| -> Result<i64, CudaError> {
+        e.eval(&dim, &scalar)
+            .ok_or_else(|| CudaError::InvalidTensor {
+                op: "launch",
+                expected: format!("an extent computable from the inputs: {e}"),
+                found: "an unbound or invalid value".into(),
+            })
+    };
+    let arg = |id: nvfuser_core::ValId| -> Option<ArgRef<'_>> {
+        match *args.get(fusion.input_position(id)?)? {
+            Arg::Tensor(t) => Some(ArgRef::Tensor {
+                ptr: t.data_alignment() as u64,
+                sizes: t.sizes(),
+                strides: t.strides(),
+            }),
+            Arg::Scalar(s) => Some(ArgRef::Scalar(s.cast(fusion.val(id).dtype))),
+        }
+    };
+    check_data_dependent_reads(fusion, &eval, &scalar)?;
+    check_requirements(
+        kernel,
+        &arg,
+        &|id| fusion.get_val(id).map_or(1, |v| v.dtype.size_bytes()),
+        &eval,
+    )
+}
+
 /// The kernel's own launch requirements on the actual arguments. A vector access of
 /// `bytes` needs the tensor's address and every row pitch it steps over aligned
 /// ([`vector_access_ok`]); the executor's runtime signature holds the same alignment

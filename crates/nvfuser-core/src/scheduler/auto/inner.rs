@@ -183,7 +183,9 @@ fn eval_all(p: &InnerPlan, info: &RuntimeInfo, es: &[Extent]) -> Plan<i64> {
     Ok(n)
 }
 
-/// The widest vector every full-rank input and the reduced innermost size allow.
+/// The widest vector every full-rank input, every input read through a broadcast that
+/// keeps the innermost dim (a `[H]` weight, loaded with vectors too) and the reduced
+/// innermost size allow.
 fn vector_width(p: &InnerPlan, info: &RuntimeInfo) -> Plan<i64> {
     let f = &p.fusion;
     let innermost = eval_all(p, info, &p.reduced[p.k - 1..])?;
@@ -195,6 +197,12 @@ fn vector_width(p: &InnerPlan, info: &RuntimeInfo) -> Plan<i64> {
             if last > 1 {
                 v = v.min(vector_limit(t, last, max_v));
             }
+        }
+    }
+    // (broadcast, input) pairs: the input's layout limits the vector.
+    for (_, inp) in broadcast_vector_inputs(f) {
+        if let Some(t) = info.tensor(f, inp) {
+            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), v));
         }
     }
     Ok(v)
@@ -260,14 +268,7 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
             ));
         }
     }
-    let mut v = vector_width(p, info)?;
-    // Inputs read through a broadcast that keeps the innermost dim (a `[H]` weight) are
-    // loaded with vectors too.
-    for (inp, _) in broadcast_vector_inputs(&p.fusion) {
-        if let Some(t) = info.tensor(&p.fusion, inp) {
-            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), v));
-        }
-    }
+    let v = vector_width(p, info)?;
     let chunks = ceil_div(h.max(1), v);
     // At most 512 threads per row: a 1024-thread block leaves 64 registers per thread,
     // too few for the row buffers plus vectorized weights (LayerNorm [*, 32768] failed
