@@ -589,15 +589,39 @@ impl FusionExecutorCache {
             if let Some(x) = arg(v) {
                 return Some(x);
             }
-            let e = f.expr(f.val(v).definition?);
-            let nvfuser_core::ir::Op::Size { axis } = e.op else {
-                return None;
-            };
-            let extent = &f.tensor_type(*e.inputs.first()?)?.shape().nth(axis)?.extent;
             if depth > 16 {
                 return None;
             }
-            extent.eval(dim, &|w| scalar_of(f, w, arg, dim, depth + 1))
+            let e = f.expr(f.val(v).definition?);
+            let sub = |w: nvfuser_core::ValId| scalar_of(f, w, arg, dim, depth + 1);
+            let operand = |k: usize| -> Option<i64> {
+                let w = *e.inputs.get(k)?;
+                match f.val(w).constant() {
+                    Some(c) => c.as_i64(),
+                    None => sub(w),
+                }
+            };
+            use nvfuser_core::ir::{BinaryOp, Op};
+            match e.op {
+                Op::Size { axis } => f
+                    .tensor_type(*e.inputs.first()?)?
+                    .shape()
+                    .nth(axis)?
+                    .extent
+                    .eval(dim, &sub),
+                // Integer size arithmetic (`x.size(3) - 2`), wrapping like the kernels.
+                Op::Binary(b @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul))
+                    if !f.val(v).dtype.is_float() =>
+                {
+                    let (x, y) = (operand(0)?, operand(1)?);
+                    Some(match b {
+                        BinaryOp::Add => x.wrapping_add(y),
+                        BinaryOp::Sub => x.wrapping_sub(y),
+                        _ => x.wrapping_mul(y),
+                    })
+                }
+                _ => None,
+            }
         }
         let arg = |v: nvfuser_core::ValId| match args.get(position(v)?)? {
             Arg::Scalar(s) => s.cast(self.fusion.val(v).dtype).as_i64(),

@@ -370,6 +370,10 @@ fn check_reads_impl(
                 | Op::Reshape { .. }
                 | Op::Gather { .. }
                 | Op::TakeAlongAxis { .. }
+                | Op::Reduction {
+                    op: nvfuser_core::ir::ReductionOp::Max | nvfuser_core::ir::ReductionOp::Min,
+                    ..
+                }
         )
     };
     if !fusion.exprs().any(|(_, e)| candidate(&e.op)) {
@@ -446,14 +450,34 @@ fn check_reads_impl(
                     }
                 }
             }
-            Op::Reshape { .. } => {
-                let numel = |s: &[i64]| s.iter().try_fold(1i64, |a, &n| a.checked_mul(n));
-                let (from, to) = (sizes(e.inputs[0])?, sizes(e.outputs[0])?);
-                if numel(&from) != numel(&to) {
+            Op::Reshape { sizes: targets } => {
+                // The reference's rule: sizes >= 0 and at most one -1, inferred only from
+                // a nonzero product of the others that divides the element count (so
+                // `[16, 4, -1, 0]` of 0 elements is ambiguous and refused).
+                let from = sizes(e.inputs[0])?;
+                let numel = from.iter().try_fold(1i64, |a, &n| a.checked_mul(n));
+                let mut vals: SmallVec<[i64; 6]> = SmallVec::new();
+                for &a in targets {
+                    vals.push(value(e, a)?);
+                }
+                let inferred = vals.iter().filter(|&&v| v == -1).count();
+                let known = vals.iter().filter(|&&v| v != -1).try_fold(1i64, |a, &v| {
+                    if v < 0 {
+                        None
+                    } else {
+                        a.checked_mul(v)
+                    }
+                });
+                let ok = match (numel, known, inferred) {
+                    (Some(n), Some(k), 0) => k == n,
+                    (Some(n), Some(k), 1) => k != 0 && n % k == 0,
+                    _ => false,
+                };
+                if !ok {
                     return Err(bad(
                         &e.op,
                         format!("sizes with the input's element count (input sizes {from:?})"),
-                        format!("output sizes {to:?}"),
+                        format!("sizes {vals:?}"),
                     ));
                 }
             }
@@ -491,6 +515,25 @@ fn check_reads_impl(
     };
     for (id, e) in fusion.exprs() {
         if !candidate(&e.op) || !live[id.index()] {
+            continue;
+        }
+        // max and min of no elements are not defined (the reference refuses): an
+        // extent that only the call's scalars make empty (a slice to a computed bound)
+        // escapes the argument check. Unknown extents are left to it.
+        if let Op::Reduction { op, axes } = &e.op {
+            let dims = fusion.tensor_type(e.inputs[0]);
+            for &axis in axes {
+                let extent = dims.and_then(|t| t.shape().nth(axis)).map(|d| &d.extent);
+                if extent.and_then(|x| eval(x).ok()) == Some(0) {
+                    return Err(bad(
+                        &e.op,
+                        format!(
+                            "a non-empty dim to reduce ({op:?} of zero elements is not defined)"
+                        ),
+                        format!("dim {axis} of size 0"),
+                    ));
+                }
+            }
             continue;
         }
         match check_one(e) {
@@ -809,6 +852,28 @@ mod tests {
         assert!(check(&f, &[&[6, 4], &[]], &[0, 8]).is_ok());
         // 24 elements into rows of 5: the inferred dim rounds down to 4 (20 elements).
         expect_err(check(&f, &[&[6, 4], &[]], &[0, 5]), "element count");
+        // 0 elements into rows of 0: the -1 could be anything (the reference refuses;
+        // fuzz seed 408679 ran it on the GPU).
+        expect_err(check(&f, &[&[0, 4], &[]], &[0, 0]), "element count");
+        assert!(check(&f, &[&[0, 4], &[]], &[0, 2]).is_ok());
+        // Sizes below -1 are refused.
+        expect_err(check(&f, &[&[6, 4], &[]], &[0, -3]), "element count");
+    }
+
+    /// Fuzz seed 111244: `max` over a dim that a scalar slice bound makes empty.
+    #[test]
+    fn max_over_a_dim_emptied_by_a_scalar_bound_is_refused() {
+        let mut fd = FusionDefinition::new();
+        let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+        let a = fd.define_scalar(DataType::I64).unwrap();
+        let sl = fd
+            .slice(x, &[Slice::range(Size::Const(0), Size::Val(a))])
+            .unwrap();
+        let m = fd.max(sl, &[0], false).unwrap();
+        fd.add_output(m).unwrap();
+        let f = fd.finish().unwrap();
+        assert!(check(&f, &[&[10], &[]], &[0, 3]).is_ok());
+        expect_err(check(&f, &[&[10], &[]], &[0, 0]), "max: a non-empty dim");
     }
 
     #[test]
