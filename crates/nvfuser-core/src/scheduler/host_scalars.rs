@@ -28,7 +28,9 @@ use crate::dtype::{DataType, ScalarValue};
 use crate::error::{Error, Result};
 use crate::eval::{evaluate, EvalInput};
 use crate::ir::bind::BoundArg;
-use crate::ir::{Expr, ExprId, Extent, Fusion, Op, Output, Val, ValId, ValKind};
+use crate::ir::{
+    BinaryOp, Expr, ExprId, Extent, ExtentOp, Fusion, Op, Output, Val, ValId, ValKind,
+};
 
 /// A fusion split into the kernel part and the host scalar program.
 #[derive(Clone, Debug)]
@@ -211,6 +213,8 @@ fn build_program(
     let mut stack: Vec<ValId> = computed.to_vec();
     let mut exprs: Vec<ExprId> = Vec::new();
     let mut sizes: Vec<ValId> = Vec::new();
+    // Input dims read by the extents of sizes of computed tensors.
+    let mut derived_dims: Vec<(ValId, u32)> = Vec::new();
     while let Some(v) = stack.pop() {
         if std::mem::replace(&mut in_cone[v.index()], true) {
             continue;
@@ -219,8 +223,32 @@ fn build_program(
             continue;
         };
         let e = f.expr(def);
-        if let Op::Size { .. } = e.op {
-            sizes.push(v);
+        if let Op::Size { axis } = e.op {
+            let extent = &f.tensor_type(*e.inputs.first()?)?.shape().nth(axis)?.extent;
+            let mut closed = true;
+            extent.for_each_val(&mut |w| closed &= is_input[w.index()]);
+            if closed {
+                sizes.push(v);
+            } else {
+                // The size of a computed tensor (a slice to a computed bound): its
+                // extent is computed by the program from the input dims it reads and
+                // the host values it names.
+                let mut ok = true;
+                extent.for_each_val(&mut |w| {
+                    if f.val(w).is_tensor() {
+                        ok &= is_input[w.index()];
+                    } else {
+                        ok &=
+                            is_input[w.index()] || host[w.index()] || f.val(w).constant().is_some();
+                        stack.push(w);
+                    }
+                });
+                if !ok {
+                    return None;
+                }
+                collect_dims(extent, &mut derived_dims);
+                exprs.push(def);
+            }
         } else {
             exprs.push(def);
             stack.extend(e.inputs.iter().copied());
@@ -229,6 +257,8 @@ fn build_program(
     exprs.sort_unstable();
     exprs.dedup();
     sizes.sort_unstable();
+    derived_dims.sort_unstable();
+    derived_dims.dedup();
 
     let positions: FxHashMap<ValId, (usize, DataType)> = f
         .inputs()
@@ -270,9 +300,28 @@ fn build_program(
         map.insert(s, program.push_val(scalar_val(f.val(s).dtype, None)));
         sources.push(Source::Extent(extent));
     }
+    let mut dim_vals: FxHashMap<(ValId, u32), ValId> = FxHashMap::default();
+    for &(tensor, axis) in &derived_dims {
+        dim_vals.insert(
+            (tensor, axis),
+            program.push_val(scalar_val(DataType::I64, None)),
+        );
+        sources.push(Source::Extent(Extent::Dim { tensor, axis }));
+    }
     program.inputs = (0..sources.len() as u32).map(ValId).collect();
     for &e in &exprs {
         let expr = f.expr(e);
+        if let Op::Size { axis } = expr.op {
+            // A size of a computed tensor: its extent as program arithmetic.
+            let extent = &f
+                .tensor_type(*expr.inputs.first()?)?
+                .shape()
+                .nth(axis)?
+                .extent;
+            let r = emit_extent(&mut program, &mut map, &dim_vals, f, extent)?;
+            map.insert(*expr.outputs.first()?, r);
+            continue;
+        }
         let mut inputs: SmallVec<[ValId; 3]> = SmallVec::new();
         for &i in &expr.inputs {
             let v = match map.get(&i) {
@@ -317,6 +366,77 @@ fn build_program(
         positions,
         computed: computed.to_vec(),
         num_args: f.inputs().len(),
+    })
+}
+
+/// The input dims an extent reads.
+fn collect_dims(e: &Extent, out: &mut Vec<(ValId, u32)>) {
+    match e {
+        Extent::Dim { tensor, axis } => out.push((*tensor, *axis)),
+        Extent::Op(_, a, b) => {
+            collect_dims(a, out);
+            collect_dims(b, out);
+        }
+        Extent::Const(_) | Extent::Scalar(_) => {}
+    }
+}
+
+/// `e` as integer arithmetic in the host program (values of `map`, input dims of
+/// `dims`); its result. Extents are non-negative, so floor division is the evaluator's
+/// truncating one, and a ceiling division is `(a + b - 1) / b`.
+fn emit_extent(
+    program: &mut Fusion,
+    map: &mut FxHashMap<ValId, ValId>,
+    dims: &FxHashMap<(ValId, u32), ValId>,
+    f: &Fusion,
+    e: &Extent,
+) -> Option<ValId> {
+    let int = |program: &mut Fusion, c: Option<ScalarValue>| {
+        program.push_val(Val {
+            dtype: DataType::I64,
+            kind: ValKind::Scalar(c),
+            definition: None,
+        })
+    };
+    let binary = |program: &mut Fusion, op: BinaryOp, x: ValId, y: ValId| {
+        let out = int(program, None);
+        program.push_expr(Expr {
+            op: Op::Binary(op),
+            inputs: smallvec::smallvec![x, y],
+            outputs: smallvec::smallvec![out],
+        });
+        out
+    };
+    Some(match e {
+        Extent::Const(c) => int(program, Some(ScalarValue::Int(*c))),
+        Extent::Dim { tensor, axis } => *dims.get(&(*tensor, *axis))?,
+        Extent::Scalar(w) => match map.get(w) {
+            Some(&v) => v,
+            None => {
+                let c = f.val(*w).constant()?;
+                let v = int(program, Some(c));
+                map.insert(*w, v);
+                v
+            }
+        },
+        Extent::Op(op, a, b) => {
+            let x = emit_extent(program, map, dims, f, a)?;
+            let y = emit_extent(program, map, dims, f, b)?;
+            match op {
+                ExtentOp::Add => binary(program, BinaryOp::Add, x, y),
+                ExtentOp::Sub => binary(program, BinaryOp::Sub, x, y),
+                ExtentOp::Mul => binary(program, BinaryOp::Mul, x, y),
+                ExtentOp::Div => binary(program, BinaryOp::Div, x, y),
+                ExtentOp::Max => binary(program, BinaryOp::Maximum, x, y),
+                ExtentOp::Min => binary(program, BinaryOp::Minimum, x, y),
+                ExtentOp::CeilDiv => {
+                    let one = int(program, Some(ScalarValue::Int(1)));
+                    let s = binary(program, BinaryOp::Add, x, y);
+                    let t = binary(program, BinaryOp::Sub, s, one);
+                    binary(program, BinaryOp::Div, t, y)
+                }
+            }
+        }
     })
 }
 

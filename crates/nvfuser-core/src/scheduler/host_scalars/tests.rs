@@ -184,3 +184,28 @@ fn cast_of_a_scalar_input() {
     );
     assert_eq!(split.program.computed(), &[c]);
 }
+
+/// The size of a computed tensor (a slice to a bound computed from a size) is computed by
+/// the program from its extent (fuzz seeds 15407, 7848: the split gave up and the kernel
+/// was left with scalar math no scheduler takes).
+#[test]
+fn sizes_of_computed_tensors() {
+    let src = r#"
+fn k(t0: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _]> {
+    let s1 = t0.size(2);
+    let s3 = s1 - 1;
+    let t4 = t0.slice([.., .., 0..s3]);
+    let s10 = t4.size(2);
+    let s12 = s10 - 1;
+    let t13 = t4.slice([.., .., 0..s12]);
+    let s14 = t13.size(2);
+    let t15 = t13.reshape([-1, s14]);
+    t15
+}
+"#;
+    let f = crate::dsl::build_str(src).unwrap().remove(0).0;
+    for shape in [[2usize, 3, 7], [1, 1, 3], [4, 2, 64]] {
+        let x = HostTensor::random(DataType::F32, &shape, 5);
+        check(&f, &[EvalInput::Tensor(x)]);
+    }
+}
