@@ -216,3 +216,107 @@ fn sum_broadcast_into_a_wider_tensor_kernels() {
     }
     insta::assert_snapshot!("sum_into_wider_segments_cuda", text);
 }
+
+/// A kernel for `src` (the run-time DSL) on contiguous inputs of `shapes`, dtypes from
+/// the fusion.
+fn kernel_of(src: &str, shapes: &[&[i64]]) -> (HeuristicParams, Kernel) {
+    let f = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let ins: Vec<(DataType, &[i64])> = f
+        .inputs()
+        .iter()
+        .zip(shapes)
+        .map(|(&v, s)| (f.val(v).dtype, *s))
+        .collect();
+    generate(
+        &f,
+        &RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &ins),
+    )
+}
+
+/// Lines of the kernel body that read global tensor `name` (any use that is not the
+/// left side of a store or its parameter declaration).
+fn reads_of(body: &str, name: &str) -> Vec<String> {
+    let at = format!("{name}[");
+    body.lines()
+        .map(str::trim)
+        .filter(|l| l.contains(&at) && !l.starts_with(&at))
+        .filter(|l| !l.contains(&format!("&{at}")) || l.contains(&format!(", &{at}")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Fuzz seed 9080: an output broadcast along the reference's dim (`silu` of `[1, 1]`) is
+/// read by the wider output. Thread 0 stores it; the readers get a register copy
+/// (`cache_fork`) instead of reading it back from global memory.
+#[test]
+fn broadcast_output_read_by_a_wider_output_kernel() {
+    let (p, k) = kernel_of(
+        r#"
+fn k(t1: Tensor<f32, [_]>, t2: Tensor<f64, [1, 1]>) -> (Tensor<f64, [1, _]>, Tensor<f64, [1, 1]>) {
+    let t4 = t1.abs();
+    let t5 = t2.silu();
+    let t6 = t4.broadcast([true, false]);
+    let t7 = t6 * t5;
+    (t7, t5)
+}
+"#,
+        &[&[1000], &[1, 1]],
+    );
+    assert_eq!(p.kind(), SchedulerKind::Pointwise);
+    let b = body(&k);
+    assert!(reads_of(&b, "T5").is_empty(), "{b}");
+    insta::assert_snapshot!("broadcast_output_read_by_wider_cuda", snapshot_text(&k));
+}
+
+/// Fuzz seed 21616: an output the kernel reads back (`t2`, read by the `where`) is stored
+/// where it is computed, not through a vector store deferred past its reader.
+#[test]
+fn output_read_back_is_stored_before_its_reader() {
+    let (p, k) = kernel_of(
+        r#"
+fn k(t0: Tensor<bf16, [_]>) -> (Tensor<bf16, [_]>, Tensor<bf16, [_]>) {
+    let t1 = t0.isnan();
+    let t2 = t0.erfc();
+    let t3 = where_(t1, t0, t2);
+    (t2, t3)
+}
+"#,
+        &[&[4096]],
+    );
+    assert!(
+        matches!(p, HeuristicParams::Pointwise(ref pp) if pp.vectorize > 1),
+        "{p:?}"
+    );
+    let b = body(&k);
+    let store = b.find("T2[").expect("a store of T2");
+    for r in reads_of(&b, "T2") {
+        assert!(
+            b.find(&r).unwrap() > store,
+            "read before the store: {r}\n{b}"
+        );
+    }
+    insta::assert_snapshot!("output_read_back_stored_first_cuda", snapshot_text(&k));
+}
+
+/// Fuzz seed 1959: `t4` is read by the store cache of `t5` and by the math of `t9`; after
+/// the pointwise scheduler moved its caches, `t4` was declared inside one consumer's loop
+/// and read from the other's (NVRTC: identifier undefined). Its position now stays in
+/// the loops both share.
+#[test]
+fn producer_shared_by_two_cached_consumers_kernel() {
+    let (_, k) = kernel_of(
+        r#"
+fn k(t0: Tensor<bf16, [_, _, _, _]>) -> (Tensor<bf16, [_, _, _, _]>, Tensor<bf16, [_, _, _, _]>) {
+    let t4 = t0.erf();
+    let t5 = t4.atan();
+    let t9 = t4 - t5;
+    (t9, t5)
+}
+"#,
+        &[&[64, 5, 7, 128]],
+    );
+    insta::assert_snapshot!(
+        "producer_shared_by_cached_consumers_cuda",
+        snapshot_text(&k)
+    );
+}

@@ -339,6 +339,12 @@ pub(crate) fn schedule(
             if !s.schedule().uses(o).is_empty() {
                 continue;
             }
+            // An output broadcast in its innermost dim has no vector to store.
+            if f.tensor_type(o)
+                .is_none_or(|t| t.shape().last().is_none_or(|d| d.is_broadcast_like()))
+            {
+                continue;
+            }
             store_caches.push(s.cache_before(o)?);
             stores.push(o);
         }
