@@ -106,26 +106,8 @@ pub(crate) fn launch_kernel_with(
     let gpu = device.require_gpu(OP)?;
     // Runtime values of input dims and integer scalars, by position (no maps, no
     // formatting unless an extent cannot be evaluated).
-    let dim = |t: nvfuser_core::ValId, axis: usize| -> Option<i64> {
-        match args.get(fusion.input_position(t)?)? {
-            Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
-            Arg::Scalar(_) => None,
-        }
-    };
-    let scalar = |v: nvfuser_core::ValId| -> Option<i64> {
-        match args.get(fusion.input_position(v)?)? {
-            Arg::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
-            Arg::Tensor(_) => None,
-        }
-    };
-    let eval = |e: &Extent| -> Result<i64, CudaError> {
-        e.eval(&dim, &scalar)
-            .ok_or_else(|| CudaError::InvalidTensor {
-                op: OP,
-                expected: format!("an extent computable from the inputs: {e}"),
-                found: "an unbound or invalid value".into(),
-            })
-    };
+    let scalar = |v| arg_scalar(fusion, args, v);
+    let eval = |e: &Extent| eval_on_args(fusion, args, e);
     for arg in args {
         if let Arg::Tensor(t) = arg {
             check_index_type(kernel, t)?;
@@ -685,26 +667,8 @@ pub(crate) fn check_planned_requirements(
     fusion: &Fusion,
     args: &[Arg<'_>],
 ) -> Result<(), CudaError> {
-    let dim = |t: nvfuser_core::ValId, axis: usize| -> Option<i64> {
-        match args.get(fusion.input_position(t)?)? {
-            Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
-            Arg::Scalar(_) => None,
-        }
-    };
-    let scalar = |v: nvfuser_core::ValId| -> Option<i64> {
-        match args.get(fusion.input_position(v)?)? {
-            Arg::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
-            Arg::Tensor(_) => None,
-        }
-    };
-    let eval = |e: &Extent| -> Result<i64, CudaError> {
-        e.eval(&dim, &scalar)
-            .ok_or_else(|| CudaError::InvalidTensor {
-                op: "launch",
-                expected: format!("an extent computable from the inputs: {e}"),
-                found: "an unbound or invalid value".into(),
-            })
-    };
+    let scalar = |v| arg_scalar(fusion, args, v);
+    let eval = |e: &Extent| eval_on_args(fusion, args, e);
     let arg = |id: nvfuser_core::ValId| -> Option<ArgRef<'_>> {
         match *args.get(fusion.input_position(id)?)? {
             Arg::Tensor(t) => Some(ArgRef::Tensor {
@@ -722,6 +686,34 @@ pub(crate) fn check_planned_requirements(
         &|id| fusion.get_val(id).map_or(1, |v| v.dtype.size_bytes()),
         &eval,
     )
+}
+
+/// Dim `axis` of the kernel fusion's input tensor `t` in `args` (by input position).
+fn arg_dim(fusion: &Fusion, args: &[Arg<'_>], t: nvfuser_core::ValId, axis: usize) -> Option<i64> {
+    match args.get(fusion.input_position(t)?)? {
+        Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
+        Arg::Scalar(_) => None,
+    }
+}
+
+/// The integer value of the kernel fusion's scalar input `v` in `args`.
+fn arg_scalar(fusion: &Fusion, args: &[Arg<'_>], v: nvfuser_core::ValId) -> Option<i64> {
+    match args.get(fusion.input_position(v)?)? {
+        Arg::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
+        Arg::Tensor(_) => None,
+    }
+}
+
+/// `e` evaluated on the call's arguments, or why not.
+fn eval_on_args(fusion: &Fusion, args: &[Arg<'_>], e: &Extent) -> Result<i64, CudaError> {
+    e.eval(&|t, a| arg_dim(fusion, args, t, a), &|v| {
+        arg_scalar(fusion, args, v)
+    })
+    .ok_or_else(|| CudaError::InvalidTensor {
+        op: "launch",
+        expected: format!("an extent computable from the inputs: {e}"),
+        found: "an unbound or invalid value".into(),
+    })
 }
 
 /// The kernel's own launch requirements on the actual arguments. A vector access of
