@@ -16,6 +16,8 @@
 //! integers) only take exact values, so that f32-versus-f64 rounding never flips them,
 //! and functions that amplify errors (exp, sin, division) only take bounded operands.
 
+use std::collections::HashMap;
+
 use nvfuser::builder::{Contiguity, Slice, TensorSpec};
 use nvfuser::ir::{BinaryOp, UnaryOp};
 use nvfuser::prelude::*;
@@ -220,6 +222,7 @@ impl Recipe {
             universe: universe.clone(),
             metas: Vec::new(),
             next_x: 0,
+            spans: HashMap::new(),
             fd: FusionDefinition::new(),
             ids: Vec::new(),
             growth: Vec::new(),
@@ -359,6 +362,7 @@ impl Recipe {
             universe: self.universe.clone(),
             metas: Vec::new(),
             next_x: 0,
+            spans: HashMap::new(),
             fd: FusionDefinition::new(),
             ids: Vec::new(),
             growth: Vec::new(),
@@ -416,6 +420,8 @@ struct Gen {
     universe: Vec<Option<usize>>,
     metas: Vec<Meta>,
     next_x: u32,
+    /// The universe dims each fresh extent spans (see [`Gen::fresh_from`]).
+    spans: HashMap<u32, Vec<usize>>,
     fd: FusionDefinition,
     ids: Vec<Option<ValId>>,
     /// Per pool value: its element count relative to the universe's, bounded (a chain
@@ -553,6 +559,30 @@ impl Gen {
         Ax::X(self.next_x)
     }
 
+    /// A fresh extent made from the dims `from` (a merge, slice, pad or cat of them):
+    /// it spans their universe dims, so a shape holding it and one of those dims again
+    /// is as large as a universe dim twice.
+    fn fresh_from(&mut self, from: &[Ax]) -> Ax {
+        let mut span = Vec::new();
+        for d in from {
+            span.extend(self.span(*d));
+        }
+        let x = self.fresh();
+        if let Ax::X(k) = x {
+            self.spans.insert(k, span);
+        }
+        x
+    }
+
+    /// The universe dims a dim spans.
+    fn span(&self, d: Ax) -> Vec<usize> {
+        match d {
+            Ax::U(k) => vec![k],
+            Ax::B => vec![],
+            Ax::X(k) => self.spans.get(&k).cloned().unwrap_or_default(),
+        }
+    }
+
     /// Pool values that are live tensors.
     fn tensors(&self) -> Vec<usize> {
         (0..self.metas.len())
@@ -625,12 +655,14 @@ impl Gen {
                     self.pick_tensor(|m| compatible(&m.dims, &da) && m.dtype != DataType::Bool)?;
                 let (ma, mb) = (&self.metas[a], &self.metas[b]);
                 let ints = !ma.dtype.is_float() && !mb.dtype.is_float();
-                let mut ops = vec![
-                    BinaryOp::Add,
-                    BinaryOp::Sub,
-                    BinaryOp::Maximum,
-                    BinaryOp::Minimum,
-                ];
+                let mut ops = vec![BinaryOp::Add, BinaryOp::Maximum, BinaryOp::Minimum];
+                // A float difference of large values (a welford var_sum minus its mean)
+                // cancels, and a sum of it cancels again: the result is tiny while its
+                // rounding error scales with the operands, beyond what a comparison scaled
+                // by the output can tell from a wrong value.
+                if ints || (ma.bound <= 1e3 && mb.bound <= 1e3) {
+                    ops.push(BinaryOp::Sub);
+                }
                 if ma.bound * mb.bound < 1e6 {
                     ops.push(BinaryOp::Mul);
                 }
@@ -884,15 +916,7 @@ impl Gen {
         match got {
             // A universe dim twice in one shape (two broadcasts meeting crosswise)
             // multiplies the size past the cap: not generated.
-            Some((_, meta))
-                if meta
-                    .dims
-                    .iter()
-                    .enumerate()
-                    .any(|(i, d)| matches!(d, Ax::U(_)) && meta.dims[..i].contains(d)) =>
-            {
-                false
-            }
+            Some((_, meta)) if self.spans_twice(&meta.dims) => false,
             Some(_) if self.growth_of(step) > MAX_GROWTH => false,
             Some((id, mut meta)) => {
                 let growth = self.growth_of(step);
@@ -912,6 +936,28 @@ impl Gen {
             }
             None => false,
         }
+    }
+
+    /// True when a shape spans some universe dim twice (two broadcasts meeting
+    /// crosswise, or a merged dim meeting one of its parts).
+    fn spans_twice(&self, dims: &[Ax]) -> bool {
+        let mut seen = std::collections::HashSet::new();
+        let mut xs = std::collections::HashSet::new();
+        for &d in dims {
+            // The same fresh extent in two positions (a cat of a value with itself
+            // broadcast) counts once per position too.
+            if let Ax::X(k) = d {
+                if !xs.insert(k) {
+                    return true;
+                }
+            }
+            for u in self.span(d) {
+                if !seen.insert(u) {
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     fn try_apply(&mut self, step: &Step) -> Option<(ValId, Meta)> {
@@ -1063,9 +1109,18 @@ impl Gen {
                 let v = match red {
                     Red::Sum => self.fd.sum(x, axes, *keep),
                     Red::Prod => {
-                        // Products of values near 1 stay finite.
+                        // Products of values near 1 stay finite. An f32 product is
+                        // accumulated in f32 on the GPU but in f64 by the reference (the
+                        // value model), so its factors stay within 1 +- 2^-16: over the
+                        // largest universe (2^21 elements) the product stays below e^32,
+                        // far from f32's range, where the two would part (inf against a
+                        // finite value). f16/bf16 results round to their dtype on both
+                        // sides, and f64 is f64 on both.
                         let t = self.fd.tanh(x).ok()?;
-                        let k = self.fd.constant(0.01);
+                        let f32_math = self.fd.fusion().val(t).dtype == DataType::F32;
+                        let k = self
+                            .fd
+                            .constant(if f32_math { 1.0 / 65536.0 } else { 0.01 });
                         let t = self.fd.mul(t, k).ok()?;
                         let one = self.fd.constant(1.0);
                         let t = self.fd.add(t, one).ok()?;
@@ -1200,7 +1255,7 @@ impl Gen {
                     .collect();
                 let v = self.fd.slice(x, &ranges).ok()?;
                 let mut dims = m.dims.clone();
-                dims[*axis] = self.fresh();
+                dims[*axis] = self.fresh_from(&[m.dims[*axis]]);
                 Some((v, Meta { dims, ..m }))
             }
             Step::SliceToSize(a, axis, k) => {
@@ -1219,7 +1274,7 @@ impl Gen {
                     .collect();
                 let v = self.fd.slice(x, &ranges).ok()?;
                 let mut dims = m.dims.clone();
-                dims[*axis] = self.fresh();
+                dims[*axis] = self.fresh_from(&[m.dims[*axis]]);
                 Some((v, Meta { dims, ..m }))
             }
             Step::Pad(a, axis, lo, hi, value) => {
@@ -1230,7 +1285,7 @@ impl Gen {
                 let value = self.fd.constant(*value);
                 let v = self.fd.pad(x, &widths, value).ok()?;
                 let mut dims = m.dims.clone();
-                dims[*axis] = self.fresh();
+                dims[*axis] = self.fresh_from(&[m.dims[*axis]]);
                 Some((
                     v,
                     Meta {
@@ -1246,7 +1301,7 @@ impl Gen {
                 let v = self.fd.cat(&[x, y], *axis as i64).ok()?;
                 let dtype = self.fd.fusion().val(v).dtype;
                 let mut dims = combined(&ma.dims, &mb.dims);
-                dims[*axis] = self.fresh();
+                dims[*axis] = self.fresh_from(&[ma.dims[*axis], mb.dims[*axis]]);
                 Some((
                     v,
                     Meta {
@@ -1270,8 +1325,9 @@ impl Gen {
                 }
                 let v = self.fd.reshape(x, &sizes).ok()?;
                 let mut dims = m.dims.clone();
+                let parts = [dims[*axis], dims[*axis + 1]];
                 dims.remove(axis + 1);
-                dims[*axis] = self.fresh();
+                dims[*axis] = self.fresh_from(&parts);
                 Some((v, Meta { dims, ..m }))
             }
             Step::SplitDim(a, axis, k) => {
@@ -1288,7 +1344,7 @@ impl Gen {
                 let v = self.fd.reshape(x, &sizes).ok()?;
                 let mut dims = m.dims.clone();
                 let f1 = if *k == 1 { Ax::B } else { self.fresh() };
-                let f2 = self.fresh();
+                let f2 = self.fresh_from(&[m.dims[*axis]]);
                 dims[*axis] = f2;
                 dims.insert(*axis, f1);
                 Some((v, Meta { dims, ..m }))

@@ -233,6 +233,33 @@ fn kernel_of(src: &str, shapes: &[&[i64]]) -> (HeuristicParams, Kernel) {
     )
 }
 
+/// [`kernel_of`] for a fusion with scalar math on sizes: the host scalar program is
+/// split off (as the executor does) and evaluated on `shapes`, and its results are the
+/// kernel fusion's extra scalar arguments.
+fn kernel_of_split(src: &str, shapes: &[&[i64]]) -> (HeuristicParams, Kernel) {
+    use nvfuser_core::ir::bind::BoundArg;
+    use nvfuser_core::scheduler::{split_host_scalars, InputInfo};
+    let f = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let split = split_host_scalars(&f).expect("a host scalar split");
+    let sizes: Vec<Vec<usize>> = shapes
+        .iter()
+        .map(|s| s.iter().map(|&n| n as usize).collect())
+        .collect();
+    let args: Vec<BoundArg<'_>> = sizes.iter().map(|s| BoundArg::Tensor(s)).collect();
+    let scalars = split.program.evaluate(&args).unwrap();
+    let mut info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &f.inputs()
+            .iter()
+            .zip(shapes)
+            .map(|(&v, s)| (f.val(v).dtype, *s))
+            .collect::<Vec<_>>(),
+    );
+    info.inputs
+        .extend(scalars.into_iter().map(InputInfo::Scalar));
+    generate(&split.kernel, &info)
+}
+
 /// Lines of the kernel body that read global tensor `name` (any use that is not the
 /// left side of a store or its parameter declaration).
 fn reads_of(body: &str, name: &str) -> Vec<String> {
@@ -319,4 +346,122 @@ fn k(t0: Tensor<bf16, [_, _, _, _]>) -> (Tensor<bf16, [_, _, _, _]>, Tensor<bf16
         "producer_shared_by_cached_consumers_cuda",
         snapshot_text(&k)
     );
+}
+
+/// Fuzz seed 516791: `t1` (`[2, 1]`) broadcast to `[1, 2, 1]` meets `[1, 2, N]` in an
+/// outer reduction whose kept dims merge into one loop of `2 * N`. The broadcast tensor
+/// spanned only 2 elements of that loop, so thread `i` read row `i` instead of row
+/// `i / N`. Its broadcast dim now takes the reference's extent (`transform_like`), and it
+/// is read at the merged index divided by `N`.
+#[test]
+fn broadcast_merged_into_a_kept_loop_kernel() {
+    let (p, k) = kernel_of(
+        r#"
+fn k(t1: Tensor<f32, [2, 1]>, t2: Tensor<bf16, [1, 2, _]>) -> Tensor<f32, [1, 2, _]> {
+    let t3 = t1.broadcast([true, false, false]);
+    let t4 = t3.atan2(t2);
+    let t7 = t4.mean([0]);
+    t7.broadcast([true, false, false])
+}
+"#,
+        &[&[2, 1], &[1, 2, 4096]],
+    );
+    assert_eq!(p.kind(), SchedulerKind::Reduction, "{p:?}");
+    let b = body(&k);
+    let reads = reads_of(&b, "T0");
+    assert!(!reads.is_empty(), "{b}");
+    for r in &reads {
+        assert!(
+            r.contains("/ T1_shape.size[2]"),
+            "T0 read by the merged index: {r}\n{b}"
+        );
+    }
+    insta::assert_snapshot!("broadcast_merged_into_kept_loop_cuda", snapshot_text(&k));
+}
+
+/// Fuzz seed 510836: `t1` (`[3, 1, 5]`) meets `[3, N, 5]` in a product over the first two
+/// dims, merged into one serial loop of `3 * N`. Its register copy was loaded over 3
+/// elements and then read at the merged loop index (up to `3 * N`).
+#[test]
+fn broadcast_in_a_merged_reduction_loop_kernel() {
+    let (p, k) = kernel_of(
+        r#"
+fn k(t0: Tensor<f32, [3, _, 5]>, t1: Tensor<f64, [3, 1, 5]>) -> Tensor<f64, [1, 1, 5]> {
+    let t2 = t1.atan2(t0);
+    let t8 = t2.tanh();
+    let t10 = t8 * 0.01;
+    let t12 = t10 + 1.0;
+    let t13 = t12.prod([0, 1]);
+    t13.broadcast([true, true, false])
+}
+"#,
+        &[&[3, 64, 5], &[3, 1, 5]],
+    );
+    assert_eq!(p.kind(), SchedulerKind::Reduction, "{p:?}");
+    let b = body(&k);
+    let reads = reads_of(&b, "T1");
+    assert!(!reads.is_empty(), "{b}");
+    for r in &reads {
+        assert!(
+            r.contains("/ T0_shape.size[1]"),
+            "T1 read by the merged index: {r}\n{b}"
+        );
+    }
+    insta::assert_snapshot!("broadcast_in_merged_reduction_loop_cuda", snapshot_text(&k));
+}
+
+/// Fuzz seed 504258: an expanded output (`t7`, `[7, N, M]` expanded from `[7, N, 1]`) read
+/// back by the kernel was read at element 0 of its expanded dim, an element another
+/// thread stores. It is now read where this thread stored it.
+#[test]
+fn expanded_output_read_back_kernel() {
+    let (_, k) = kernel_of_split(
+        r#"
+fn k(t1: Tensor<i32, [7, _, _]>, t2: Tensor<bool, [7, _, 1]>) -> (Tensor<f32, [7, _, _]>, Tensor<bool, [7, _, _]>) {
+    let s6 = t1.size(2);
+    let t7 = t2.expand([-1, -1, s6]);
+    let t9 = t7.minimum(t1);
+    let t12 = t9.exp2();
+    (t12, t7)
+}
+"#,
+        &[&[7, 100, 100], &[7, 100, 1]],
+    );
+    let b = body(&k);
+    let reads = reads_of(&b, "T3");
+    assert!(!reads.is_empty(), "{b}");
+    for r in &reads {
+        assert!(
+            r.contains("T3_shape.stride[2]"),
+            "expanded dim indexed: {r}\n{b}"
+        );
+    }
+    insta::assert_snapshot!("expanded_output_read_back_cuda", snapshot_text(&k));
+}
+
+/// Fuzz seed 711301: `uniform([a, b, c, 1])` broadcast against `[a, b, c, 17]`. The
+/// pointwise schedule gives the broadcast dim the reference's extent; the random stream
+/// is still indexed by the uniform's own shape (`* 17` made every value another one).
+#[test]
+fn uniform_with_a_broadcast_dim_kernel() {
+    let (p, k) = kernel_of_split(
+        r#"
+fn k(t0: Tensor<i64, [_, _, _, 17]>) -> Tensor<f64, [_, _, _, 17]> {
+    let s5 = t0.size(0);
+    let s6 = t0.size(1);
+    let s7 = t0.size(2);
+    let t12 = uniform([s5, s6, s7, 1], -1.0, 1.0, 792, 0, f64);
+    t0 * t12
+}
+"#,
+        &[&[2, 64, 16, 17]],
+    );
+    assert_eq!(p.kind(), SchedulerKind::Pointwise, "{p:?}");
+    let b = body(&k);
+    let call = b
+        .lines()
+        .find(|l| l.contains("nvf_uniform_f64_op("))
+        .unwrap_or_else(|| panic!("no uniform call\n{b}"));
+    assert!(!call.contains("* 17"), "{call}");
+    insta::assert_snapshot!("uniform_with_broadcast_dim_cuda", snapshot_text(&k));
 }

@@ -255,7 +255,7 @@ pub(crate) fn launch_kernel_with(
         .map_err(schedule_error)?;
     let mut params = packed.kernel_params();
     if dump.launch_enabled() {
-        dump_launch(dump, kernel, grid, block, args);
+        dump_launch(dump, kernel, grid, block, args, &outputs);
     }
 
     // Inputs on another stream (buffers another library owns, on its own stream): the
@@ -590,19 +590,33 @@ pub unsafe fn launch_raw(
 }
 
 /// The `launch` dump line: kernel, launch dims and the runtime sizes of the arguments.
-fn dump_launch(dump: &Dump, kernel: &Kernel, grid: [u32; 3], block: [u32; 3], args: &[Arg<'_>]) {
+fn dump_launch(
+    dump: &Dump,
+    kernel: &Kernel,
+    grid: [u32; 3],
+    block: [u32; 3],
+    args: &[Arg<'_>],
+    outputs: &[Tensor],
+) {
+    // Sizes, and the address and strides of each buffer (to see aliasing and layouts).
+    let tensor = |t: &Tensor| match t.cuda_address() {
+        Some(a) => format!("{:?}@{a:#x}/{:?}", t.sizes(), t.strides()),
+        None => format!("{:?}", t.sizes()),
+    };
     let sizes: Vec<String> = args
         .iter()
         .map(|a| match a {
-            Arg::Tensor(t) => format!("{:?}", t.sizes()),
+            Arg::Tensor(t) => tensor(t),
             Arg::Scalar(s) => format!("{s:?}"),
         })
         .collect();
+    let outs: Vec<String> = outputs.iter().map(tensor).collect();
     dump.line(&format!(
-        "{}: launch {}: grid {grid:?} block {block:?} args [{}]",
+        "{}: launch {}: grid {grid:?} block {block:?} args [{}] outputs [{}]",
         crate::dump::DUMP_VAR,
         kernel.abi.name,
-        sizes.join(", ")
+        sizes.join(", "),
+        outs.join(", ")
     ));
 }
 

@@ -186,3 +186,94 @@ fn k(t0: Tensor<f64, [_, _, _]>) -> Tensor<i64, [_]> {
     let ok: EvalInput = HostTensor::random(nvfuser_core::DataType::F64, &[3, 4, 5], 4).into();
     run_and_compare(&dev, &exec, &[ok], None, &Tolerance::for_dtype).unwrap();
 }
+
+/// Fuzz seed 516791: a `[2, 1]` input broadcast into the merged kept loop (`2 * N`) of an
+/// outer reduction was read by row `i` instead of `i / N` (7,365 of 8,192 values wrong).
+#[test]
+fn broadcast_merged_into_an_outer_reduction_loop() {
+    check_calls(
+        r#"
+fn k(t1: Tensor<f32, [2, 1]>, t2: Tensor<bf16, [1, 2, _]>) -> Tensor<f32, [1, 2, _]> {
+    let t3 = t1.broadcast([true, false, false]);
+    let t4 = t3.atan2(t2);
+    let t7 = t4.mean([0]);
+    t7.broadcast([true, false, false])
+}
+"#,
+        &[
+            &[&[2, 1], &[1, 2, 4096]],
+            &[&[2, 1], &[1, 2, 31]],
+            &[&[2, 1], &[1, 2, 1000]],
+        ],
+    );
+}
+
+/// Fuzz seed 510836: a `[3, 1, 5]` input in a product over dims 0 and 1 of `[3, N, 5]`,
+/// merged into one loop of `3 * N`: its register copy held 3 values, read at the merged
+/// index (one factor in `N` wrong, 4 of 5 values off).
+#[test]
+fn broadcast_in_a_merged_reduction_loop() {
+    check_calls(
+        r#"
+fn k(t0: Tensor<f32, [3, _, 5]>, t1: Tensor<f64, [3, 1, 5]>) -> Tensor<f64, [1, 1, 5]> {
+    let t2 = t1.atan2(t0);
+    let t8 = t2.tanh();
+    let t10 = t8 * 0.01;
+    let t12 = t10 + 1.0;
+    let t13 = t12.prod([0, 1]);
+    t13.broadcast([true, true, false])
+}
+"#,
+        &[
+            &[&[3, 2, 5], &[3, 1, 5]],
+            &[&[3, 32, 5], &[3, 1, 5]],
+            &[&[3, 1, 5], &[3, 1, 5]],
+        ],
+    );
+}
+
+/// Fuzz seed 504258: an expanded output read back by the kernel at element 0 of its
+/// expanded dim (stored by another thread: 889 of 70,000 values wrong).
+#[test]
+fn expanded_output_read_back_by_its_kernel() {
+    check_calls(
+        r#"
+fn k(t1: Tensor<i32, [7, _, _]>, t2: Tensor<bool, [7, _, 1]>) -> (Tensor<f32, [7, _, _]>, Tensor<bool, [7, _, _]>) {
+    let s6 = t1.size(2);
+    let t7 = t2.expand([-1, -1, s6]);
+    let t9 = t7.minimum(t1);
+    let t12 = t9.exp2();
+    (t12, t7)
+}
+"#,
+        &[
+            &[&[7, 100, 100], &[7, 100, 1]],
+            &[&[7, 1, 17], &[7, 1, 1]],
+            &[&[7, 3, 128], &[7, 3, 1]],
+        ],
+    );
+}
+
+/// Fuzz seeds 711301 and 701852: `uniform([a, b, c, 1])` broadcast against a `[.., 17]`
+/// tensor drew every value from the wrong place of the random stream (the broadcast dim
+/// counted 17 in the stream's index).
+#[test]
+fn uniform_with_a_broadcast_dim() {
+    check_calls(
+        r#"
+fn k(t0: Tensor<i64, [_, _, _, 17]>, t1: Tensor<f64, [_, _, _, 4]>) -> (Tensor<f64, [_, _, _, 17]>, Tensor<bool, [_, _, _, 4]>) {
+    let s5 = t0.size(0);
+    let s6 = t0.size(1);
+    let s7 = t0.size(2);
+    let t12 = uniform([s5, s6, s7, 1], -1.0, 1.0, 792, 0, f64);
+    let t13 = t0 * t12;
+    let t14 = t12 < t1;
+    (t13, t14)
+}
+"#,
+        &[
+            &[&[2, 64, 16, 17], &[2, 64, 16, 4]],
+            &[&[1, 5, 3, 17], &[1, 5, 3, 4]],
+        ],
+    );
+}

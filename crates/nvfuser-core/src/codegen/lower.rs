@@ -79,6 +79,16 @@ fn scalar_name(v: u32) -> String {
     format!("s{v}")
 }
 
+/// The size a dim has in the fusion: 1 for a broadcast, whatever extent the schedule
+/// gave its loop (a broadcast a reference resolves spans the reference's extent).
+fn logical_ext(d: &crate::sched::Dom) -> Idx {
+    if d.kind == IterKind::Broadcast {
+        Idx::Const(1)
+    } else {
+        ext(&d.extent)
+    }
+}
+
 fn ext(e: &Extent) -> Idx {
     Idx::from_extent(e, &dim_name, &scalar_name)
 }
@@ -644,12 +654,20 @@ impl<'a> Lower<'a> {
     fn consumer_indices(&self, tv: ValId) -> HashMap<DomId, Idx> {
         let d = &self.t(tv).domain;
         let mut idx = HashMap::new();
+        // Loop dims shared with the tensor that owns the loop (compute-at), as that
+        // tensor's doms: a shared loop runs over the owner's index space, which is wider
+        // than `tv`'s where `tv` has a broadcast the owner resolves.
+        let mut twin: HashMap<DomId, (ValId, DomId)> = HashMap::new();
         for (i, &l) in d.loop_dims.iter().enumerate() {
             let dom = d.dom(l);
+            let k = self.key(tv, i);
+            if k.0 != tv {
+                twin.insert(l, (k.0, self.t(k.0).domain.loop_dims[k.1]));
+            }
             let v = if dom.kind == IterKind::Broadcast || dom.parallel == ParallelType::Vectorize {
                 Idx::Const(0)
             } else {
-                self.key_index(self.key(tv, i))
+                self.key_index(k)
             };
             idx.insert(l, v);
         }
@@ -667,12 +685,51 @@ impl<'a> Lower<'a> {
                     };
                     let v = o.mul(ext(&d.dom(*inner).extent)).add(i);
                     idx.insert(*input, v);
+                    if let (Some(&(ow, a)), Some(&(ow2, b))) = (twin.get(outer), twin.get(inner)) {
+                        let od = &self.t(ow).domain;
+                        let src = od.transforms.iter().find_map(|t| match t {
+                            DomTransform::Split {
+                                input: x,
+                                outer: a2,
+                                inner: b2,
+                                ..
+                            } if ow == ow2 && *a2 == a && *b2 == b => Some(*x),
+                            _ => None,
+                        });
+                        if let Some(x) = src {
+                            twin.insert(*input, (ow, x));
+                        }
+                    }
                 }
                 DomTransform::Merge { outer, inner, out } => {
                     let Some(m) = idx.get(out).cloned() else {
                         continue;
                     };
-                    let e = ext(&d.dom(*inner).extent);
+                    let mut e = ext(&d.dom(*inner).extent);
+                    if let Some(&(ow, o)) = twin.get(out) {
+                        let od = &self.t(ow).domain;
+                        let src = od.transforms.iter().find_map(|t| match t {
+                            DomTransform::Merge {
+                                outer: a2,
+                                inner: b2,
+                                out: o2,
+                            } if *o2 == o => Some((*a2, *b2)),
+                            _ => None,
+                        });
+                        if let Some((a2, b2)) = src {
+                            // The owner's inner extent where `tv`'s inner is a broadcast
+                            // the owner resolves (the merged loop runs over its extent).
+                            let bc = |x: &crate::sched::Dom| x.kind == IterKind::Broadcast;
+                            if bc(d.dom(*inner))
+                                && !bc(od.dom(b2))
+                                && d.dom(*inner).extent != od.dom(b2).extent
+                            {
+                                e = ext(&od.dom(b2).extent);
+                            }
+                            twin.insert(*outer, (ow, a2));
+                            twin.insert(*inner, (ow, b2));
+                        }
+                    }
                     idx.insert(*outer, m.clone().div(e.clone()));
                     idx.insert(*inner, m.rem(e));
                 }
@@ -808,7 +865,9 @@ impl<'a> Lower<'a> {
             .iter()
             .zip(&map)
             .map(|(&pdim, m)| {
-                if pd.dom(pdim).kind != IterKind::Iteration {
+                // Only a broadcast dim reads element 0: an expanded dim of a tensor
+                // this kernel computes holds every element (an input's has stride 0).
+                if pd.dom(pdim).kind == IterKind::Broadcast {
                     Idx::Const(0)
                 } else {
                     m.and_then(|c| cidx.get(&c).cloned())
@@ -817,7 +876,20 @@ impl<'a> Lower<'a> {
             })
             .collect();
         if pt.memory == MemoryType::Global {
-            return Ok(self.global_offset(p, &seeds));
+            let off = self.global_offset(p, &seeds);
+            // An output this kernel stores and reads back: the reader must load the
+            // element the same thread stored at this point of the loops (the bindings
+            // check compares parallel types; this compares the offsets).
+            if self.s.definition(p).is_some() {
+                let stored = self.store_offset(p, &self.consumer_indices(p))?;
+                if stored != off {
+                    return unsupported(format!(
+                        "T{} reads back T{} at [{off}], where this thread stored [{stored}]",
+                        e.output.0, p.0
+                    ));
+                }
+            }
+            return Ok(off);
         }
         let cd = &self.t(e.output).domain;
         let mut pmap: HashMap<DomId, DomId> = HashMap::new();
@@ -869,15 +941,28 @@ impl<'a> Lower<'a> {
                     }
                 }
                 DomTransform::Merge { outer, inner, out } => {
+                    // A twin merge spans the same index space only where no side is a
+                    // broadcast the other resolves (merge(i{2}, b{1}) in the producer
+                    // has 2 elements, merge(i{2}, i{N}) in the consumer 2N): otherwise
+                    // the producer's index is composed from its inputs' (i / N here).
+                    // (A broadcast promoted to the extent it resolves to, see
+                    // `transform_like`, spans the consumer's space.)
+                    let bc = |d: &crate::sched::Dom| d.kind == IterKind::Broadcast;
+                    let same_space = |pdim: DomId, cdim: DomId| {
+                        let (a, b) = (pd.dom(pdim), cd.dom(cdim));
+                        bc(a) == bc(b) || a.extent == b.extent
+                    };
                     let twin = match (pmap.get(outer), pmap.get(inner)) {
-                        (Some(&a), Some(&b)) => cd.transforms.iter().find_map(|ct| match ct {
-                            DomTransform::Merge {
-                                outer: a2,
-                                inner: b2,
-                                out: o2,
-                            } if *a2 == a && *b2 == b => Some(*o2),
-                            _ => None,
-                        }),
+                        (Some(&a), Some(&b)) if same_space(*outer, a) && same_space(*inner, b) => {
+                            cd.transforms.iter().find_map(|ct| match ct {
+                                DomTransform::Merge {
+                                    outer: a2,
+                                    inner: b2,
+                                    out: o2,
+                                } if *a2 == a && *b2 == b => Some(*o2),
+                                _ => None,
+                            })
+                        }
                         _ => None,
                     };
                     if let Some(o2) = twin {
@@ -888,6 +973,28 @@ impl<'a> Lower<'a> {
                     {
                         pidx.insert(*out, a.mul(ext(&pd.dom(*inner).extent)).add(b));
                     }
+                }
+            }
+        }
+        // A register holds the elements of its own thread only: each thread-bound loop
+        // dim of the producer must be indexed by the reader's own thread index.
+        if pt.memory == MemoryType::Local {
+            for &l in &pd.loop_dims {
+                let d = pd.dom(l);
+                let Some(b) = d.parallel.cuda_index() else {
+                    continue;
+                };
+                // (A reduced dim's result is with the thread the reduction left it
+                // in; the reduction lowering places its readers.)
+                if d.kind != IterKind::Iteration || d.extent == Extent::Const(1) {
+                    continue;
+                }
+                let i = pidx.get(&l).cloned().unwrap_or(Idx::Const(0));
+                if i != Idx::var(b) {
+                    return unsupported(format!(
+                        "T{} reads register tensor T{} at {} = {i}, an element another thread holds",
+                        e.output.0, p.0, b
+                    ));
                 }
             }
         }
@@ -1129,7 +1236,7 @@ impl<'a> Lower<'a> {
                 let mut lin = Idx::Const(0);
                 for &r in &shape_doms(d) {
                     let x = cidx.get(&r).cloned().unwrap_or(Idx::Const(0));
-                    lin = lin.mul(ext(&d.dom(r).extent)).add(x);
+                    lin = lin.mul(logical_ext(d.dom(r))).add(x);
                 }
                 let seed = self.operand(e, ins[2], DataType::I64, cidx)?;
                 let off = self.operand(e, ins[3], DataType::I64, cidx)?;
@@ -1165,7 +1272,7 @@ impl<'a> Lower<'a> {
                 let pd = &pt.domain;
                 let mut pidx: HashMap<DomId, Idx> = HashMap::new();
                 for (j, &pdim) in shape_doms(pd).iter().enumerate() {
-                    let i = if pd.dom(pdim).kind == IterKind::Iteration {
+                    let i = if pd.dom(pdim).kind != IterKind::Broadcast {
                         shape_idx.get(j).cloned().unwrap_or(Idx::Const(0))
                     } else {
                         Idx::Const(0)
@@ -1195,19 +1302,26 @@ impl<'a> Lower<'a> {
             .root
             .iter()
             .map(|r| {
-                if od.dom(*r).kind == IterKind::Iteration {
+                if od.dom(*r).kind != IterKind::Broadcast {
                     cidx.get(r).cloned().unwrap_or(Idx::Const(0))
                 } else {
                     Idx::Const(0)
                 }
             })
             .collect();
-        let oext: Vec<Idx> = od.root.iter().map(|r| ext(&od.dom(*r).extent)).collect();
+        let oext: Vec<Idx> = od.root.iter().map(|r| logical_ext(od.dom(*r))).collect();
         let x = e.inputs[0];
         let xd = &self.t(x).domain;
         let xext: Vec<Extent> = shape_doms(xd)
             .iter()
-            .map(|&d| xd.dom(d).extent.clone())
+            .map(|&d| {
+                let dom = xd.dom(d);
+                if dom.kind == IterKind::Broadcast {
+                    Extent::Const(1)
+                } else {
+                    dom.extent.clone()
+                }
+            })
             .collect();
         let size_arg = |a: SizeArg| -> Extent {
             match a {
@@ -1271,7 +1385,12 @@ impl<'a> Lower<'a> {
                 for &p in e.inputs.iter() {
                     let pd = &self.t(p).domain;
                     let pshape = shape_doms(pd);
-                    let len = pd.dom(pshape[*axis]).extent.clone();
+                    let ld = pd.dom(pshape[*axis]);
+                    let len = if ld.kind == IterKind::Broadcast {
+                        Extent::Const(1)
+                    } else {
+                        ld.extent.clone()
+                    };
                     let mut xi = oi.clone();
                     xi[*axis] = if offset == Extent::Const(0) {
                         oi[*axis].clone()

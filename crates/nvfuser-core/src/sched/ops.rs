@@ -708,6 +708,11 @@ impl ScheduledFusion {
             // The fusion guarantees that positionally mapped iteration dims have equal
             // sizes (the builder checked broadcasting), so targets take the reference's
             // extent expressions: equal extents are then also structurally equal.
+            // A broadcast dim the reference resolves takes the reference's extent too
+            // and stays a broadcast (index 0, no loop of its own): merged with other
+            // dims, it spans the loop the reference runs (merge(i{2}, b{1}) would
+            // count 2 elements where the reference's loop counts 2N, and the loop's
+            // index would be split back by the wrong extent).
             let logical: Vec<_> = t
                 .domain
                 .logical
@@ -716,7 +721,7 @@ impl ScheduledFusion {
                 .map(|(&l, &rr)| {
                     let mut d = t.domain.dom(l).clone();
                     let rd = r.dom(rr);
-                    if d.kind != IterKind::Broadcast && rd.kind != IterKind::Broadcast {
+                    if rd.kind != IterKind::Broadcast {
                         d.extent = rd.extent.clone();
                     }
                     d

@@ -80,33 +80,6 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     let f = &rewritten;
     super::analysis::check_mapped_to_reduction(f, &axes).or_else(not_supported)?;
     let live = f.live_exprs();
-    // The kept dims are merged into one loop, and the reduced dims into another: a
-    // tensor broadcast along some (not all) dims of a merged group would be indexed by
-    // the merged loop as if it had them all (an expanded `[256, 1]` read by a loop of
-    // 256 x 34).
-    let merged_groups: [Vec<usize>; 2] =
-        [(0..rank).filter(|&i| !reduced(i)).collect(), axes.clone()];
-    let tensors = f.inputs().iter().copied().chain(
-        f.exprs()
-            .filter(|(id, _)| live[id.index()])
-            .flat_map(|(_, e)| e.outputs.clone()),
-    );
-    for tv in tensors {
-        let Some(t) = f.tensor_type(tv) else { continue };
-        let kinds: Vec<bool> = t.shape().map(|d| d.is_broadcast_like()).collect();
-        if kinds.len() != rank {
-            continue;
-        }
-        for g in merged_groups.iter().filter(|g| g.len() > 1) {
-            let b = g.iter().filter(|&&i| kinds[i]).count();
-            if b > 0 && b < g.len() {
-                return not_supported(format!(
-                    "{tv} is broadcast along some of the dims {g:?} that the schedule merges into one loop"
-                ));
-            }
-        }
-    }
-
     let mut full: Vec<ValId> = Vec::new();
     let mut per_out: Vec<ValId> = Vec::new();
     let mut reductions: Vec<ValId> = Vec::new();
@@ -185,8 +158,17 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
         s.parallelize(tv, 1, ParallelType::TIDx)?;
         Ok(())
     };
-    for &tv in reductions.iter().chain(&full) {
-        schedule_full(&mut s, tv)?;
+    // The first reduction is the reference; every other full tensor replays its
+    // transforms, so a dim a tensor broadcasts takes the extent the reference gives it
+    // and a merged loop splits back into the right indices (see `transform_like`).
+    let Some(&reference) = reductions.first() else {
+        return not_supported("no live reduction");
+    };
+    schedule_full(&mut s, reference)?;
+    let others: Vec<ValId> = reductions[1..].iter().chain(&full).copied().collect();
+    if !others.is_empty() {
+        s.transform_like(reference, &others)?;
+        s.parallelize_like(reference, &others)?;
     }
     for &tv in &per_out {
         for _ in 1..kept {
