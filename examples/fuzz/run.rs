@@ -483,15 +483,27 @@ pub fn run_gpu(case: &Case, device: &Device) -> Verdict {
             Ok(match (want, got) {
                 (Ok(want), Ok(got)) => {
                     let rtol = rtol_for_call(fusion, rtol, call.elements);
-                    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-                        if let Err(m) = compare(g, w, rtol) {
-                            return Ok(Some(Verdict::Fail(
-                                FailKind::Mismatch,
-                                format!("call {c}: output {k}: {m}"),
-                            )));
-                        }
-                    }
-                    None
+                    // Every output that differs (the first in full, the others named),
+                    // so a report tells a wrong input read from a wrong output.
+                    let bad: Vec<(usize, String)> = got
+                        .iter()
+                        .zip(&want)
+                        .enumerate()
+                        .filter_map(|(k, (g, w))| compare(g, w, rtol).err().map(|m| (k, m)))
+                        .collect();
+                    bad.first().map(|(k, m)| {
+                        let also: Vec<String> =
+                            bad[1..].iter().map(|(j, _)| j.to_string()).collect();
+                        let also = if also.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (outputs {} differ too)", also.join(", "))
+                        };
+                        Verdict::Fail(
+                            FailKind::Mismatch,
+                            format!("call {c}: output {k}: {m}{also}"),
+                        )
+                    })
                 }
                 (Err(_), Err(e)) if !is_driver_fault(&e) => None,
                 (Err(r), Ok(_)) => Some(Verdict::Fail(

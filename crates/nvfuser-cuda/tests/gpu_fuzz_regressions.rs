@@ -277,3 +277,32 @@ fn k(t0: Tensor<i64, [_, _, _, 17]>, t1: Tensor<f64, [_, _, _, 4]>) -> (Tensor<f
         ],
     );
 }
+
+/// Fuzz seed 502822: `where(t0, t2, t4)` with `t4` an output the kernel stored just
+/// before. NVRTC merged the two loads into one read-only load of the selected address,
+/// issued before the store: the second call read the previous call's bytes (6,654 of
+/// 14,336 values wrong; compute-sanitizer initcheck: uninitialized global reads). The
+/// read-back is now a volatile load (`nvf_read_back`).
+#[test]
+fn output_read_back_in_a_select_sees_its_store() {
+    check_calls(
+        r#"
+fn k(t0: Tensor<bool, [_, 2048]>, t2: Tensor<i32, [2048]>) -> (Tensor<i64, [_, 2048]>, Tensor<i32, [_, 2048]>) {
+    let t4 = t0 as i32;
+    let t6 = t2.broadcast([true, false]);
+    let t7 = where_(t0, t6, t4);
+    let t8 = t2 as i64;
+    let t9 = t8.sum([0]);
+    let t10 = t9.broadcast([true]);
+    let t11 = t10.broadcast([true, false]);
+    let t12 = t11 ^ t7;
+    (t12, t4)
+}
+"#,
+        &[
+            &[&[128, 2048], &[2048]],
+            &[&[7, 2048], &[2048]],
+            &[&[2, 2048], &[2048]],
+        ],
+    );
+}

@@ -109,7 +109,9 @@ fn build_stages_are_dumped_once_and_launches_every_time() {
         .filter(|l| l.starts_with("NVFUSER_DUMP: launch "))
         .collect();
     assert_eq!(launches.len(), 2, "{text}");
-    assert!(launches[0].contains("args [[3], [3]]"), "{text}");
-    assert!(launches[1].contains("args [[5], [5]]"), "{text}");
+    // Sizes, then each buffer's address and strides: `[3]@0x.../[1]`.
+    assert!(launches[0].contains("args [[3]@0x"), "{text}");
+    assert!(launches[0].contains("outputs [[3]@0x"), "{text}");
+    assert!(launches[1].contains("args [[5]@0x"), "{text}");
     assert!(launches[0].contains("grid [") && launches[0].contains("block ["));
 }

@@ -853,7 +853,12 @@ impl<'a> Lower<'a> {
 
     /// The element of input tensor `p` read by expression `e` at the current indices.
     fn read(&self, e: &SExpr, p: ValId, cidx: &HashMap<DomId, Idx>) -> SchedResult<String> {
-        Ok(format!("T{}[{}]", p.0, self.read_offset(e, p, cidx)?))
+        let off = self.read_offset(e, p, cidx)?;
+        // An output read back (checked to be by the thread that stored it).
+        if self.t(p).memory == MemoryType::Global && self.s.definition(p).is_some() {
+            return Ok(format!("nvf_read_back(&T{}[{off}])", p.0));
+        }
+        Ok(format!("T{}[{off}]", p.0))
     }
 
     fn read_offset(&self, e: &SExpr, p: ValId, cidx: &HashMap<DomId, Idx>) -> SchedResult<Idx> {
@@ -1267,6 +1272,11 @@ impl<'a> Lower<'a> {
     fn read_at(&self, e: &SExpr, p: ValId, shape_idx: &[Idx]) -> SchedResult<String> {
         let pt = self.t(p);
         match pt.memory {
+            MemoryType::Global if self.s.definition(p).is_some() => Ok(format!(
+                "nvf_read_back(&T{}[{}])",
+                p.0,
+                self.global_offset(p, shape_idx)
+            )),
             MemoryType::Global => Ok(format!("T{}[{}]", p.0, self.global_offset(p, shape_idx))),
             MemoryType::Shared => {
                 let pd = &pt.domain;

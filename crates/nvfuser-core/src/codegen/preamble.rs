@@ -344,6 +344,21 @@ __device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned in
   return true;
 }
 
+// A load of an output this kernel stored (by the same thread). Volatile, so that it is
+// issued as written: NVRTC merged `c ? in[i] : out[i]` into one read-only
+// (non-coherent) load of the selected address, hoisted above the store to `out[i]`.
+template <typename T> __device__ inline T nvf_read_back(const T* p) { return *(const volatile T*)p; }
+__device__ inline nvf_half nvf_read_back(const nvf_half* p) {
+  nvf_half h;
+  h.bits = *(const volatile unsigned short*)p;
+  return h;
+}
+__device__ inline nvf_bfloat nvf_read_back(const nvf_bfloat* p) {
+  nvf_bfloat h;
+  h.bits = *(const volatile unsigned short*)p;
+  return h;
+}
+
 // Vector copies.
 template <typename T, int N> struct alignas(sizeof(T) * N) nvf_array { T v[N]; };
 template <typename T, int N> __device__ inline void nvf_vec_copy(T* dst, const T* src) {

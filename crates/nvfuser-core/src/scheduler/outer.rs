@@ -120,7 +120,8 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     let mut s = ScheduledFusion::new(rewritten.clone())?;
     // Outputs other tensors read: the readers take a register copy, scheduled as the
     // output was (a reduction's copy is the reduction; the output a per-output store).
-    for (o, c) in s.fork_read_outputs(|o| !full.contains(&o))? {
+    // Every output is only stored (no kernel reads an output back from global memory).
+    for (o, c) in s.fork_read_outputs(|_| true)? {
         let reduced = f.exprs().any(|(id, e)| {
             live[id.index()] && reduction_axes(&e.op).is_some() && e.outputs.contains(&o)
         });
@@ -131,6 +132,8 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
                 *r = c;
             }
             per_out.push(o);
+        } else if full.contains(&o) {
+            full.push(c);
         } else {
             per_out.push(c);
         }

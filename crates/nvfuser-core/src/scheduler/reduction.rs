@@ -117,12 +117,15 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
             live[id.index()] && reduction_axes(&e.op).is_some() && e.outputs.contains(&v)
         })
     };
-    for (o, c) in s.fork_read_outputs(|o| !full.contains(&o))? {
+    // Every output is only stored (no kernel reads an output back from global memory).
+    for (o, c) in s.fork_read_outputs(|_| true)? {
         if reduced_by(o) {
             for r in reductions.iter_mut().filter(|r| r.0 == o) {
                 r.0 = c;
             }
             per_row.push(o);
+        } else if full.contains(&o) {
+            full.push(c);
         } else {
             per_row.push(c);
         }

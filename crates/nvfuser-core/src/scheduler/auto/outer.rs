@@ -204,7 +204,8 @@ pub(crate) fn schedule(
     }
     // Outputs other tensors read: the readers take a register copy, scheduled as the
     // output was (a reduction's copy is the reduction; the output a per-column store).
-    for (o, c) in s.fork_read_outputs(|o| !full.contains(&o))? {
+    // Every output is only stored (no kernel reads an output back from global memory).
+    for (o, c) in s.fork_read_outputs(|_| true)? {
         let reduced = f.exprs().any(|(id, e)| {
             live[id.index()] && reduction_axes(&e.op).is_some() && e.outputs.contains(&o)
         });
@@ -215,6 +216,8 @@ pub(crate) fn schedule(
                 *r = c;
             }
             per_col.push(o);
+        } else if full.contains(&o) {
+            full.push(c);
         } else {
             per_col.push(c);
         }
