@@ -270,7 +270,7 @@ fn reads_of(body: &str, name: &str) -> Vec<String> {
         .filter(|l| {
             !l.contains(&format!("&{at}"))
                 || l.contains(&format!(", &{at}"))
-                || l.contains(&format!("nvf_read_back(&{at}"))
+                || l.contains(&format!("nvf_load_volatile(&{at}"))
         })
         .map(str::to_string)
         .collect()
@@ -321,7 +321,7 @@ fn k(t0: Tensor<bf16, [_]>) -> (Tensor<bf16, [_]>, Tensor<bf16, [_]>) {
     let b = body(&k);
     // The read-back is a volatile load (NVRTC may otherwise merge it with a read-only
     // load and issue it before the store).
-    assert!(b.contains("nvf_read_back(&T2["), "{b}");
+    assert!(b.contains("nvf_load_volatile(&T2["), "{b}");
     let store = b.find("T2[").expect("a store of T2");
     for r in reads_of(&b, "T2") {
         assert!(

@@ -282,7 +282,7 @@ fn k(t0: Tensor<i64, [_, _, _, 17]>, t1: Tensor<f64, [_, _, _, 4]>) -> (Tensor<f
 /// before. NVRTC merged the two loads into one read-only load of the selected address,
 /// issued before the store: the second call read the previous call's bytes (6,654 of
 /// 14,336 values wrong; compute-sanitizer initcheck: uninitialized global reads). The
-/// read-back is now a volatile load (`nvf_read_back`).
+/// read-back is now a volatile load (`nvf_load_volatile`).
 #[test]
 fn output_read_back_in_a_select_sees_its_store() {
     check_calls(

@@ -856,7 +856,7 @@ impl<'a> Lower<'a> {
         let off = self.read_offset(e, p, cidx)?;
         // An output read back (checked to be by the thread that stored it).
         if self.t(p).memory == MemoryType::Global && self.s.definition(p).is_some() {
-            return Ok(format!("nvf_read_back(&T{}[{off}])", p.0));
+            return Ok(format!("nvf_load_volatile(&T{}[{off}])", p.0));
         }
         Ok(format!("T{}[{off}]", p.0))
     }
@@ -1273,7 +1273,7 @@ impl<'a> Lower<'a> {
         let pt = self.t(p);
         match pt.memory {
             MemoryType::Global if self.s.definition(p).is_some() => Ok(format!(
-                "nvf_read_back(&T{}[{}])",
+                "nvf_load_volatile(&T{}[{}])",
                 p.0,
                 self.global_offset(p, shape_idx)
             )),

@@ -300,7 +300,10 @@ template <typename T> __device__ inline void nvf_block_welford_x(T& avg, T& m2, 
   nvf_warp_welford(avg, m2, n);
 }
 
-// Loads that bypass the (non-coherent) L1 cache, for values other blocks wrote.
+// Loads that bypass the (non-coherent) L1 cache, for values other blocks wrote, and
+// for an output this kernel stored and reads back: NVRTC merged `c ? in[i] : out[i]`
+// into one read-only (non-coherent) load of the selected address, hoisted above the
+// store to `out[i]`; a volatile load is issued as written.
 template <typename T> __device__ inline T nvf_load_volatile(const T* p) { return *(const volatile T*)p; }
 __device__ inline nvf_half nvf_load_volatile(const nvf_half* p) { nvf_half r; r.bits = *(const volatile unsigned short*)&p->bits; return r; }
 __device__ inline nvf_bfloat nvf_load_volatile(const nvf_bfloat* p) { nvf_bfloat r; r.bits = *(const volatile unsigned short*)&p->bits; return r; }
@@ -342,21 +345,6 @@ __device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned in
   v = acc;
   if (nvf_thread_linear() == 0u) sem[segment] = 0u;
   return true;
-}
-
-// A load of an output this kernel stored (by the same thread). Volatile, so that it is
-// issued as written: NVRTC merged `c ? in[i] : out[i]` into one read-only
-// (non-coherent) load of the selected address, hoisted above the store to `out[i]`.
-template <typename T> __device__ inline T nvf_read_back(const T* p) { return *(const volatile T*)p; }
-__device__ inline nvf_half nvf_read_back(const nvf_half* p) {
-  nvf_half h;
-  h.bits = *(const volatile unsigned short*)p;
-  return h;
-}
-__device__ inline nvf_bfloat nvf_read_back(const nvf_bfloat* p) {
-  nvf_bfloat h;
-  h.bits = *(const volatile unsigned short*)p;
-  return h;
 }
 
 // Vector copies.
