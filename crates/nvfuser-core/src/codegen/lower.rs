@@ -81,12 +81,16 @@ fn scalar_name(v: u32) -> String {
 
 /// The size a dim has in the fusion: 1 for a broadcast, whatever extent the schedule
 /// gave its loop (a broadcast a reference resolves spans the reference's extent).
-fn logical_ext(d: &crate::sched::Dom) -> Idx {
+fn logical_extent(d: &crate::sched::Dom) -> Extent {
     if d.kind == IterKind::Broadcast {
-        Idx::Const(1)
+        Extent::Const(1)
     } else {
-        ext(&d.extent)
+        d.extent.clone()
     }
+}
+
+fn logical_ext(d: &crate::sched::Dom) -> Idx {
+    ext(&logical_extent(d))
 }
 
 fn ext(e: &Extent) -> Idx {
@@ -1324,14 +1328,7 @@ impl<'a> Lower<'a> {
         let xd = &self.t(x).domain;
         let xext: Vec<Extent> = shape_doms(xd)
             .iter()
-            .map(|&d| {
-                let dom = xd.dom(d);
-                if dom.kind == IterKind::Broadcast {
-                    Extent::Const(1)
-                } else {
-                    dom.extent.clone()
-                }
-            })
+            .map(|&d| logical_extent(xd.dom(d)))
             .collect();
         let size_arg = |a: SizeArg| -> Extent {
             match a {
@@ -1395,12 +1392,7 @@ impl<'a> Lower<'a> {
                 for &p in e.inputs.iter() {
                     let pd = &self.t(p).domain;
                     let pshape = shape_doms(pd);
-                    let ld = pd.dom(pshape[*axis]);
-                    let len = if ld.kind == IterKind::Broadcast {
-                        Extent::Const(1)
-                    } else {
-                        ld.extent.clone()
-                    };
+                    let len = logical_extent(pd.dom(pshape[*axis]));
                     let mut xi = oi.clone();
                     xi[*axis] = if offset == Extent::Const(0) {
                         oi[*axis].clone()
