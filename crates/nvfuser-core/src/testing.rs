@@ -187,3 +187,39 @@ pub fn sum_into_wider(rank: usize, axis: i64) -> Result<Fusion> {
     fd.add_output(o)?;
     fd.finish()
 }
+
+/// Fuzz seed 516791 (`fusion!` source): a `[2, 1]` input broadcast into the merged kept
+/// loop (`2 * N`) of an outer reduction.
+pub const FUZZ_BROADCAST_IN_KEPT_LOOP: &str = r#"
+fn k(t1: Tensor<f32, [2, 1]>, t2: Tensor<bf16, [1, 2, _]>) -> Tensor<f32, [1, 2, _]> {
+    let t3 = t1.broadcast([true, false, false]);
+    let t4 = t3.atan2(t2);
+    let t7 = t4.mean([0]);
+    t7.broadcast([true, false, false])
+}
+"#;
+
+/// Fuzz seed 510836 (`fusion!` source): a `[3, 1, 5]` input in a product over dims 0 and
+/// 1 of `[3, N, 5]`, merged into one loop of `3 * N`.
+pub const FUZZ_BROADCAST_IN_REDUCTION_LOOP: &str = r#"
+fn k(t0: Tensor<f32, [3, _, 5]>, t1: Tensor<f64, [3, 1, 5]>) -> Tensor<f64, [1, 1, 5]> {
+    let t2 = t1.atan2(t0);
+    let t8 = t2.tanh();
+    let t10 = t8 * 0.01;
+    let t12 = t10 + 1.0;
+    let t13 = t12.prod([0, 1]);
+    t13.broadcast([true, true, false])
+}
+"#;
+
+/// Fuzz seed 504258 (`fusion!` source): an expanded output (`[7, N, M]` from
+/// `[7, N, 1]`) that the kernel reads back.
+pub const FUZZ_EXPANDED_OUTPUT_READ_BACK: &str = r#"
+fn k(t1: Tensor<i32, [7, _, _]>, t2: Tensor<bool, [7, _, 1]>) -> (Tensor<f32, [7, _, _]>, Tensor<bool, [7, _, _]>) {
+    let s6 = t1.size(2);
+    let t7 = t2.expand([-1, -1, s6]);
+    let t9 = t7.minimum(t1);
+    let t12 = t9.exp2();
+    (t12, t7)
+}
+"#;

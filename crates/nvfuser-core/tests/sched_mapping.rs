@@ -363,14 +363,7 @@ fn k(t0: Tensor<bf16, [_, _, _, _]>) -> (Tensor<bf16, [_, _, _, _]>, Tensor<bf16
 #[test]
 fn broadcast_merged_into_a_kept_loop_kernel() {
     let (p, k) = kernel_of(
-        r#"
-fn k(t1: Tensor<f32, [2, 1]>, t2: Tensor<bf16, [1, 2, _]>) -> Tensor<f32, [1, 2, _]> {
-    let t3 = t1.broadcast([true, false, false]);
-    let t4 = t3.atan2(t2);
-    let t7 = t4.mean([0]);
-    t7.broadcast([true, false, false])
-}
-"#,
+        nvfuser_core::testing::FUZZ_BROADCAST_IN_KEPT_LOOP,
         &[&[2, 1], &[1, 2, 4096]],
     );
     assert_eq!(p.kind(), SchedulerKind::Reduction, "{p:?}");
@@ -392,16 +385,7 @@ fn k(t1: Tensor<f32, [2, 1]>, t2: Tensor<bf16, [1, 2, _]>) -> Tensor<f32, [1, 2,
 #[test]
 fn broadcast_in_a_merged_reduction_loop_kernel() {
     let (p, k) = kernel_of(
-        r#"
-fn k(t0: Tensor<f32, [3, _, 5]>, t1: Tensor<f64, [3, 1, 5]>) -> Tensor<f64, [1, 1, 5]> {
-    let t2 = t1.atan2(t0);
-    let t8 = t2.tanh();
-    let t10 = t8 * 0.01;
-    let t12 = t10 + 1.0;
-    let t13 = t12.prod([0, 1]);
-    t13.broadcast([true, true, false])
-}
-"#,
+        nvfuser_core::testing::FUZZ_BROADCAST_IN_REDUCTION_LOOP,
         &[&[3, 64, 5], &[3, 1, 5]],
     );
     assert_eq!(p.kind(), SchedulerKind::Reduction, "{p:?}");
@@ -423,15 +407,7 @@ fn k(t0: Tensor<f32, [3, _, 5]>, t1: Tensor<f64, [3, 1, 5]>) -> Tensor<f64, [1, 
 #[test]
 fn expanded_output_read_back_kernel() {
     let (_, k) = kernel_of_split(
-        r#"
-fn k(t1: Tensor<i32, [7, _, _]>, t2: Tensor<bool, [7, _, 1]>) -> (Tensor<f32, [7, _, _]>, Tensor<bool, [7, _, _]>) {
-    let s6 = t1.size(2);
-    let t7 = t2.expand([-1, -1, s6]);
-    let t9 = t7.minimum(t1);
-    let t12 = t9.exp2();
-    (t12, t7)
-}
-"#,
+        nvfuser_core::testing::FUZZ_EXPANDED_OUTPUT_READ_BACK,
         &[&[7, 100, 100], &[7, 100, 1]],
     );
     let b = body(&k);
