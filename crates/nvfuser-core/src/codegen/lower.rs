@@ -82,11 +82,15 @@ fn scalar_name(v: u32) -> String {
 /// The size a dim has in the fusion: 1 for a broadcast, whatever extent the schedule
 /// gave its loop (a broadcast a reference resolves spans the reference's extent).
 fn logical_extent(d: &crate::sched::Dom) -> Extent {
-    if d.kind == IterKind::Broadcast {
+    if is_broadcast(d) {
         Extent::Const(1)
     } else {
         d.extent.clone()
     }
+}
+
+fn is_broadcast(d: &crate::sched::Dom) -> bool {
+    d.kind == IterKind::Broadcast
 }
 
 fn logical_ext(d: &crate::sched::Dom) -> Idx {
@@ -723,9 +727,8 @@ impl<'a> Lower<'a> {
                         if let Some((a2, b2)) = src {
                             // The owner's inner extent where `tv`'s inner is a broadcast
                             // the owner resolves (the merged loop runs over its extent).
-                            let bc = |x: &crate::sched::Dom| x.kind == IterKind::Broadcast;
-                            if bc(d.dom(*inner))
-                                && !bc(od.dom(b2))
+                            if is_broadcast(d.dom(*inner))
+                                && !is_broadcast(od.dom(b2))
                                 && d.dom(*inner).extent != od.dom(b2).extent
                             {
                                 e = ext(&od.dom(b2).extent);
@@ -858,11 +861,18 @@ impl<'a> Lower<'a> {
     /// The element of input tensor `p` read by expression `e` at the current indices.
     fn read(&self, e: &SExpr, p: ValId, cidx: &HashMap<DomId, Idx>) -> SchedResult<String> {
         let off = self.read_offset(e, p, cidx)?;
-        // An output read back (checked to be by the thread that stored it).
+        Ok(self.element(p, &off))
+    }
+
+    /// `T3[off]`; for an output this kernel stores and reads back (by the storing
+    /// thread: `collect_bindings`, `read_offset`), a volatile load, since NVRTC merged
+    /// `c ? in[i] : out[i]` into one read-only load issued before the store.
+    fn element(&self, p: ValId, off: &Idx) -> String {
         if self.t(p).memory == MemoryType::Global && self.s.definition(p).is_some() {
-            return Ok(format!("nvf_load_volatile(&T{}[{off}])", p.0));
+            format!("nvf_load_volatile(&T{}[{off}])", p.0)
+        } else {
+            format!("T{}[{off}]", p.0)
         }
-        Ok(format!("T{}[{off}]", p.0))
     }
 
     fn read_offset(&self, e: &SExpr, p: ValId, cidx: &HashMap<DomId, Idx>) -> SchedResult<Idx> {
@@ -956,10 +966,9 @@ impl<'a> Lower<'a> {
                     // the producer's index is composed from its inputs' (i / N here).
                     // (A broadcast promoted to the extent it resolves to, see
                     // `transform_like`, spans the consumer's space.)
-                    let bc = |d: &crate::sched::Dom| d.kind == IterKind::Broadcast;
                     let same_space = |pdim: DomId, cdim: DomId| {
                         let (a, b) = (pd.dom(pdim), cd.dom(cdim));
-                        bc(a) == bc(b) || a.extent == b.extent
+                        is_broadcast(a) == is_broadcast(b) || a.extent == b.extent
                     };
                     let twin = match (pmap.get(outer), pmap.get(inner)) {
                         (Some(&a), Some(&b)) if same_space(*outer, a) && same_space(*inner, b) => {
@@ -1276,12 +1285,7 @@ impl<'a> Lower<'a> {
     fn read_at(&self, e: &SExpr, p: ValId, shape_idx: &[Idx]) -> SchedResult<String> {
         let pt = self.t(p);
         match pt.memory {
-            MemoryType::Global if self.s.definition(p).is_some() => Ok(format!(
-                "nvf_load_volatile(&T{}[{}])",
-                p.0,
-                self.global_offset(p, shape_idx)
-            )),
-            MemoryType::Global => Ok(format!("T{}[{}]", p.0, self.global_offset(p, shape_idx))),
+            MemoryType::Global => Ok(self.element(p, &self.global_offset(p, shape_idx))),
             MemoryType::Shared => {
                 let pd = &pt.domain;
                 let mut pidx: HashMap<DomId, Idx> = HashMap::new();
