@@ -94,6 +94,17 @@ pub enum Error {
         /// How many values the fusion has.
         count: usize,
     },
+    /// A value id that another [`FusionDefinition`](crate::builder::FusionDefinition)
+    /// returned (its index may be in range here, but it names another value).
+    #[error(
+        "{op}: value {id} was returned by another FusionDefinition; use ids of this definition"
+    )]
+    ForeignValue {
+        /// The op.
+        op: String,
+        /// The id.
+        id: ValId,
+    },
     /// A size, element count, nesting depth or other quantity above a documented limit
     /// (see [`crate::ir::MAX_NUMEL`]).
     #[error("{op}: {what}: expected at most {limit}, found {found}")]

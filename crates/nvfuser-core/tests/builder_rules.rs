@@ -222,7 +222,7 @@ fn builder_errors_name_expected_and_found() {
         msg(fd.ternary(nvfuser_core::ir::TernaryOp::Clamp, &[x, s])),
         "clamp: expected 3 operands, found 2"
     );
-    let bogus = ValId(999);
+    let bogus = ValId::new(999);
     assert!(msg(fd.neg(bogus)).starts_with("neg: value v999 does not belong to this fusion"));
     assert_eq!(
         fd.add_output_alias(i, x).unwrap_err().to_string(),
@@ -284,4 +284,59 @@ fn verifier_rejects_malformed_ir() {
     let broken: Fusion = serde_json::from_value(json).unwrap();
     let err = nvfuser_core::ir::verify(&broken).unwrap_err().to_string();
     assert!(err.starts_with("invalid IR:"), "{err}");
+}
+
+/// Issue #12 case 11: an id returned by one definition is refused by another, even when
+/// its index is in range there, in every way an id reaches an op (operand, size, fill
+/// value, output); plain indices (from `ValId::new` or a finished fusion) still work.
+#[test]
+fn ids_of_another_definition_are_refused() {
+    let mut a = FusionDefinition::new();
+    let ax = a.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let an = a.define_scalar(DataType::I64).unwrap();
+    let ay = a.neg(ax).unwrap();
+
+    let mut b = FusionDefinition::new();
+    let bx = b.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let bn = b.define_scalar(DataType::I64).unwrap();
+    let by = b.neg(bx).unwrap();
+    // Same indices, different definitions.
+    assert_eq!(
+        (ax.index(), an.index(), ay.index()),
+        (bx.index(), bn.index(), by.index())
+    );
+
+    let msg = |r: Result<ValId, Error>| r.unwrap_err().to_string();
+    assert_eq!(
+        msg(b.add(bx, ax)),
+        "add: value v0 was returned by another FusionDefinition; use ids of this definition"
+    );
+    assert!(msg(b.sum(ay, &[0], false)).starts_with("sum: value v2 was returned by another"));
+    assert!(msg(b.reshape(bx, &[Size::Val(an), Size::Const(-1)]))
+        .starts_with("reshape: value v1 was returned by another"));
+    let fill = a.constant(1.5f64);
+    assert!(msg(b.full(&[Size::Const(2)], fill, DataType::F32))
+        .starts_with("full: value v3 was returned by another"));
+    assert!(b
+        .add_output(ay)
+        .unwrap_err()
+        .to_string()
+        .starts_with("add_output: value v2 was returned by another"));
+    // Nothing was recorded by the refused calls.
+    b.add_output(by).unwrap();
+    let fusion = b.finish().unwrap();
+    assert_eq!(fusion.outputs().len(), 1);
+
+    // An untagged index is taken as an index of whichever definition gets it.
+    let z = a.relu(ValId::new(2)).unwrap();
+    a.add_output(z).unwrap();
+    // A clone shares the definition's ids.
+    let mut c = a.clone();
+    let w = c.exp(ay).unwrap();
+    c.add_output(w).unwrap();
+    assert_eq!(c.finish().unwrap().outputs().len(), 2);
+    // Ids read back from a finished fusion are plain indices and equal the tagged ones.
+    let f = a.finish().unwrap();
+    assert_eq!(f.inputs()[0], ax);
+    assert_eq!(format!("{ax} {ax:?}"), "v0 ValId(0)");
 }

@@ -288,9 +288,9 @@ fn abi_packs_in_signature_order_and_checks_arguments() {
         strides: vec![8, 1],
     };
     let mut args: std::collections::BTreeMap<ValId, KernelArg> = [
-        (ValId(0), t(0x1000)),
-        (ValId(1), t(0x2000)),
-        (ValId(2), t(0x3000)),
+        (ValId::new(0), t(0x1000)),
+        (ValId::new(1), t(0x2000)),
+        (ValId::new(2), t(0x3000)),
     ]
     .into_iter()
     .collect();
@@ -300,7 +300,7 @@ fn abi_packs_in_signature_order_and_checks_arguments() {
     assert_eq!(packed[1].len(), 16); // 2 sizes + 2 strides, 32-bit
     assert!(k.cuda_source().contains(&k.abi.signature()));
     args.insert(
-        ValId(1),
+        ValId::new(1),
         KernelArg::Tensor {
             ptr: 0,
             sizes: vec![4],
@@ -309,7 +309,7 @@ fn abi_packs_in_signature_order_and_checks_arguments() {
     );
     assert!(k.abi.pack(&args).is_err(), "rank mismatch is rejected");
     args.insert(
-        ValId(1),
+        ValId::new(1),
         KernelArg::Tensor {
             ptr: 0,
             sizes: vec![1 << 40, 1],
@@ -474,7 +474,7 @@ fn grid_reduction_abi_lists_work_buffers() {
     assert!(src.contains("unsigned int* __restrict__ T1_sem"));
     let args: std::collections::BTreeMap<ValId, KernelArg> = [
         (
-            ValId(0),
+            ValId::new(0),
             KernelArg::Tensor {
                 ptr: 0x1000,
                 sizes: vec![5, 3000],
@@ -482,7 +482,7 @@ fn grid_reduction_abi_lists_work_buffers() {
             },
         ),
         (
-            ValId(1),
+            ValId::new(1),
             KernelArg::Tensor {
                 ptr: 0x2000,
                 sizes: vec![5],
@@ -518,7 +518,9 @@ fn multi_output_siblings_are_scheduled_together() {
     assert!(
         ir.contains(&format!(
             "(T{}_g f32, T{}_g f32, T{}_g i64) = welford(",
-            avg.0, m2.0, n.0
+            avg.id(),
+            m2.id(),
+            n.id()
         )),
         "{ir}"
     );

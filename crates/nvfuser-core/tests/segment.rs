@@ -201,7 +201,7 @@ fn reduction_then_broadcast_epilogue_is_two_segments() {
     // The extent table and its signed ids (values >= 0, extents < 0).
     assert_eq!(seg.extents(), &[x0]);
     assert_eq!(SegmentValue::Extent(x0).id(seg.extents()), Some(-1));
-    assert_eq!(SegmentValue::Val(s).id(seg.extents()), Some(s.0 as i64));
+    assert_eq!(SegmentValue::Val(s).id(seg.extents()), Some(s.id() as i64));
     // In segment 1, s is declared with the extent input as its size.
     let s_in = input_of(&seg, 1, SegmentValue::Val(s));
     let x0_in = input_of(&seg, 1, SegmentValue::Extent(x0));

@@ -282,3 +282,32 @@ fn k(t0: Tensor<bool, [_, 2048]>, t2: Tensor<i32, [2048]>) -> (Tensor<i64, [_, 2
         ],
     );
 }
+
+/// Fuzz seed 1009234: the variance (correction 1) of a scaled input over a dim of size
+/// 1 is 0/0 = NaN. With multiply-add contraction on, NVRTC folded `x - avg` in the
+/// Welford update into `fma(t, s, -avg)`: `m2` became the product's rounding error and
+/// every row came out ±inf (then clamped to a bound). Kernels are now compiled with
+/// `--fmad=false`. The other shapes check the ordinary rows of the same kernel.
+#[test]
+fn variance_of_one_element_is_nan() {
+    check_calls(
+        r#"
+fn k(t1: Tensor<f32, [_, _, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_, _]>) {
+    let s3 = t1.size(1);
+    let s5 = s3 + 1;
+    let s6 = s5 as f32;
+    let s7 = s6.reciprocal();
+    let t8 = t1 * s7;
+    let (t15, t16) = t8.var_mean([2], 1);
+    let t19 = clamp(t15, -1.5, 1.0);
+    (t19, t16)
+}
+"#,
+        &[
+            &[&[1024, 64, 1]],
+            &[&[16, 32, 256]],
+            &[&[3, 5, 1]],
+            &[&[2, 3, 7]],
+        ],
+    );
+}

@@ -131,7 +131,7 @@ fn iota_kernels_cover_every_element() {
                 let name = format!("{dtype} n={n} constant={}", constant.is_some());
                 let (params, kernel) = exec.generate_for(&info, None).unwrap();
                 let kernel = kernel.expect("a kernel");
-                let scalar = |v: nvfuser_core::ValId| (v.0 == 0).then_some(n);
+                let scalar = |v: nvfuser_core::ValId| (v.id() == 0).then_some(n);
                 let dims = |e: &[nvfuser_core::ir::Extent; 3]| -> i64 {
                     e.iter()
                         .map(|x| x.eval(&|_, _| None, &scalar).expect("launch extent"))

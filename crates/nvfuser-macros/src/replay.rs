@@ -122,7 +122,7 @@ struct Replayer<'a> {
 impl Replayer<'_> {
     /// The generated name of value `v` of the checked fusion.
     fn var(&self, v: ValId) -> Ident {
-        Ident::new(&format!("__nvf_v{}", v.0), Span::mixed_site())
+        Ident::new(&format!("__nvf_v{}", v.id()), Span::mixed_site())
     }
 
     /// The replayed value of `v`.

@@ -90,7 +90,8 @@ impl FusionDefinition {
                 spec.expanded.len(),
             ));
         }
-        let id = ValId(self.fusion().num_vals() as u32);
+        self.check_room(op)?;
+        let id = ValId::new(self.fusion().num_vals() as u32);
         let mut domain = Vec::with_capacity(rank);
         for (axis, &s) in spec.sizes.iter().enumerate() {
             let dim = Extent::Dim {
@@ -180,7 +181,7 @@ impl FusionDefinition {
         });
         debug_assert_eq!(v, id);
         self.fusion.inputs.push(v);
-        Ok(v)
+        Ok(self.own(v))
     }
 
     /// Declares an input tensor from concrete sizes and strides (in elements), deriving

@@ -19,6 +19,8 @@ mod pointwise;
 mod reduction;
 mod shape;
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use smallvec::SmallVec;
 
 pub use descriptor::{tensor_spec_from_strides, Contiguity, TensorSpec};
@@ -66,15 +68,37 @@ impl From<ValId> for Size {
 /// assert_eq!(fusion.inputs().len(), 2);
 /// # Ok::<(), nvfuser_core::Error>(())
 /// ```
-#[derive(Clone, Debug, Default)]
+///
+/// Every id a definition returns carries the definition's tag (see [`ValId`]); an op
+/// given an id that another definition returned is refused with
+/// [`Error::ForeignValue`], even when its index is in range here. (Tags are 8 bits, so
+/// of 256 definitions alive at once two share one; ids from [`ValId::new`] or read from
+/// a [`Fusion`] carry no tag and are taken as indices.)
+#[derive(Clone, Debug)]
 pub struct FusionDefinition {
     fusion: Fusion,
+    tag: u8,
+}
+
+impl Default for FusionDefinition {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A fresh definition tag, 1..=255 in turn.
+fn next_tag() -> u8 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    (NEXT.fetch_add(1, Ordering::Relaxed) % 255 + 1) as u8
 }
 
 impl FusionDefinition {
     /// An empty definition.
     pub fn new() -> Self {
-        Self::default()
+        FusionDefinition {
+            fusion: Fusion::default(),
+            tag: next_tag(),
+        }
     }
 
     /// The fusion built so far.
@@ -171,6 +195,12 @@ impl FusionDefinition {
     // ----- helpers shared by the op modules -----
 
     pub(crate) fn val(&self, op: &str, v: ValId) -> Result<&Val> {
+        if v.tag() != 0 && v.tag() != self.tag {
+            return Err(Error::ForeignValue {
+                op: op.into(),
+                id: v,
+            });
+        }
         self.fusion.get_val(v).ok_or_else(|| Error::UnknownValue {
             op: op.into(),
             id: v,
@@ -210,12 +240,36 @@ impl FusionDefinition {
         Ok(val.dtype)
     }
 
+    /// A new scalar value. Panics only when the fusion already holds 2^24 values (the
+    /// ops that return a `Result` refuse before that: [`Self::check_room`]).
     pub(crate) fn new_scalar(&mut self, dtype: DataType, value: Option<ScalarValue>) -> ValId {
-        self.fusion.push_val(Val {
-            dtype,
-            kind: ValKind::Scalar(value),
-            definition: None,
-        })
+        self.fusion
+            .push_val(Val {
+                dtype,
+                kind: ValKind::Scalar(value),
+                definition: None,
+            })
+            .tagged(self.tag)
+    }
+
+    /// Refuses to grow the fusion past [`ValId::MAX_INDEX`] values (a margin of 16 is
+    /// left for the scalars an op may add besides its result).
+    pub(crate) fn check_room(&self, op: &str) -> Result<()> {
+        let limit = ValId::MAX_INDEX as usize - 16;
+        if self.fusion.num_vals() >= limit {
+            return Err(Error::SizeLimit {
+                op: op.into(),
+                what: "values in one fusion".into(),
+                limit: limit.to_string(),
+                found: (self.fusion.num_vals() + 1).to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Tags an id this definition just pushed.
+    pub(crate) fn own(&self, v: ValId) -> ValId {
+        v.tagged(self.tag)
     }
 
     /// A new tensor value over `domain`, after [`check_domain`].
@@ -226,11 +280,13 @@ impl FusionDefinition {
         domain: Vec<IterDomain>,
     ) -> Result<ValId> {
         check_domain(op, &domain)?;
-        Ok(self.fusion.push_val(Val {
+        self.check_room(op)?;
+        let v = self.fusion.push_val(Val {
             dtype,
             kind: ValKind::Tensor(TensorType::contiguous(domain)),
             definition: None,
-        }))
+        });
+        Ok(self.own(v))
     }
 
     pub(crate) fn emit(&mut self, op: Op, inputs: &[ValId], outputs: &[ValId]) {

@@ -89,8 +89,8 @@ impl Idx {
     ) -> Idx {
         match e {
             Extent::Const(c) => Idx::Const(*c),
-            Extent::Dim { tensor, axis } => Idx::Var(dim(tensor.0, *axis)),
-            Extent::Scalar(v) => Idx::Var(scalar(v.0)),
+            Extent::Dim { tensor, axis } => Idx::Var(dim(tensor.id(), *axis)),
+            Extent::Scalar(v) => Idx::Var(scalar(v.id())),
             Extent::Op(op, a, b) => {
                 let (a, b) = (
                     Idx::from_extent(a, dim, scalar),

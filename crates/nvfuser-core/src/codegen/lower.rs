@@ -250,9 +250,9 @@ impl<'a> Lower<'a> {
             match f.get_val(o) {
                 Some(x) if !self.s.tensors.contains_key(&v) => match x.constant() {
                     Some(c) => format!("{c}"),
-                    None => format!("S{}", o.0),
+                    None => format!("S{}", o.id()),
                 },
-                _ => format!("T{}", o.0),
+                _ => format!("T{}", o.id()),
             }
         };
         let out = name(e.output);
@@ -284,7 +284,7 @@ impl<'a> Lower<'a> {
             if t.memory == MemoryType::Global && !self.s.is_output(tv) {
                 return unsupported(format!(
                     "T{}: global intermediates (no work buffers yet)",
-                    tv.0
+                    tv.id()
                 ));
             }
             // An output this kernel writes is read back by it only by the thread that
@@ -309,7 +309,7 @@ impl<'a> Lower<'a> {
                     if cached_store || !self.same_thread(tv, reader) {
                         return unsupported(format!(
                             "T{} is stored to global memory and read back by T{} in the same kernel by other threads (cache_fork it)",
-                            tv.0, reader.0
+                            tv.id(), reader.id()
                         ));
                     }
                 }
@@ -416,7 +416,7 @@ impl<'a> Lower<'a> {
                 if closed.contains(k) {
                     return unsupported(format!(
                         "T{} needs loop {} of T{} again after it was closed; inline its producers or reorder",
-                        e.output.0, k.1, k.0 .0
+                        e.output.id(), k.1, k.0 .id()
                     ));
                 }
             }
@@ -465,7 +465,8 @@ impl<'a> Lower<'a> {
                     MemoryType::Shared => {
                         let (_, exts) = self.padded_alloc_dims(o)?;
                         let n = exts.iter().product::<i64>().max(1);
-                        self.shared.push((format!("T{}", o.0), self.t(o).dtype, n));
+                        self.shared
+                            .push((format!("T{}", o.id()), self.t(o).dtype, n));
                     }
                     MemoryType::Local => {
                         let scope = self.alloc_scope(o);
@@ -489,7 +490,7 @@ impl<'a> Lower<'a> {
                         self.requirements.push(Requirement::Divisible {
                             extent: e,
                             by: 32,
-                            why: format!("block reduction of T{} over threadIdx.x", tv.0),
+                            why: format!("block reduction of T{} over threadIdx.x", tv.id()),
                         });
                     }
                     if welford {
@@ -497,10 +498,11 @@ impl<'a> Lower<'a> {
                             [("avg", t.dtype), ("m2", t.dtype), ("n", DataType::I64)]
                         {
                             self.shared
-                                .push((format!("T{}_smem_{suffix}", tv.0), dt, 32));
+                                .push((format!("T{}_smem_{suffix}", tv.id()), dt, 32));
                         }
                     } else {
-                        self.shared.push((format!("T{}_smem", tv.0), t.dtype, 32));
+                        self.shared
+                            .push((format!("T{}_smem", tv.id()), t.dtype, 32));
                     }
                 }
                 if grid_dims(&t.domain).next().is_some() {
@@ -536,7 +538,7 @@ impl<'a> Lower<'a> {
     fn alloc_stmt(&self, tv: ValId) -> SchedResult<Stmt> {
         let (_, exts) = self.alloc_dims(tv)?;
         Ok(Stmt::Alloc {
-            name: format!("T{}", tv.0),
+            name: format!("T{}", tv.id()),
             dtype: self.t(tv).dtype,
             size: exts.iter().product::<i64>().max(1),
         })
@@ -576,7 +578,7 @@ impl<'a> Lower<'a> {
                 "{} written by other threads",
                 names
                     .iter()
-                    .map(|v| format!("T{}", v.0))
+                    .map(|v| format!("T{}", v.id()))
                     .collect::<Vec<_>>()
                     .join(", ")
             )));
@@ -792,9 +794,9 @@ impl<'a> Lower<'a> {
             return unsupported(format!(
                 "{} from T{} ({} dims) to T{} ({} root dims)",
                 e.op.name(),
-                p.0,
+                p.id(),
                 pshape.len(),
-                e.output.0,
+                e.output.id(),
                 root.len()
             ));
         }
@@ -818,7 +820,7 @@ impl<'a> Lower<'a> {
                 if t.contiguity.get(j) == Some(&Some(true)) && t.stride_order.get(j) == Some(&0) {
                     Idx::Const(1)
                 } else {
-                    Idx::var(format!("T{}_shape.stride[{j}]", tv.0))
+                    Idx::var(format!("T{}_shape.stride[{j}]", tv.id()))
                 };
             off = off.add(shape_idx[j].clone().mul(stride));
         }
@@ -869,9 +871,9 @@ impl<'a> Lower<'a> {
     /// `c ? in[i] : out[i]` into one read-only load issued before the store.
     fn element(&self, p: ValId, off: &Idx) -> String {
         if self.t(p).memory == MemoryType::Global && self.s.definition(p).is_some() {
-            format!("nvf_load_volatile(&T{}[{off}])", p.0)
+            format!("nvf_load_volatile(&T{}[{off}])", p.id())
         } else {
-            format!("T{}[{off}]", p.0)
+            format!("T{}[{off}]", p.id())
         }
     }
 
@@ -904,7 +906,8 @@ impl<'a> Lower<'a> {
                 if stored != off {
                     return unsupported(format!(
                         "T{} reads back T{} at [{off}], where this thread stored [{stored}]",
-                        e.output.0, p.0
+                        e.output.id(),
+                        p.id()
                     ));
                 }
             }
@@ -1011,7 +1014,7 @@ impl<'a> Lower<'a> {
                 if i != Idx::var(b) {
                     return unsupported(format!(
                         "T{} reads register tensor T{} at {} = {i}, an element another thread holds",
-                        e.output.0, p.0, b
+                        e.output.id(), p.id(), b
                     ));
                 }
             }
@@ -1093,7 +1096,7 @@ impl<'a> Lower<'a> {
             match val {
                 Some(x) => match x.constant() {
                     Some(c) => return Ok(literal(c, to)),
-                    None => (scalar_name(v.0), x.dtype),
+                    None => (scalar_name(v.id()), x.dtype),
                 },
                 None => return unsupported(format!("unknown value {v}")),
             }
@@ -1301,7 +1304,7 @@ impl<'a> Lower<'a> {
                 let off = self.local_offset(p, &|i| {
                     pidx.get(&pd.loop_dims[i]).cloned().unwrap_or(Idx::Const(0))
                 })?;
-                Ok(format!("T{}[{off}]", p.0))
+                Ok(format!("T{}[{off}]", p.id()))
             }
             MemoryType::Local => Err(ScheduleError::ResizeInputInRegisters {
                 op: e.op.name(),
@@ -1524,7 +1527,7 @@ impl<'a> Lower<'a> {
         if t.memory == MemoryType::Global {
             cond.extend(self.thread_guards(tv));
         }
-        let lhs = format!("T{}[{}]", tv.0, self.store_offset(tv, &cidx)?);
+        let lhs = format!("T{}[{}]", tv.id(), self.store_offset(tv, &cidx)?);
         let vec = t
             .domain
             .loop_dims
@@ -1546,7 +1549,7 @@ impl<'a> Lower<'a> {
                         self.requirements.push(Requirement::Divisible {
                             extent: x,
                             by: width,
-                            why: format!("vectorized access of T{} by {width}", g.0),
+                            why: format!("vectorized access of T{} by {width}", g.id()),
                         });
                     }
                 }
@@ -1592,10 +1595,10 @@ impl<'a> Lower<'a> {
     fn acc(&self, tv: ValId) -> SchedResult<String> {
         let t = self.t(tv);
         if t.memory == MemoryType::Global {
-            return Ok(format!("T{}_acc", tv.0));
+            return Ok(format!("T{}_acc", tv.id()));
         }
         let cidx = self.consumer_indices(tv);
-        Ok(format!("T{}[{}]", tv.0, self.store_offset(tv, &cidx)?))
+        Ok(format!("T{}[{}]", tv.id(), self.store_offset(tv, &cidx)?))
     }
 
     fn emit_reduction_init(&mut self, ei: usize, out: &mut Vec<Stmt>) -> SchedResult<()> {
@@ -1606,18 +1609,18 @@ impl<'a> Lower<'a> {
             let zero = literal(ScalarValue::Int(0), dt.compute_type());
             out.push(Stmt::Comment(format!(
                 "Welford accumulator of T{}: running mean, sum of squared deviations, count",
-                tv.0
+                tv.id()
             )));
             out.push(Stmt::Assign {
-                lhs: format!("{c} T{}_avg", tv.0),
+                lhs: format!("{c} T{}_avg", tv.id()),
                 rhs: zero.clone(),
             });
             out.push(Stmt::Assign {
-                lhs: format!("{c} T{}_m2", tv.0),
+                lhs: format!("{c} T{}_m2", tv.id()),
                 rhs: zero,
             });
             out.push(Stmt::Assign {
-                lhs: format!("long long T{}_n", tv.0),
+                lhs: format!("long long T{}_n", tv.id()),
                 rhs: "0".into(),
             });
             return Ok(());
@@ -1625,9 +1628,9 @@ impl<'a> Lower<'a> {
         let op = self.red_op(ei)?;
         let init = init_value(op, dt);
         if self.t(tv).memory == MemoryType::Global {
-            out.push(Stmt::Comment(format!("accumulator of T{}", tv.0)));
+            out.push(Stmt::Comment(format!("accumulator of T{}", tv.id())));
             out.push(Stmt::Assign {
-                lhs: format!("{} T{}_acc", cuda_type(dt), tv.0),
+                lhs: format!("{} T{}_acc", cuda_type(dt), tv.id()),
                 rhs: init,
             });
         } else {
@@ -1649,7 +1652,7 @@ impl<'a> Lower<'a> {
         let st = if is_welford(&e.op) {
             Stmt::Call(format!(
                 "nvf_welford_update(T{0}_avg, T{0}_m2, T{0}_n, {x})",
-                tv.0
+                tv.id()
             ))
         } else {
             let op = self.red_op(ei)?;
@@ -1694,7 +1697,7 @@ impl<'a> Lower<'a> {
             cond.extend(extra.iter().cloned());
         }
         let st = Stmt::Assign {
-            lhs: format!("T{}[{}]", o.0, self.store_offset(o, &cidx)?),
+            lhs: format!("T{}[{}]", o.id(), self.store_offset(o, &cidx)?),
             rhs: format!("({})({value})", cuda_type(t.dtype)),
         };
         out.push(if cond.is_empty() {
@@ -1712,7 +1715,7 @@ impl<'a> Lower<'a> {
         let e = &self.s.exprs[ei];
         let tv = e.output;
         let t = self.t(tv);
-        let n = tv.0;
+        let n = tv.id();
         if red_parallel(&t.domain, ParallelType::TIDx) {
             out.push(Stmt::Call(format!(
                 "nvf_block_welford_x(T{n}_avg, T{n}_m2, T{n}_n, T{n}_smem_avg, T{n}_smem_m2, T{n}_smem_n)"
@@ -1758,7 +1761,7 @@ impl<'a> Lower<'a> {
                 dtype: dt,
                 op,
                 init: init_value(op, dt),
-                smem: format!("T{}_smem", tv.0),
+                smem: format!("T{}_smem", tv.id()),
             });
         }
         let mut last = Vec::new();
@@ -1783,7 +1786,7 @@ impl<'a> Lower<'a> {
             cond.extend(self.thread_guards(tv));
             cond.extend(last);
             let st = Stmt::Assign {
-                lhs: format!("T{}[{}]", tv.0, self.store_offset(tv, &cidx)?),
+                lhs: format!("T{}[{}]", tv.id(), self.store_offset(tv, &cidx)?),
                 rhs: acc,
             };
             out.push(if cond.is_empty() {
@@ -1806,14 +1809,14 @@ impl<'a> Lower<'a> {
         if !matches!(e.op, Op::Reduction { .. }) {
             return unsupported(format!(
                 "T{}: grid (cross-block) {} reductions; only sum/prod/max/min/mean reduce across blocks",
-                tv.0,
+                tv.id(),
                 e.op.name()
             ));
         }
         if t.memory != MemoryType::Global {
             return unsupported(format!(
                 "T{}: the result of a grid reduction is only known to the last block to finish; make it a fusion output (consumers in the same kernel would need a grid-wide barrier)",
-                tv.0
+                tv.id()
             ));
         }
         let d = &t.domain;
@@ -1831,7 +1834,7 @@ impl<'a> Lower<'a> {
             }
         }
         self.work.push(Param {
-            name: format!("T{}_work", tv.0),
+            name: format!("T{}_work", tv.id()),
             kind: ParamKind::WorkBuffer {
                 tensor: tv,
                 kind: WorkKind::Partials(t.dtype),
@@ -1839,7 +1842,7 @@ impl<'a> Lower<'a> {
             },
         });
         self.work.push(Param {
-            name: format!("T{}_sem", tv.0),
+            name: format!("T{}_sem", tv.id()),
             kind: ParamKind::WorkBuffer {
                 tensor: tv,
                 kind: WorkKind::Semaphore,
@@ -1892,23 +1895,23 @@ impl<'a> Lower<'a> {
             .collect();
         out.push(Stmt::Comment(format!(
             "grid reduction of T{0} over {1}: each block stores its partial in T{0}_work and counts itself in T{0}_sem; the last block to arrive combines the partials",
-            tv.0,
+            tv.id(),
             reduced.join(", ")
         )));
-        let flag = format!("T{}_last", tv.0);
+        let flag = format!("T{}_last", tv.id());
         out.push(Stmt::Assign {
             lhs: format!("const bool {flag}"),
             rhs: format!(
                 "nvf_grid_reduce({acc}, {f}, {init}, T{n}_work, T{n}_sem, {seg}, {nblocks}, {rank}, {slot}, {nslots}, {tidx}, {smem})",
                 init = init_value(op, dt),
-                n = tv.0,
+                n = tv.id(),
                 seg = lin(&bids, false, false),
                 nblocks = lin(&bids, true, true),
                 rank = lin(&bids, true, false),
                 slot = lin(&tids, false, false),
                 nslots = lin(&tids, false, true),
                 smem = if tidx {
-                    format!("T{}_smem", tv.0)
+                    format!("T{}_smem", tv.id())
                 } else {
                     format!("({}*)nullptr", cuda_type(dt))
                 },
@@ -1923,7 +1926,7 @@ impl<'a> Lower<'a> {
         let tensor = |v: ValId, input: bool, params: &mut Vec<Param>| {
             let t = self.t(v);
             params.push(Param {
-                name: format!("T{}", v.0),
+                name: format!("T{}", v.id()),
                 kind: ParamKind::TensorData {
                     tensor: v,
                     dtype: t.dtype,
@@ -1931,7 +1934,7 @@ impl<'a> Lower<'a> {
                 },
             });
             params.push(Param {
-                name: format!("T{}_shape", v.0),
+                name: format!("T{}_shape", v.id()),
                 kind: ParamKind::TensorShape {
                     tensor: v,
                     rank: t.contiguity.len(),
@@ -1943,7 +1946,7 @@ impl<'a> Lower<'a> {
                 tensor(v, true, &mut params);
             } else {
                 params.push(Param {
-                    name: scalar_name(v.0),
+                    name: scalar_name(v.id()),
                     kind: ParamKind::Scalar {
                         val: v,
                         dtype: f.val(v).dtype,

@@ -31,15 +31,24 @@
 //!
 //! # Value model
 //!
-//! * Floats of every dtype are computed in **f64**. An `f32` or `f64` value keeps its
-//!   full f64 result until an explicit `cast` or until it becomes a fusion output; only
-//!   there is it rounded (correctly, to nearest even) to the dtype. An **`f16`/`bf16`
-//!   value is rounded to its dtype after every expression that produces it** (each op
-//!   on half tensors computes wide and rounds its result to half, nvFuser's rule; a
-//!   generated kernel holds such a value in a half register). A reduction accumulates
-//!   wide and rounds its result once. Outputs and every public `HostTensor` hold values
-//!   representable in their dtype. Random ops round each element to the dtype at once
-//!   (see [`crate::philox`]).
+//! * Floats of every dtype are computed in **f64**, and **every `f32`, `f16` or `bf16`
+//!   value is rounded (correctly, to nearest even) to its dtype after the expression
+//!   that produces it**: each op computes its exact result in f64 and rounds it once,
+//!   as a generated kernel holds the value in a register of its dtype, and as PyTorch
+//!   computes (half ops compute in f32 and round to half, nvFuser's rule). So `x * x`
+//!   of an `f32` `3.4e38` is `inf` on both devices, and an RMSNorm of such a row is 0,
+//!   as in PyTorch; a LayerNorm through `var_mean` keeps its finite mean and gives the
+//!   bias. An `f64` value is the f64 result. A reduction accumulates in f64 and rounds
+//!   its result once. Outputs and every public `HostTensor` hold values representable
+//!   in their dtype. Random ops round each element to the dtype at once (see
+//!   [`crate::philox`]).
+//!   A generated kernel computes `f32` math in `f32`, so elementary ops (`+ - * /`,
+//!   `sqrt`, casts) agree exactly and library functions (`exp`, `tanh`, ...) within a
+//!   few ulps; sums differ by their order (hence the tolerances). Kernels are compiled
+//!   without multiply-add contraction, so a value has one rounding at all its uses and
+//!   cancels against itself exactly (`x - mean` over a one-element row is 0 on both
+//!   devices, and its variance with correction 1 is `0/0 = NaN`, not the ±inf of an
+//!   unrounded `fma(a, b, -mean)`).
 //! * Integers are computed in i64 with two's-complement wrap-around; an `i32`-typed
 //!   result is wrapped to i32 after every op.
 //! * Bools are bools.
@@ -117,9 +126,13 @@
 //! `sum`, `prod`, `max`, `min`, `mean` over the expression's `axes` compute in the
 //! output type (the builder casts half inputs to `f32` and integer sums to `i64`); the
 //! output shape drops the reduced axes (they are `Reduction` dims in the IR). Float sums
-//! are pairwise in f64. Over zero elements: `sum` is 0, `prod` is 1, `mean` is NaN, and
-//! `max`/`min` are an error (`max: invalid argument: cannot reduce over an empty
-//! dimension ...`, even when the output is empty, as PyTorch). `max`/`min` propagate NaN.
+//! are pairwise in f64; `mean` is that sum rounded to the output type, divided by the
+//! count (PyTorch's: an `f32` mean of values near `f32::MAX` overflows to `inf`, on both
+//! devices). Over zero elements: `sum` is 0, `prod` is 1, `mean` is NaN, and `max`/`min`
+//! have no value: the call is refused (`max: invalid argument: cannot reduce over an
+//! empty dimension ...`) when an output with elements depends on one
+//! ([`crate::ir::bind::observed_empty_reduction`]), so a softmax over an empty dim
+//! returns its empty result, as PyTorch's does. `max`/`min` propagate NaN.
 //! `var` is `M2 / max(0, n - correction)` with `M2 = Σ (x - mean)²` (two-pass), so
 //! `n <= correction` gives `inf` (or NaN when `M2 = 0`), as PyTorch; `var_mean` returns
 //! `(var, mean)`. `welford` returns `(mean, M2, count)` with `count` an `i64` tensor of

@@ -37,17 +37,97 @@ use crate::dtype::{DataType, ScalarValue};
 pub const MAX_NUMEL: i64 = 1 << 48;
 
 /// Id of a value (tensor or scalar) in its fusion's arena.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ValId(pub u32);
+///
+/// The low [`ValId::INDEX_BITS`] bits are the arena index. The high bits are the tag of
+/// the [`FusionDefinition`](crate::builder::FusionDefinition) that handed the id out (0
+/// for ids made by [`ValId::new`] or read from a [`Fusion`]), so that a definition can
+/// refuse an id of another definition whose index happens to be in range. Equality,
+/// ordering, hashing, printing and serialization look at the index only: a tagged id
+/// and the plain id of the same value are the same id.
+#[derive(Clone, Copy)]
+pub struct ValId(u32);
+
+impl PartialEq for ValId {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+impl Eq for ValId {}
+impl std::hash::Hash for ValId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id().hash(state)
+    }
+}
+impl PartialOrd for ValId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ValId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.id().cmp(&other.id())
+    }
+}
+impl fmt::Debug for ValId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ValId({})", self.id())
+    }
+}
+impl Serialize for ValId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_newtype_struct("ValId", &self.id())
+    }
+}
+impl<'de> Deserialize<'de> for ValId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename = "ValId")]
+        struct Raw(u32);
+        let Raw(i) = Raw::deserialize(d)?;
+        if i > ValId::MAX_INDEX {
+            return Err(serde::de::Error::custom(format!(
+                "value id {i} is above the largest index {}",
+                ValId::MAX_INDEX
+            )));
+        }
+        Ok(ValId(i))
+    }
+}
 
 /// Id of an expression in its fusion's arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ExprId(pub u32);
 
 impl ValId {
+    /// How many low bits hold the arena index; a fusion holds at most 2^24 values.
+    pub const INDEX_BITS: u32 = 24;
+    /// The largest arena index.
+    pub const MAX_INDEX: u32 = (1 << Self::INDEX_BITS) - 1;
+
+    /// The (untagged) id of arena position `index`, which must be at most
+    /// [`ValId::MAX_INDEX`] (higher bits are dropped).
+    pub const fn new(index: u32) -> ValId {
+        ValId(index & Self::MAX_INDEX)
+    }
+
     /// Position in the arena.
     pub fn index(self) -> usize {
-        self.0 as usize
+        self.id() as usize
+    }
+
+    /// Position in the arena, as a `u32`.
+    pub const fn id(self) -> u32 {
+        self.0 & Self::MAX_INDEX
+    }
+
+    /// The tag of the definition that handed this id out (0: none).
+    pub const fn tag(self) -> u8 {
+        (self.0 >> Self::INDEX_BITS) as u8
+    }
+
+    /// This id with `tag` in its high bits.
+    pub(crate) const fn tagged(self, tag: u8) -> ValId {
+        ValId(self.id() | ((tag as u32) << Self::INDEX_BITS))
     }
 }
 
@@ -60,7 +140,7 @@ impl ExprId {
 
 impl fmt::Display for ValId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "v{}", self.0)
+        write!(f, "v{}", self.id())
     }
 }
 
@@ -394,7 +474,13 @@ impl Fusion {
         live
     }
 
+    /// Appends `val`. The builder refuses a fusion of more than [`ValId::MAX_INDEX`]
+    /// values before it gets here; internal rewrites stay far below it.
     pub(crate) fn push_val(&mut self, val: Val) -> ValId {
+        assert!(
+            self.vals.len() <= ValId::MAX_INDEX as usize,
+            "a fusion holds at most 2^24 values"
+        );
         let id = ValId(self.vals.len() as u32);
         self.vals.push(val);
         id

@@ -60,7 +60,7 @@ impl Fusion {
             }
             k += 1;
         }
-        let remap = |v: ValId| ValId(map.get(v.index()).copied().unwrap_or(UNSET));
+        let remap = |v: ValId| ValId::new(map.get(v.index()).copied().unwrap_or(UNSET));
         let vals = order
             .iter()
             .map(|&v| {

@@ -34,7 +34,7 @@ pub(crate) fn val_name(fusion: &Fusion, v: ValId, upper: bool) -> String {
         (false, true) => "S",
         (false, false) => "s",
     };
-    format!("{prefix}{}", v.0)
+    format!("{prefix}{}", v.id())
 }
 
 /// A constant as a DSL literal of its type: `true`, `3` (i64), `3i32`, `2.0` (f64),

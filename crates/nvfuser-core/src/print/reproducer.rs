@@ -194,7 +194,7 @@ impl<'a> Printer<'a> {
             }
         }
         let shared = (0..n)
-            .map(|i| uses[i] > 1 && fusion.val(ValId(i as u32)).constant().is_some())
+            .map(|i| uses[i] > 1 && fusion.val(ValId::new(i as u32)).constant().is_some())
             .collect();
         let mut unused = vec![false; n];
         for &i in fusion.inputs() {

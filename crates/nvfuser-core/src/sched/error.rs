@@ -23,7 +23,7 @@ pub enum ScheduleError {
         tensor: ValId,
     },
     /// A loop axis outside `-rank..rank`.
-    #[error("{op}: axis {axis} is out of range for T{} with {rank} loop dims", tensor.0)]
+    #[error("{op}: axis {axis} is out of range for T{} with {rank} loop dims", tensor.id())]
     AxisOutOfRange {
         /// The primitive.
         op: &'static str,
@@ -35,7 +35,7 @@ pub enum ScheduleError {
         rank: usize,
     },
     /// Any other invalid argument of a primitive.
-    #[error("{op} on T{}: {reason}", tensor.0)]
+    #[error("{op} on T{}: {reason}", tensor.id())]
     InvalidArgument {
         /// The primitive.
         op: &'static str,
@@ -46,7 +46,7 @@ pub enum ScheduleError {
     },
     /// A vectorized dim that is not the innermost loop dim, or that does not come from
     /// the innermost logical dim.
-    #[error("vectorize on T{} axis {axis}: expected {expected}", tensor.0)]
+    #[error("vectorize on T{} axis {axis}: expected {expected}", tensor.id())]
     VectorizeNotInnermost {
         /// The tensor.
         tensor: ValId,
@@ -56,7 +56,7 @@ pub enum ScheduleError {
         expected: &'static str,
     },
     /// Vectorized access to a global tensor whose innermost dim is not contiguous.
-    #[error("vectorize on T{}: global tensor T{} must be contiguous with a stride-1 innermost dim", tensor.0, global.0)]
+    #[error("vectorize on T{}: global tensor T{} must be contiguous with a stride-1 innermost dim", tensor.id(), global.id())]
     VectorizeNotContiguous {
         /// The vectorized tensor.
         tensor: ValId,
@@ -64,7 +64,7 @@ pub enum ScheduleError {
         global: ValId,
     },
     /// A vector that is not a power of two, wider than 16 bytes, or of symbolic width.
-    #[error("vectorize on T{}: width {width} × {elem_bytes} bytes: expected a constant power of two of at most 16 bytes", tensor.0)]
+    #[error("vectorize on T{}: width {width} × {elem_bytes} bytes: expected a constant power of two of at most 16 bytes", tensor.id())]
     VectorizeWidth {
         /// The tensor.
         tensor: ValId,
@@ -74,7 +74,7 @@ pub enum ScheduleError {
         elem_bytes: usize,
     },
     /// A vectorized expression that is not a plain copy from or to global memory.
-    #[error("vectorize on T{}: only copies (set, cache_after/cache_before) can be vectorized, found {found}", tensor.0)]
+    #[error("vectorize on T{}: only copies (set, cache_after/cache_before) can be vectorized, found {found}", tensor.id())]
     VectorizeNotCopy {
         /// The tensor.
         tensor: ValId,
@@ -82,7 +82,7 @@ pub enum ScheduleError {
         found: String,
     },
     /// A static extent that the vector width does not divide.
-    #[error("vectorize on T{}: extent {extent} is not divisible by the width {width}", tensor.0)]
+    #[error("vectorize on T{}: extent {extent} is not divisible by the width {width}", tensor.id())]
     VectorizeNotDivisible {
         /// The tensor.
         tensor: ValId,
@@ -92,7 +92,7 @@ pub enum ScheduleError {
         width: i64,
     },
     /// One parallel type bound to two different extents in one kernel.
-    #[error("{ptype} is bound to {first_extent} by T{} and to {second_extent} by T{}: one kernel needs one extent per parallel type", first.0, second.0)]
+    #[error("{ptype} is bound to {first_extent} by T{} and to {second_extent} by T{}: one kernel needs one extent per parallel type", first.id(), second.id())]
     ParallelTypeConflict {
         /// The parallel type.
         ptype: ParallelType,
@@ -106,7 +106,7 @@ pub enum ScheduleError {
         second_extent: Extent,
     },
     /// One parallel type used twice in one tensor's loop domain.
-    #[error("T{}: {ptype} is bound to loop axes {first} and {second}; expected at most one", tensor.0)]
+    #[error("T{}: {ptype} is bound to loop axes {first} and {second}; expected at most one", tensor.id())]
     DuplicateParallelType {
         /// The tensor.
         tensor: ValId,
@@ -119,7 +119,7 @@ pub enum ScheduleError {
     },
     /// A reduction tensor computed inside its consumer's loop over one of its own
     /// reduction dims.
-    #[error("T{} computed at position {pos}: loop axis {axis} is a reduction dim; a reduction cannot be inlined past its reduction dims (expected position <= {axis})", tensor.0)]
+    #[error("T{} computed at position {pos}: loop axis {axis} is a reduction dim; a reduction cannot be inlined past its reduction dims (expected position <= {axis})", tensor.id())]
     InlinePastReduction {
         /// The reduction tensor.
         tensor: ValId,
@@ -129,7 +129,7 @@ pub enum ScheduleError {
         axis: usize,
     },
     /// A producer's loop dim that does not match its consumer's where they share a loop.
-    #[error("T{} computed at T{} position {pos}: loop axis {axis} differs: {reason}", producer.0, consumer.0)]
+    #[error("T{} computed at T{} position {pos}: loop axis {axis} differs: {reason}", producer.id(), consumer.id())]
     ComputeAtMismatch {
         /// The producer.
         producer: ValId,
@@ -144,7 +144,7 @@ pub enum ScheduleError {
     },
     /// A reduction dim bound to a parallel type this code generator cannot reduce over,
     /// or an iteration dim and a reduction dim of one kernel in conflict.
-    #[error("T{} axis {axis}: reduction dim bound to {ptype}: {reason}", tensor.0)]
+    #[error("T{} axis {axis}: reduction dim bound to {ptype}: {reason}", tensor.id())]
     ReductionParallel {
         /// The tensor.
         tensor: ValId,
@@ -157,7 +157,7 @@ pub enum ScheduleError {
     },
     /// A register (local) producer split over threads whose consumer is not: its values
     /// would have to cross threads.
-    #[error("T{} is in registers and bound to {ptype}, but its consumer T{} does not use {ptype}; place it in shared memory or parallelize the consumer alike", producer.0, consumer.0)]
+    #[error("T{} is in registers and bound to {ptype}, but its consumer T{} does not use {ptype}; place it in shared memory or parallelize the consumer alike", producer.id(), consumer.id())]
     ThreadMismatch {
         /// The producer.
         producer: ValId,
@@ -167,7 +167,7 @@ pub enum ScheduleError {
         ptype: ParallelType,
     },
     /// A block reduction over a thread dim whose extent is not a multiple of the warp.
-    #[error("T{}: block reduction over threadIdx.x of extent {extent}: expected a multiple of 32", tensor.0)]
+    #[error("T{}: block reduction over threadIdx.x of extent {extent}: expected a multiple of 32", tensor.id())]
     BlockReduceWidth {
         /// The tensor.
         tensor: ValId,
@@ -175,7 +175,7 @@ pub enum ScheduleError {
         extent: i64,
     },
     /// A memory type that the tensor cannot have.
-    #[error("T{}: memory type {found:?} is not allowed: {reason}", tensor.0)]
+    #[error("T{}: memory type {found:?} is not allowed: {reason}", tensor.id())]
     MemoryType {
         /// The tensor.
         tensor: ValId,
@@ -185,7 +185,7 @@ pub enum ScheduleError {
         reason: &'static str,
     },
     /// A register or shared-memory buffer over a loop dim of symbolic extent.
-    #[error("T{} in {memory:?} memory spans loop axis {axis} of symbolic extent {extent}: buffers need constant sizes; split that dim by a constant, bind it to a thread/block index or inline the tensor deeper", tensor.0)]
+    #[error("T{} in {memory:?} memory spans loop axis {axis} of symbolic extent {extent}: buffers need constant sizes; split that dim by a constant, bind it to a thread/block index or inline the tensor deeper", tensor.id())]
     SymbolicAllocation {
         /// The tensor.
         tensor: ValId,
@@ -210,7 +210,7 @@ pub enum ScheduleError {
     },
     /// A shared-memory producer split over a block index that its consumer does not use:
     /// its values would have to cross blocks.
-    #[error("T{} is in shared memory and bound to {ptype}, but its consumer T{} does not use {ptype}; blocks cannot read each other's shared memory", producer.0, consumer.0)]
+    #[error("T{} is in shared memory and bound to {ptype}, but its consumer T{} does not use {ptype}; blocks cannot read each other's shared memory", producer.id(), consumer.id())]
     BlockMismatch {
         /// The producer.
         producer: ValId,
@@ -220,7 +220,7 @@ pub enum ScheduleError {
         ptype: ParallelType,
     },
     /// Outputs of one multi-output expression scheduled differently.
-    #[error("T{} and T{} are outputs of one {op} and must share a loop domain: loop axis {axis} differs ({reason})", first.0, second.0)]
+    #[error("T{} and T{} are outputs of one {op} and must share a loop domain: loop axis {axis} differs ({reason})", first.id(), second.id())]
     SiblingMismatch {
         /// The op.
         op: &'static str,
@@ -235,7 +235,7 @@ pub enum ScheduleError {
     },
     /// A slice/pad/cat/reshape/gather-like op reading a register tensor: it reads its
     /// input at other positions than its own, which a thread's registers do not hold.
-    #[error("T{} = {op}(T{}): a resize or indexing op reads its input at other positions than its own; the input must be a fusion input or in shared memory, found it in registers", consumer.0, producer.0)]
+    #[error("T{} = {op}(T{}): a resize or indexing op reads its input at other positions than its own; the input must be a fusion input or in shared memory, found it in registers", consumer.id(), producer.id())]
     ResizeInputInRegisters {
         /// The op.
         op: &'static str,

@@ -175,7 +175,7 @@ impl ScheduledFusion {
         domain: TensorDomain,
         like: &TensorSchedule,
     ) -> ValId {
-        let id = ValId(self.schedule.next_id);
+        let id = ValId::new(self.schedule.next_id);
         self.schedule.next_id += 1;
         self.schedule.tensors.insert(
             id,
@@ -531,7 +531,7 @@ impl ScheduledFusion {
             return Err(ScheduleError::InvalidArgument {
                 op,
                 tensor: producer,
-                reason: format!("T{} does not read it", consumer.0),
+                reason: format!("T{} does not read it", consumer.id()),
             });
         }
         let ca = ComputeAt { consumer, pos };
@@ -690,7 +690,7 @@ impl ScheduledFusion {
             if t.domain.root != t.domain.logical {
                 return Err(ScheduleError::Unsupported(format!(
                     "transform_like onto T{}, the result of an rfactor",
-                    tv.0
+                    tv.id()
                 )));
             }
             if t.domain.logical.len() != r.root.len() {
@@ -701,7 +701,7 @@ impl ScheduledFusion {
                         "{} logical dims; expected {} to match the root dims of T{}",
                         t.domain.logical.len(),
                         r.root.len(),
-                        reference.0
+                        reference.id()
                     ),
                 });
             }

@@ -28,7 +28,7 @@ fn dom_list(d: &TensorDomain, ids: &[DomId]) -> String {
 
 /// The printed name of a tensor (`T3_l`).
 pub(crate) fn tensor_name(tv: ValId, t: &TensorSchedule) -> String {
-    format!("T{}_{}", tv.0, t.memory.suffix())
+    format!("T{}_{}", tv.id(), t.memory.suffix())
 }
 
 impl ScheduledFusion {
@@ -38,7 +38,7 @@ impl ScheduledFusion {
         let mut out = String::new();
         let name = |v: ValId| match s.tensors.get(&v) {
             Some(t) => tensor_name(v, t),
-            None => format!("s{}", v.0),
+            None => format!("s{}", v.id()),
         };
         let _ = writeln!(
             out,
@@ -73,7 +73,7 @@ impl ScheduledFusion {
             };
             let _ = write!(out, "{lhs} = {}({})", e.op.name(), args.join(", "));
             if let Some(ca) = t.compute_at {
-                let _ = write!(out, " ca_pos({}) at T{}", ca.pos, ca.consumer.0);
+                let _ = write!(out, " ca_pos({}) at T{}", ca.pos, ca.consumer.id());
             }
             out.push('\n');
             let d = &t.domain;

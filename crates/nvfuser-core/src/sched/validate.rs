@@ -186,7 +186,7 @@ pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
             limit: STATIC_SHARED_LIMIT,
             detail: shared
                 .iter()
-                .map(|(tv, b)| format!("T{}: {b}", tv.0))
+                .map(|(tv, b)| format!("T{}: {b}", tv.id()))
                 .collect::<Vec<_>>()
                 .join(", "),
         });

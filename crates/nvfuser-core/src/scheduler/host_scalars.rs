@@ -189,7 +189,7 @@ pub fn split_host_scalars(fusion: &Fusion) -> Option<HostScalarSplit> {
         }
     }
     let computed: Vec<ValId> = (0..n as u32)
-        .map(ValId)
+        .map(ValId::new)
         .filter(|v| needed[v.index()])
         .collect();
     if computed.is_empty() {
@@ -308,7 +308,7 @@ fn build_program(
         );
         sources.push(Source::Extent(Extent::Dim { tensor, axis }));
     }
-    program.inputs = (0..sources.len() as u32).map(ValId).collect();
+    program.inputs = (0..sources.len() as u32).map(ValId::new).collect();
     for &e in &exprs {
         let expr = f.expr(e);
         if let Op::Size { axis } = expr.op {
@@ -475,11 +475,11 @@ fn build_kernel(f: &Fusion, live: &[bool], host_expr: &[bool], computed: &[ValId
     for v in extent_vals {
         keep[v.index()] = true;
     }
-    let mut map = vec![ValId(u32::MAX); f.num_vals()];
+    let mut map = vec![ValId::new(u32::MAX); f.num_vals()];
     let mut next = 0u32;
     for (id, _) in f.vals() {
         if keep[id.index()] {
-            map[id.index()] = ValId(next);
+            map[id.index()] = ValId::new(next);
             next += 1;
         }
     }

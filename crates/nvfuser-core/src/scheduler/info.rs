@@ -179,7 +179,7 @@ impl RuntimeInfo {
             }
         }
         for v in 0..fusion.num_vals() {
-            let id = ValId(v as u32);
+            let id = ValId::new(v as u32);
             let Some(t) = fusion.tensor_type(id) else {
                 continue;
             };

@@ -113,7 +113,7 @@ pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built
     let mut next = 0u32;
     let mut fresh = || {
         next += 1;
-        ValId(next - 1)
+        ValId::new(next - 1)
     };
     for &v in &value_inputs {
         map.insert(v, fresh());
@@ -169,7 +169,7 @@ pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built
         fusion.push_val(val);
     }
     fusion.inputs = (0..(value_inputs.len() + extents.len()) as u32)
-        .map(ValId)
+        .map(ValId::new)
         .collect();
     for &e in &all {
         let expr = f.expr(e);

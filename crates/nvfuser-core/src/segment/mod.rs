@@ -86,7 +86,7 @@ pub struct ExtentRef {
 
 impl fmt::Display for ExtentRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "T{}.size({})", self.tensor.0, self.axis)
+        write!(f, "T{}.size({})", self.tensor.id(), self.axis)
     }
 }
 
@@ -153,7 +153,7 @@ impl SegmentValue {
     /// Returns `None` for an extent not in the table.
     pub fn id(&self, extents: &[ExtentRef]) -> Option<i64> {
         match self {
-            SegmentValue::Val(v) => Some(v.0 as i64),
+            SegmentValue::Val(v) => Some(v.id() as i64),
             SegmentValue::Extent(e) => extents.binary_search(e).ok().map(|k| -(k as i64) - 1),
         }
     }

@@ -102,7 +102,7 @@ mod tests {
         assert_ne!(base, key("src", "k2", &opts));
         assert_ne!(base, key("src", "k", &NvrtcOptions::new(GpuArch::SM80)));
         assert_ne!(base, key("src", "k", &opts.clone().line_info(true)));
-        assert_ne!(base, key("src", "k", &opts.clone().fmad(false)));
+        assert_ne!(base, key("src", "k", &opts.clone().fmad(true)));
         assert_ne!(base, key("src", "k", &opts.clone().max_registers(Some(64))));
         assert_ne!(
             base,
