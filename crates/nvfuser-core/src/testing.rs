@@ -223,3 +223,19 @@ fn k(t1: Tensor<i32, [7, _, _]>, t2: Tensor<bool, [7, _, 1]>) -> (Tensor<f32, [7
     (t12, t7)
 }
 "#;
+
+/// Fuzz seed 1117748 (`fusion!` source): a row sum broadcast back (`t4`, `[1]`) is read
+/// by a full-size output's math (inside the persistent kernel's unrolled loop) and by a
+/// broadcast-shaped output (outside it).
+pub const FUZZ_BROADCAST_READ_IN_AND_OUT_OF_A_LOOP: &str = r#"
+fn k(t1: Tensor<i32, [_]>) -> (Tensor<i64, [1]>, Tensor<i64, [_]>) {
+    let t2 = t1 as i64;
+    let t3 = t2.sum([0]);
+    let t4 = t3.broadcast([true]);
+    let t6 = t4.abs();
+    let t8 = t6 + 1;
+    let t9 = t1.remainder(t8);
+    let t11 = t4 + t4;
+    (t11, t9)
+}
+"#;

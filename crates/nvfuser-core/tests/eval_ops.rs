@@ -748,14 +748,14 @@ fn size_one_and_empty_inputs() {
         Ok(vec![fd.max(x, &[0], false)?])
     });
     let msg = err(&f, vec![t::<f32>(&[], &[0, 3])]);
-    assert_eq!(msg, "max: invalid argument: cannot reduce over an empty dimension: the max of zero elements is not defined (and an output with elements depends on it)");
+    assert_eq!(msg, "max: invalid argument: cannot reduce over an empty dimension: the max of zero elements is not defined");
 }
 
-/// Issue #12 case 10: a max over an empty dim is refused only when an output with
-/// elements observes its (undefined) values. Softmax over an empty dim returns its
-/// empty result, as PyTorch's; a max whose own output is empty returns it.
+/// Issue #12 case 10: a max over an empty dim is refused, even inside a softmax whose
+/// result would be empty and even when the max's own output is empty (PyTorch's
+/// `amax`); rows with elements through the same fusion are right.
 #[test]
-fn empty_max_is_refused_only_when_observed() {
+fn empty_max_is_refused_even_in_a_softmax() {
     let softmax = fusion(|fd| {
         let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
         let m = fd.max(x, &[1], true)?;
@@ -764,36 +764,19 @@ fn empty_max_is_refused_only_when_observed() {
         let s = fd.sum(e, &[1], true)?;
         Ok(vec![fd.div(e, s)?])
     });
-    let out = run(&softmax, vec![t::<f32>(&[], &[3, 0])]);
-    assert_eq!(out[0].shape(), [3, 0]);
-    // The same softmax on rows with elements is still right.
+    for shape in [[3usize, 0], [0, 0]] {
+        assert_eq!(
+            err(&softmax, vec![t::<f32>(&[], &shape)]),
+            "max: invalid argument: cannot reduce over an empty dimension: the max of zero elements is not defined"
+        );
+    }
+    // No rows: nothing is reduced over an empty dim.
+    assert_eq!(
+        run(&softmax, vec![t::<f32>(&[], &[0, 4])])[0].shape(),
+        [0, 4]
+    );
     let out = run(&softmax, vec![t(&[0.0f32, 0.0, 1.0, 1.0], &[2, 2])]);
     assert_eq!(f32s(&out[0]), [0.5, 0.5, 0.5, 0.5]);
-
-    let max_of = |axis| {
-        fusion(move |fd| {
-            let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
-            let m = fd.max(x, &[axis], false)?;
-            Ok(vec![fd.neg(m)?])
-        })
-    };
-    // [0, 0] over dim 1: the output has no elements, nothing is observed.
-    assert_eq!(
-        run(&max_of(1), vec![t::<f32>(&[], &[0, 0])])[0].shape(),
-        [0]
-    );
-    // [3, 0] over dim 1: three undefined values would be returned.
-    assert!(err(&max_of(1), vec![t::<f32>(&[], &[3, 0])])
-        .starts_with("max: invalid argument: cannot reduce over an empty dimension"));
-    // The softmax's max as a second output is observed.
-    let both = fusion(|fd| {
-        let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
-        let m = fd.max(x, &[1], true)?;
-        let d = fd.sub(x, m)?;
-        Ok(vec![d, m])
-    });
-    assert!(err(&both, vec![t::<f32>(&[], &[3, 0])]).contains("the max of zero elements"));
-    assert_eq!(run(&both, vec![t::<f32>(&[], &[0, 0])])[1].shape(), [0, 1]);
 }
 
 // ----- ternary and casts -----
@@ -1657,4 +1640,36 @@ fn uniform_bf16_never_returns_high() {
     }
     // About 1 in 512 draws rounds up to 1.0 in bf16; the rule must have been exercised.
     assert!(wrapped > 10, "only {wrapped} draws rounded to high");
+}
+
+/// Issue #12 case 10: every f32 op rounds to f32 (the value model), as a kernel and
+/// PyTorch compute. Rows of f32::MAX: RMSNorm's `x * x` overflows, so the result is 0;
+/// LayerNorm through var_mean keeps the finite mean, so the result is the bias; an f32
+/// mean of them overflows like its f32 sum.
+#[test]
+fn f32_max_rows_round_like_f32_kernels() {
+    use nvfuser_core::workloads;
+    let (rows, hidden) = (2usize, 64usize);
+    let big = || t(&vec![f32::MAX; rows * hidden], &[rows, hidden]);
+    let w: Vec<f32> = (0..hidden).map(|i| i as f32 * 0.25 - 3.0).collect();
+    let b: Vec<f32> = (0..hidden).map(|i| 1.0 - i as f32 * 0.125).collect();
+    let eps = EvalInput::Scalar(ScalarValue::Float(1e-5));
+    let rms = workloads::rms_norm(DataType::F32).unwrap();
+    let out = run(&rms, vec![big(), t(&w, &[hidden]), eps.clone()]);
+    assert!(f32s(&out[0]).iter().all(|&v| v == 0.0));
+    let ln = workloads::layer_norm(DataType::F32).unwrap();
+    let out = run(&ln, vec![big(), t(&w, &[hidden]), t(&b, &[hidden]), eps]);
+    assert_eq!(&f32s(&out[0])[..hidden], &b[..]);
+    let mean = fusion(|fd| {
+        let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+        Ok(vec![fd.mean(x, &[1], false)?])
+    });
+    assert_eq!(f32s(&run(&mean, vec![big()])[0]), [f32::INFINITY; 2]);
+    // In f64 the same values stay finite.
+    let mean64 = fusion(|fd| {
+        let x = fd.define_tensor(DataType::F64, &[-1, -1])?;
+        Ok(vec![fd.mean(x, &[1], false)?])
+    });
+    let x64 = t(&vec![f32::MAX as f64; 4], &[1, 4]);
+    assert_eq!(f64s(&run(&mean64, vec![x64])[0]), [f32::MAX as f64]);
 }

@@ -448,3 +448,43 @@ fn k(t0: Tensor<i64, [_, _, _, 17]>) -> Tensor<f64, [_, _, _, 17]> {
     assert!(!call.contains("* 17"), "{call}");
     insta::assert_snapshot!("uniform_with_broadcast_dim_cuda", snapshot_text(&k));
 }
+
+/// Fuzz seed 1117748: `t4` (a broadcast row sum) feeds `t9`'s math, computed inside the
+/// inner persistent kernel's unrolled loop, and the `[1]` output `t11`, outside it.
+/// `inline_most` placed `t4` inside the loop (the consumers' size-1 dims looked alike),
+/// so `t11` read a buffer out of scope (NVRTC: "identifier T9 is undefined"). A size-1
+/// dim computed at a real serial loop now counts as that loop.
+#[test]
+fn broadcast_read_in_and_out_of_a_loop_kernel() {
+    let (p, k) = kernel_of(
+        nvfuser_core::testing::FUZZ_BROADCAST_READ_IN_AND_OUT_OF_A_LOOP,
+        &[&[255]],
+    );
+    assert_eq!(p.kind(), SchedulerKind::InnerPersistent, "{p:?}");
+    let b = body(&k);
+    // Every buffer is declared at the top level or before the loop that uses it: the
+    // out-of-loop store reads nothing declared inside a loop.
+    let store = b
+        .lines()
+        .find(|l| l.trim_start().starts_with("T8[0] ="))
+        .unwrap_or_else(|| panic!("no store of T8\n{b}"));
+    let reads: Vec<&str> = store
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.starts_with('T'))
+        .collect();
+    for r in reads.iter().filter(|r| **r != "T8") {
+        let decl = format!("long long {r}[");
+        let line = b
+            .lines()
+            .find(|l| l.contains(&decl))
+            .unwrap_or_else(|| panic!("{r} not declared\n{b}"));
+        assert!(
+            line.starts_with("  long long"),
+            "{r} declared inside a loop: {line}\n{b}"
+        );
+    }
+    insta::assert_snapshot!(
+        "broadcast_read_in_and_out_of_a_loop_cuda",
+        snapshot_text(&k)
+    );
+}

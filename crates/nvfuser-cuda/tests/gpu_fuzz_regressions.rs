@@ -311,3 +311,14 @@ fn k(t1: Tensor<f32, [_, _, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_, _]>) {
         ],
     );
 }
+
+/// Fuzz seed 1117748: a broadcast row sum read inside the persistent kernel's unrolled
+/// loop and by a `[1]` output outside it (the kernel did not compile: the buffer was
+/// declared inside the loop).
+#[test]
+fn broadcast_read_in_and_out_of_a_loop() {
+    check_calls(
+        nvfuser_core::testing::FUZZ_BROADCAST_READ_IN_AND_OUT_OF_A_LOOP,
+        &[&[&[255]], &[&[2048]], &[&[4096]], &[&[1]]],
+    );
+}

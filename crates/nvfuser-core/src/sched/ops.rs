@@ -594,8 +594,19 @@ impl ScheduledFusion {
                     if a.extent != b.extent || a.kind != b.kind || a.parallel != b.parallel {
                         break 'grow;
                     }
-                    let serial = !a.parallel.is_thread() && a.extent != crate::ir::Extent::Const(1);
-                    if serial && self.loop_owner(first_consumer, pos) != self.loop_owner(c, pos) {
+                    // A serial loop must be the same loop. A consumer's size-1 dim is
+                    // a loop of its own only if no consumer it is computed at owns a
+                    // real one there (fuzz seed 1117748: a broadcast computed inside
+                    // an output's unrolled loop was read by another output outside it).
+                    let (o0, oc) = (
+                        self.loop_owner(first_consumer, pos),
+                        self.loop_owner(c, pos),
+                    );
+                    let serial = |d: &super::domain::Dom| {
+                        !d.parallel.is_thread() && d.extent != crate::ir::Extent::Const(1)
+                    };
+                    let owned = |o: ValId| serial(self.schedule.tensors[&o].domain.loop_dom(pos));
+                    if o0 != oc && (serial(a) || owned(o0) || owned(oc)) {
                         break 'grow;
                     }
                 }
