@@ -1670,6 +1670,6 @@ fn f32_max_rows_round_like_f32_kernels() {
         let x = fd.define_tensor(DataType::F64, &[-1, -1])?;
         Ok(vec![fd.mean(x, &[1], false)?])
     });
-    let x64 = t(&vec![f32::MAX as f64; 4], &[1, 4]);
+    let x64 = t(&[f32::MAX as f64; 4], &[1, 4]);
     assert_eq!(f64s(&run(&mean64, vec![x64])[0]), [f32::MAX as f64]);
 }
