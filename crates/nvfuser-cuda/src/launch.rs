@@ -148,10 +148,19 @@ pub(crate) fn launch_kernel_with(
     // widest output, so an empty dim there (a serial loop of extent 0) would leave the
     // other outputs, broadcast along it, unwritten.
     let computed = |o: usize| fusion.input_position(fusion.outputs()[o].val).is_none();
+    // The same for any other tensor of the kernel with an empty dim (an input or an
+    // intermediate the loops may follow): fuzz seed 1225086, a full sum of a [0, 255]
+    // input broadcast into a [1, 255] output, whose stores sat in the loop over the
+    // input's 0 * 255 elements.
     let some_empty = shapes
         .iter()
         .enumerate()
-        .any(|(o, s)| computed(o) && s.contains(&0));
+        .any(|(o, s)| computed(o) && s.contains(&0))
+        || (any_elements
+            && fusion.vals().any(|(_, v)| match &v.kind {
+                ValKind::Tensor(t) => t.domain.iter().any(|d| eval(&d.extent).ok() == Some(0)),
+                ValKind::Scalar(_) => false,
+            }));
     if !launches || some_empty {
         // Zero-filled outputs are right only for outputs without elements: a non-empty
         // output (a reduction over an empty dim, or an output smaller than the empty

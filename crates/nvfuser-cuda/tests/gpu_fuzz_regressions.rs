@@ -322,3 +322,34 @@ fn broadcast_read_in_and_out_of_a_loop() {
         &[&[&[255]], &[&[2048]], &[&[4096]], &[&[1]]],
     );
 }
+
+/// Fuzz seed 1225086: a full sum of a `[0, 255]` input broadcast into a `[1, 255]`
+/// output. The reduction kernel's output stores sat in the loop over the input's
+/// `0 * 255` elements, so the output was never written (147 of 255 values were stale).
+/// A kernel with any empty tensor and an output with elements is now computed by the
+/// CPU reference (`CudaError::EmptyLaunch`).
+#[test]
+fn output_beside_an_empty_input_is_written() {
+    check_calls(
+        r#"
+fn k(t1: Tensor<f32, [255]>, t2: Tensor<f64, [_, 255]>) -> (Tensor<f64, [1, 255]>, Tensor<f32, [255]>) {
+    let t3 = t1.exp();
+    let t4 = t1.segment_set();
+    let t6 = t3.broadcast([true, false]);
+    let t7 = t2 * t6;
+    let t9 = t7.sum([0, 1]);
+    let t10 = t9.broadcast([true, true]);
+    let t13 = clamp(t3, -1.8965887198020062, 0.8930964924888279);
+    let t14 = t13.broadcast([true, false]);
+    let t15 = t14.minimum(t10);
+    (t15, t13)
+}
+"#,
+        &[
+            &[&[255], &[1024, 255]],
+            &[&[255], &[0, 255]],
+            &[&[255], &[5, 255]],
+            &[&[255], &[0, 255]],
+        ],
+    );
+}
