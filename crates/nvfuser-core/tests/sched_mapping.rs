@@ -488,3 +488,30 @@ fn broadcast_read_in_and_out_of_a_loop_kernel() {
         snapshot_text(&k)
     );
 }
+
+/// Issue #12 case 10: the inner persistent LayerNorm (var_mean in two passes) of f32
+/// accumulates the mean in f64 and rounds it once, as the reference: an f32 sum of rows
+/// near f32::MAX overflowed (NaN where the reference and PyTorch give the bias).
+#[test]
+fn layer_norm_f32_mean_accumulates_in_f64_kernel() {
+    let f = nvfuser_core::workloads::layer_norm(DataType::F32).unwrap();
+    let mut info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &[
+            (DataType::F32, &[64, 1024][..]),
+            (DataType::F32, &[1024][..]),
+            (DataType::F32, &[1024][..]),
+        ],
+    );
+    info.inputs.push(nvfuser_core::scheduler::InputInfo::Scalar(
+        nvfuser_core::ScalarValue::Float(1e-5),
+    ));
+    let (p, k) = generate(&f, &info);
+    assert_eq!(p.kind(), SchedulerKind::InnerPersistent, "{p:?}");
+    let b = body(&k);
+    assert!(
+        b.contains("nvf_block_allreduce_x(") && b.contains("NvfSum(), (double)(0.0)"),
+        "the mean is a double block sum\n{b}"
+    );
+    insta::assert_snapshot!("layer_norm_f32_persistent_cuda", snapshot_text(&k));
+}

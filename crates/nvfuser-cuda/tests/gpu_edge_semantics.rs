@@ -3,10 +3,11 @@
 //! * a max over an empty dim is refused on both devices with the reference's error,
 //!   also inside a softmax (the evaluator's documented rule; PyTorch's fused softmax
 //!   would return the empty result);
-//! * RMSNorm of `f32` rows of `f32::MAX`: every `f32` op rounds to `f32` on both
-//!   devices (the evaluator's value model), so `x * x` overflows and the result is 0,
-//!   as PyTorch's. (LayerNorm of such rows: the reference gives the bias, as PyTorch's
-//!   Welford; the inner persistent kernel's two-pass mean overflows. Open.)
+//! * norms of `f32` rows of `f32::MAX`: every `f32` op rounds to `f32` on both devices
+//!   (the evaluator's value model), so RMSNorm's `x * x` overflows and the result is 0,
+//!   as PyTorch's; LayerNorm through `var_mean` keeps the finite mean (the reference's
+//!   two-pass mean in f64, the persistent kernel's mean accumulated in f64) and gives
+//!   the bias, as PyTorch's Welford.
 //!
 //! ```text
 //! NVFUSER_REQUIRE_GPU=1 cargo test -p nvfuser-cuda --test gpu_edge_semantics
@@ -58,7 +59,7 @@ fn an_empty_max_is_refused_on_both_devices() {
 }
 
 #[test]
-fn rms_norm_of_f32_max_rows_agrees() {
+fn norms_of_f32_max_rows_agree() {
     let Some(dev) = gpu() else { return };
     let (rows, hidden) = (4usize, 1024usize);
     let big = || -> EvalInput {
@@ -70,15 +71,26 @@ fn rms_norm_of_f32_max_rows_agrees() {
     let b: EvalInput = HostTensor::random(DataType::F32, &[hidden], 10).into();
     let eps = EvalInput::Scalar(ScalarValue::Float(1e-5));
 
-    // The reference's LayerNorm (var_mean) of a constant row is its bias.
-    let ln = workloads::layer_norm(DataType::F32).unwrap();
-    let want = evaluate(&ln, &[big(), w.clone(), b.clone(), eps.clone()]).unwrap();
+    // LayerNorm (var_mean) of a constant row is its bias: the reference's two-pass
+    // mean in f64, the persistent kernel's mean accumulated in f64.
+    let ln = FusionExecutorCache::new(workloads::layer_norm(DataType::F32).unwrap());
+    let inputs = [big(), w.clone(), b.clone(), eps.clone()];
+    let want = evaluate(ln.fusion(), &inputs).unwrap();
     let EvalInput::Tensor(bias) = &b else {
         unreachable!()
     };
     let bias = bias.to_vec::<f32>().unwrap();
     let row: Vec<f32> = want[0].to_vec::<f32>().unwrap()[..hidden].to_vec();
     assert_eq!(row, bias, "LayerNorm of a constant row is its bias");
+    run_and_compare(&dev, &ln, &inputs, None, &Tolerance::for_dtype)
+        .unwrap_or_else(|e| panic!("LayerNorm: {e}"));
+    // Constant rows of an inexact value: the mean is the value, the result the bias.
+    let third = HostTensor::from_vec(vec![1000.0f32 / 3.0; rows * hidden], &[rows, hidden]);
+    let inputs = [third.unwrap().into(), w.clone(), b.clone(), eps.clone()];
+    let want = evaluate(ln.fusion(), &inputs).unwrap();
+    assert_eq!(&want[0].to_vec::<f32>().unwrap()[..hidden], &bias[..]);
+    run_and_compare(&dev, &ln, &inputs, None, &Tolerance::for_dtype)
+        .unwrap_or_else(|e| panic!("LayerNorm of constant rows: {e}"));
 
     let rms = FusionExecutorCache::new(workloads::rms_norm(DataType::F32).unwrap());
     let inputs = [big(), w, eps];

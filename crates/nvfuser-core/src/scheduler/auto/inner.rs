@@ -568,9 +568,10 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
 /// The fusion with every uncorrected `var_mean` / `var` computed in two passes over the
 /// row: `mean = mean(x)`, then `var = mean((x - mean)²)`. With the row in registers the
 /// second pass reads no memory, and two plain block reductions replace a Welford update
-/// (a division per element) and a Welford combine. Outputs keep their ids; a nonzero
-/// correction keeps the Welford form.
+/// (a division per element) and a Welford combine. An f32 mean accumulates in f64.
+/// Outputs keep their ids; a nonzero correction keeps the Welford form.
 pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
+    use crate::dtype::DataType;
     use crate::ir::{BinaryOp, Expr, IterDomain, ReductionOp, TensorType, Val, ValKind};
     use smallvec::smallvec;
     let mut nf = f.clone();
@@ -629,14 +630,55 @@ pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
             })
         };
         let rank = ft.domain.len();
-        nf.push_expr(Expr {
-            op: Op::Reduction {
-                op: ReductionOp::Mean,
-                axes: axes.clone(),
-            },
-            inputs: smallvec![x],
-            outputs: smallvec![mean],
-        });
+        // An f32 mean is accumulated in f64 and rounded once, as the reference's: an
+        // f32 sum overflows for rows near f32::MAX (a LayerNorm of them gave NaN where
+        // the reference and PyTorch's Welford give the bias), and rounds a constant
+        // row's mean away from its value. One conversion and one f64 add per element
+        // cost nothing in a memory-bound kernel.
+        if dtype == DataType::F32 && f.val(x).dtype == DataType::F32 {
+            let xd = nf.push_val(Val {
+                dtype: DataType::F64,
+                kind: ValKind::Tensor(ft.clone()),
+                definition: None,
+            });
+            nf.push_expr(Expr {
+                op: Op::Cast,
+                inputs: smallvec![x],
+                outputs: smallvec![xd],
+            });
+            let md = nf.push_val(Val {
+                dtype: DataType::F64,
+                kind: f.val(var).kind.clone(),
+                definition: None,
+            });
+            nf.push_expr(Expr {
+                op: Op::Reduction {
+                    op: ReductionOp::Mean,
+                    axes: axes.clone(),
+                },
+                inputs: smallvec![xd],
+                outputs: smallvec![md],
+            });
+            // The mean is now a cast of the reduction: its dims are the kept ones.
+            if let Some(t) = f.tensor_type(mean) {
+                let kept = TensorType::contiguous(t.shape().cloned().collect());
+                nf.vals[mean.index()].kind = ValKind::Tensor(kept);
+            }
+            nf.push_expr(Expr {
+                op: Op::Cast,
+                inputs: smallvec![md],
+                outputs: smallvec![mean],
+            });
+        } else {
+            nf.push_expr(Expr {
+                op: Op::Reduction {
+                    op: ReductionOp::Mean,
+                    axes: axes.clone(),
+                },
+                inputs: smallvec![x],
+                outputs: smallvec![mean],
+            });
+        }
         let mb = tensor(&mut nf, &bt);
         nf.push_expr(Expr {
             op: Op::Broadcast {
