@@ -44,6 +44,27 @@ pub fn run_scheduled(
     launch_kernel(device, sf.fusion(), &kernel, &function, args)
 }
 
+/// Whether some tensor of `fusion` has a dim of size 0 for these arguments. An input dim
+/// is read from its argument; only the extents computed from scalars or sizes (slices,
+/// pads, reshapes, creation ops) are evaluated, so the common call costs one pass over
+/// the arguments and the tensors' dims.
+fn has_empty_tensor(
+    fusion: &Fusion,
+    args: &[Arg<'_>],
+    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
+) -> bool {
+    args.iter()
+        .any(|a| matches!(a, Arg::Tensor(t) if t.sizes().contains(&0)))
+        || fusion.vals().any(|(_, v)| match &v.kind {
+            ValKind::Tensor(t) => t.domain.iter().any(|d| match &d.extent {
+                Extent::Const(c) => *c == 0,
+                Extent::Dim { .. } => false,
+                other => eval(other).ok() == Some(0),
+            }),
+            ValKind::Scalar(_) => false,
+        })
+}
+
 /// Compiles `kernel` for `device` through the global [`KernelCache`] and loads its
 /// entry point.
 pub fn compile_and_load(device: &Device, kernel: &Kernel) -> Result<CudaFunction, CudaError> {
@@ -156,11 +177,7 @@ pub(crate) fn launch_kernel_with(
         .iter()
         .enumerate()
         .any(|(o, s)| computed(o) && s.contains(&0))
-        || (any_elements
-            && fusion.vals().any(|(_, v)| match &v.kind {
-                ValKind::Tensor(t) => t.domain.iter().any(|d| eval(&d.extent).ok() == Some(0)),
-                ValKind::Scalar(_) => false,
-            }));
+        || (any_elements && has_empty_tensor(fusion, args, &eval));
     if !launches || some_empty {
         // Zero-filled outputs are right only for outputs without elements: a non-empty
         // output (a reduction over an empty dim, or an output smaller than the empty
