@@ -234,7 +234,7 @@ fn different_arch_or_options_give_different_keys_and_entries() {
     let variants = [
         NvrtcOptions::new(GpuArch::SM90),
         NvrtcOptions::new(GpuArch::SM80),
-        NvrtcOptions::new(GpuArch::SM90).fmad(false),
+        NvrtcOptions::new(GpuArch::SM90).fmad(true),
         NvrtcOptions::new(GpuArch::SM90).max_registers(Some(32)),
         NvrtcOptions::new(GpuArch::SM90).line_info(true),
     ];

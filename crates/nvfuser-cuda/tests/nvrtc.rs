@@ -140,7 +140,7 @@ fn every_option_is_accepted_by_nvrtc() {
     let options = NvrtcOptions::new(GpuArch::SM90)
         .line_info(true)
         .max_registers(Some(64))
-        .fmad(false)
+        .fmad(true)
         .extra_option("-DNVFUSER_TEST=1");
     let source = "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] = NVFUSER_TEST; }";
     let kernel = compile_with_options(source, "k", &options).unwrap_or_else(|e| panic!("{e}"));
