@@ -748,14 +748,14 @@ fn size_one_and_empty_inputs() {
         Ok(vec![fd.max(x, &[0], false)?])
     });
     let msg = err(&f, vec![t::<f32>(&[], &[0, 3])]);
-    assert_eq!(msg, "max: invalid argument: cannot reduce over an empty dimension: the max of zero elements is not defined");
+    assert_eq!(msg, "max: invalid argument: cannot reduce over an empty dimension: the max of zero elements is not defined (and an output with elements depends on it)");
 }
 
-/// Issue #12 case 10: a max over an empty dim is refused, even inside a softmax whose
-/// result would be empty and even when the max's own output is empty (PyTorch's
-/// `amax`); rows with elements through the same fusion are right.
+/// Issue #12 case 10: a max over an empty dim is refused only when an output with
+/// elements observes its (undefined) values. Softmax over an empty dim returns its
+/// empty result, as PyTorch's; a max whose own output is empty returns it.
 #[test]
-fn empty_max_is_refused_even_in_a_softmax() {
+fn empty_max_is_refused_only_when_observed() {
     let softmax = fusion(|fd| {
         let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
         let m = fd.max(x, &[1], true)?;
@@ -764,19 +764,36 @@ fn empty_max_is_refused_even_in_a_softmax() {
         let s = fd.sum(e, &[1], true)?;
         Ok(vec![fd.div(e, s)?])
     });
-    for shape in [[3usize, 0], [0, 0]] {
-        assert_eq!(
-            err(&softmax, vec![t::<f32>(&[], &shape)]),
-            "max: invalid argument: cannot reduce over an empty dimension: the max of zero elements is not defined"
-        );
-    }
-    // No rows: nothing is reduced over an empty dim.
-    assert_eq!(
-        run(&softmax, vec![t::<f32>(&[], &[0, 4])])[0].shape(),
-        [0, 4]
-    );
+    let out = run(&softmax, vec![t::<f32>(&[], &[3, 0])]);
+    assert_eq!(out[0].shape(), [3, 0]);
+    // The same softmax on rows with elements is still right.
     let out = run(&softmax, vec![t(&[0.0f32, 0.0, 1.0, 1.0], &[2, 2])]);
     assert_eq!(f32s(&out[0]), [0.5, 0.5, 0.5, 0.5]);
+
+    let max_of = |axis| {
+        fusion(move |fd| {
+            let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+            let m = fd.max(x, &[axis], false)?;
+            Ok(vec![fd.neg(m)?])
+        })
+    };
+    // [0, 0] over dim 1: the output has no elements, nothing is observed.
+    assert_eq!(
+        run(&max_of(1), vec![t::<f32>(&[], &[0, 0])])[0].shape(),
+        [0]
+    );
+    // [3, 0] over dim 1: three undefined values would be returned.
+    assert!(err(&max_of(1), vec![t::<f32>(&[], &[3, 0])])
+        .starts_with("max: invalid argument: cannot reduce over an empty dimension"));
+    // The softmax's max as a second output is observed.
+    let both = fusion(|fd| {
+        let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+        let m = fd.max(x, &[1], true)?;
+        let d = fd.sub(x, m)?;
+        Ok(vec![d, m])
+    });
+    assert!(err(&both, vec![t::<f32>(&[], &[3, 0])]).contains("the max of zero elements"));
+    assert_eq!(run(&both, vec![t::<f32>(&[], &[0, 0])])[1].shape(), [0, 1]);
 }
 
 // ----- ternary and casts -----

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaStream};
 use nvfuser_core::codegen::abi::{ArgRef, PackedArgs};
 use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions, Requirement};
-use nvfuser_core::ir::{Extent, IterKind, Op, SizeArg, ValKind};
+use nvfuser_core::ir::{bind, Extent, IterKind, Op, SizeArg, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::vector_access_ok;
 use nvfuser_core::Fusion;
@@ -521,27 +521,20 @@ fn check_reads_impl(
         }
         Ok(())
     };
+    // max and min of no elements are not defined: the reference refuses the call when
+    // an output observes them (`bind::observed_empty_reduction`). An extent that only
+    // the call's scalars make empty (a slice to a computed bound) escapes the argument
+    // check, so the rule runs here again with every extent the arguments give. Of a
+    // kernel of a segmented plan, a stored intermediate counts as observed (a typed
+    // refusal, never a wrong value).
+    let mut empty = vec![false; fusion.num_exprs()];
+    let known = |x: &Extent| eval(x).ok();
     for (id, e) in fusion.exprs() {
         if !candidate(&e.op) || !live[id.index()] {
             continue;
         }
-        // max and min of no elements are not defined (the reference refuses): an
-        // extent that only the call's scalars make empty (a slice to a computed bound)
-        // escapes the argument check. Unknown extents are left to it.
-        if let Op::Reduction { op, axes } = &e.op {
-            let dims = fusion.tensor_type(e.inputs[0]);
-            for &axis in axes {
-                let extent = dims.and_then(|t| t.shape().nth(axis)).map(|d| &d.extent);
-                if extent.and_then(|x| eval(x).ok()) == Some(0) {
-                    return Err(bad(
-                        &e.op,
-                        format!(
-                            "a non-empty dim to reduce ({op:?} of zero elements is not defined)"
-                        ),
-                        format!("dim {axis} of size 0"),
-                    ));
-                }
-            }
+        if let Op::Reduction { .. } = &e.op {
+            empty[id.index()] = bind::reduces_empty(fusion, e, &known) == Some(true);
             continue;
         }
         match check_one(e) {
@@ -549,6 +542,25 @@ fn check_reads_impl(
                 if !strict && found.starts_with(UNKNOWN) => {}
             other => other?,
         }
+    }
+    let numel = |v: nvfuser_core::ValId| bind::numel_of(fusion, v, &known);
+    if let Some(op) = bind::observed_empty_reduction(fusion, &empty, &numel) {
+        let e = fusion
+            .exprs()
+            .find(|(id, _)| empty[id.index()])
+            .map(|(_, e)| e.op.clone())
+            .unwrap_or(Op::Reduction {
+                op,
+                axes: Vec::new(),
+            });
+        return Err(bad(
+            &e,
+            format!(
+                "a non-empty dim to reduce ({op:?} of zero elements is not defined, and an \
+                 output with elements depends on it)"
+            ),
+            "a reduced dim of size 0".into(),
+        ));
     }
     Ok(())
 }

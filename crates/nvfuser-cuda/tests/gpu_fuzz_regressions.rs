@@ -365,3 +365,34 @@ fn k(t1: Tensor<f32, [255]>, t2: Tensor<f64, [_, 255]>) -> (Tensor<f64, [1, 255]
         &|_| Tolerance::for_dtype(nvfuser_core::DataType::F32),
     );
 }
+
+/// Fuzz seed 1103918: a min over a slice that is empty in the first call (`t1`, rows
+/// `0..-3` of 3), broadcast and sliced again to an empty output, beside a reshape in
+/// another segment. The min's values are never observed, so both devices return the
+/// outputs; the segment that stores the min (3 undefined values, an intermediate of the
+/// whole fusion) must not refuse the call.
+#[test]
+fn unobserved_empty_min_in_a_segment() {
+    check_calls(
+        r#"
+fn k(t0: Tensor<bf16, [_, 1000, _, _]>) -> (Tensor<i64, [_, 4, _, _, _]>, Tensor<f32, [0, 1000]>, Tensor<bf16, [_, 1000, _, _]>) {
+    let t1 = t0.slice([0..-3, .., .., ..]);
+    let t3 = t1 as f32;
+    let t4 = t3.min([0, 2, 3]);
+    let t6 = t4.broadcast([true, false]);
+    let t8 = t6.slice([(1, -3, 2), ..]);
+    let s9 = t0.size(0);
+    let s10 = t0.size(2);
+    let s11 = t0.size(3);
+    let t12 = t0.reshape([s9, 4, -1, s10, s11]);
+    let t15 = t12 as i64;
+    (t15, t8, t0)
+}
+"#,
+        &[
+            &[&[3, 1000, 3, 5]],
+            &[&[7, 1000, 16, 16]],
+            &[&[16, 1000, 8, 15]],
+        ],
+    );
+}

@@ -25,6 +25,7 @@ pub fn evaluate(fusion: &Fusion, inputs: &[EvalInput]) -> Result<Vec<HostTensor>
         fusion,
         env: vec![None; fusion.num_vals()],
         input_shapes: vec![None; fusion.num_vals()],
+        empty_reductions: vec![false; fusion.num_exprs()],
     };
     ev.bind_inputs(inputs)?;
     ev.run()?;
@@ -37,6 +38,8 @@ struct Evaluator<'a> {
     env: Vec<Option<Cow<'a, HostTensor>>>,
     /// Runtime shapes of input tensors, by id (for extents).
     input_shapes: Vec<Option<Vec<usize>>>,
+    /// The max/min expressions (by index) that reduced over an empty dim.
+    empty_reductions: Vec<bool>,
 }
 
 fn invalid_ir(msg: impl Into<String>) -> Error {
@@ -173,6 +176,16 @@ impl<'a> Evaluator<'a> {
             if !live[eid.index()] {
                 continue;
             }
+            if bind::is_max_or_min(&e.op) {
+                if let (Op::Reduction { axes, .. }, Some(Some(x))) = (
+                    &e.op,
+                    e.inputs.first().map(|i| self.env[i.index()].as_deref()),
+                ) {
+                    if axes.iter().any(|&a| x.shape().get(a) == Some(&0)) {
+                        self.empty_reductions[eid.index()] = true;
+                    }
+                }
+            }
             let results = self.eval_expr(e)?;
             if results.len() != e.outputs.len() {
                 return Err(invalid_ir(format!(
@@ -208,6 +221,18 @@ impl<'a> Evaluator<'a> {
 
     fn outputs(mut self) -> Result<Vec<HostTensor>> {
         let outs = self.fusion.outputs();
+        // A max/min over an empty dim whose values an output observes (the shared rule;
+        // `bind::check_sizes` already refused what the argument sizes tell).
+        let numel = |v: ValId| {
+            self.env[v.index()]
+                .as_deref()
+                .map(|t| t.shape().iter().product::<usize>() as i64)
+        };
+        if let Some(op) =
+            bind::observed_empty_reduction(self.fusion, &self.empty_reductions, &numel)
+        {
+            return Err(bind::empty_reduction_error(op));
+        }
         let mut result = Vec::with_capacity(outs.len());
         for (k, o) in outs.iter().enumerate() {
             let idx = o.val.index();

@@ -129,10 +129,12 @@
 //! are pairwise in f64; `mean` is that sum rounded to the output type, divided by the
 //! count (PyTorch's: an `f32` mean of values near `f32::MAX` overflows to `inf`, on both
 //! devices). Over zero elements: `sum` is 0, `prod` is 1, `mean` is NaN, and `max`/`min`
-//! are an error (`max: invalid argument: cannot reduce over an empty dimension ...`,
-//! even when the output is empty, as PyTorch's `amax`). So a softmax written with `max`
-//! over an empty dim is refused on every device, where PyTorch's fused `softmax`
-//! returns the empty result. `max`/`min` propagate NaN.
+//! have no value: the call is refused (`max: invalid argument: cannot reduce over an
+//! empty dimension ...`) when an output with elements depends on one
+//! ([`crate::ir::bind::observed_empty_reduction`], checked on the whole fusion before
+//! anything runs and again on its results), so a softmax over an empty dim returns its
+//! empty result, as PyTorch's does, while `max` of `[3, 0]` over dim 1 is refused.
+//! `max`/`min` propagate NaN.
 //! `var` is `M2 / max(0, n - correction)` with `M2 = Σ (x - mean)²` (two-pass), so
 //! `n <= correction` gives `inf` (or NaN when `M2 = 0`), as PyTorch; `var_mean` returns
 //! `(var, mean)`. `welford` returns `(mean, M2, count)` with `count` an `i64` tensor of

@@ -93,6 +93,7 @@ pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
     // Scalars computed by `size` ops, by value id (extents may read them).
     let mut computed: Vec<Option<i64>> = vec![None; fusion.num_vals()];
     let mut ties = Vec::new();
+    let mut empty = vec![false; fusion.num_exprs()];
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;
@@ -111,20 +112,13 @@ pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
             }
             continue;
         }
-        // max and min of no elements are not defined (PyTorch raises): refused on
-        // every device before anything runs, with the reference's error.
-        if let Op::Reduction {
-            op: op @ (ReductionOp::Max | ReductionOp::Min),
-            axes,
-        } = &e.op
+        // max and min of no elements are not defined: refused on every device before
+        // anything runs, with the reference's error, when their values are observed
+        // (see `observed_empty_reduction`).
+        if is_max_or_min(&e.op)
+            && reduces_empty(fusion, e, &|x| eval(fusion, args, &computed, x)) == Some(true)
         {
-            let dims = e.inputs.first().and_then(|&x| fusion.tensor_type(x));
-            for &axis in axes {
-                let extent = dims.and_then(|t| t.shape().nth(axis)).map(|d| &d.extent);
-                if extent.and_then(|x| eval(fusion, args, &computed, x)) == Some(0) {
-                    return Err(empty_reduction_error(*op));
-                }
-            }
+            empty[id.index()] = true;
         }
         ties.clear();
         collect_ties(fusion, e, &mut ties);
@@ -173,15 +167,115 @@ pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
             }
         }
     }
-    Ok(())
+    let numel = |v: ValId| numel_of(fusion, v, &|x| eval(fusion, args, &computed, x));
+    match observed_empty_reduction(fusion, &empty, &numel) {
+        Some(op) => Err(empty_reduction_error(op)),
+        None => Ok(()),
+    }
 }
 
-/// The error of a max or min over an empty dim (the evaluator's too).
-pub(crate) fn empty_reduction_error(op: ReductionOp) -> Error {
+/// Whether `op` is a max or min reduction (undefined over no elements).
+pub fn is_max_or_min(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Reduction {
+            op: ReductionOp::Max | ReductionOp::Min,
+            ..
+        }
+    )
+}
+
+/// Whether reduction `e` reduces over a dim of size 0, its input's extents evaluated by
+/// `eval` (`None` when some reduced extent is unknown and none is known to be 0).
+pub fn reduces_empty(
+    fusion: &Fusion,
+    e: &Expr,
+    eval: &dyn Fn(&Extent) -> Option<i64>,
+) -> Option<bool> {
+    let Op::Reduction { axes, .. } = &e.op else {
+        return Some(false);
+    };
+    let dims = e.inputs.first().and_then(|&x| fusion.tensor_type(x))?;
+    let mut known = true;
+    for &axis in axes {
+        match dims.shape().nth(axis).and_then(|d| eval(&d.extent)) {
+            Some(0) => return Some(true),
+            Some(_) => {}
+            None => known = false,
+        }
+    }
+    known.then_some(false)
+}
+
+/// The rule for a max or min over an empty dim, on every device: its values (the
+/// reduction's identity, `-inf` for a float max) are not defined, so the call is refused
+/// when they are **observed**, i.e. when the reduction's result, or anything computed
+/// from it, is an output with elements. A softmax over an empty dim therefore returns
+/// its empty result, as PyTorch does, while `max` of `[3, 0]` over dim 1 is refused.
+///
+/// A [segment](Fusion::is_segment) never refuses. `empty[e]` marks the max/min
+/// expressions (by expression index) that reduce over an empty dim; `numel(v)` is the element count of output `v` (`None` when unknown, which
+/// counts as observed). Returns the first offending reduction's op. The propagation is
+/// conservative: a value computed from the reduction is tainted even where its own
+/// reduction reads none of it (a sum over the same empty dim).
+pub fn observed_empty_reduction(
+    fusion: &Fusion,
+    empty: &[bool],
+    numel: &dyn Fn(ValId) -> Option<i64>,
+) -> Option<ReductionOp> {
+    // A segment's outputs may be intermediates of the whole fusion, which the whole
+    // fusion's check (run first, on every device) judged.
+    if fusion.is_segment() || !empty.iter().any(|&e| e) {
+        return None;
+    }
+    let mut taint: Vec<Option<ReductionOp>> = vec![None; fusion.num_vals()];
+    for (id, e) in fusion.exprs() {
+        // A size is a fact of the shape, not of the values.
+        if matches!(e.op, Op::Size { .. }) {
+            continue;
+        }
+        let mut t = e.inputs.iter().find_map(|i| taint[i.index()]);
+        if t.is_none() && empty.get(id.index()) == Some(&true) {
+            if let Op::Reduction { op, .. } = e.op {
+                t = Some(op);
+            }
+        }
+        if let Some(op) = t {
+            for o in &e.outputs {
+                taint[o.index()] = Some(op);
+            }
+        }
+    }
+    fusion
+        .outputs()
+        .iter()
+        .find_map(|o| taint[o.val.index()].filter(|_| numel(o.val) != Some(0)))
+}
+
+/// The element count of tensor `v` (1 for a scalar) with extents evaluated by `eval`;
+/// `None` when some extent is unknown and none is 0.
+pub fn numel_of(fusion: &Fusion, v: ValId, eval: &dyn Fn(&Extent) -> Option<i64>) -> Option<i64> {
+    let Some(t) = fusion.tensor_type(v) else {
+        return Some(1);
+    };
+    let mut n: Option<i64> = Some(1);
+    for d in t.shape() {
+        match eval(&d.extent) {
+            Some(0) => return Some(0),
+            Some(k) => n = n.map(|n| n.saturating_mul(k.max(0))),
+            None => n = None,
+        }
+    }
+    n
+}
+
+/// The error of a max or min over an empty dim whose values are observed (the
+/// evaluator's too).
+pub fn empty_reduction_error(op: ReductionOp) -> Error {
     Error::invalid(
         op.name(),
         format!(
-            "cannot reduce over an empty dimension: the {} of zero elements is not defined",
+            "cannot reduce over an empty dimension: the {} of zero elements is not defined (and an output with elements depends on it)",
             op.name()
         ),
     )

@@ -332,12 +332,24 @@ pub struct Fusion {
     pub(crate) exprs: Vec<Expr>,
     pub(crate) inputs: Vec<ValId>,
     pub(crate) outputs: Vec<Output>,
+    /// A segment of a larger fusion: its outputs may be intermediates of that fusion.
+    /// Not part of the structural identity (equality and hashing).
+    #[serde(default)]
+    pub(crate) segment: bool,
 }
 
 impl Fusion {
     /// An empty fusion.
     pub fn new() -> Self {
         Fusion::default()
+    }
+
+    /// Whether this is a segment of a larger fusion (made by the segmenter): its outputs
+    /// may be intermediates of the whole, so the rules that judge what the user sees
+    /// (a `max` over an empty dim, [`crate::ir::bind::observed_empty_reduction`]) are
+    /// left to the whole fusion's checks.
+    pub fn is_segment(&self) -> bool {
+        self.segment
     }
 
     /// Splits off the outputs that need no kernel: an output that is an input is the

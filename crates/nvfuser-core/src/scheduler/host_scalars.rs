@@ -485,6 +485,7 @@ fn build_kernel(f: &Fusion, live: &[bool], host_expr: &[bool], computed: &[ValId
     }
     let remap = |v: ValId| map[v.index()];
     let mut kernel = Fusion::new();
+    kernel.segment = f.segment;
     for (id, v) in f.vals() {
         if !keep[id.index()] {
             continue;

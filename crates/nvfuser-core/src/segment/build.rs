@@ -131,6 +131,7 @@ pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built
     }
 
     let mut fusion = Fusion::new();
+    fusion.segment = true;
     for &v in &value_inputs {
         let val = f.val(v);
         let kind = match &val.kind {

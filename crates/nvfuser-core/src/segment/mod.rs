@@ -301,8 +301,12 @@ impl SegmentedFusion {
                 .outputs()
                 .iter()
                 .any(|o| fusion.val(o.val).dtype.is_half());
-        let (segments, half_boundaries) =
+        let (mut segments, half_boundaries) =
             assemble::assemble(&g, &mut seg, &owned, &mut kinds, wants_half)?;
+        // A lone segment computes the whole fusion's outputs: it is not a part.
+        if let [only] = segments.as_mut_slice() {
+            only.fusion.segment = false;
+        }
         let stats = seg.stats;
         let mut extents: Vec<ExtentRef> = segments
             .iter()
