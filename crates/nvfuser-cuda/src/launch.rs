@@ -524,17 +524,20 @@ fn check_reads_impl(
     // max and min of no elements are not defined: the reference refuses the call when
     // an output observes them (`bind::observed_empty_reduction`). An extent that only
     // the call's scalars make empty (a slice to a computed bound) escapes the argument
-    // check, so the rule runs here again with every extent the arguments give. Of a
-    // kernel of a segmented plan, a stored intermediate counts as observed (a typed
-    // refusal, never a wrong value).
-    let mut empty = vec![false; fusion.num_exprs()];
+    // check, so the rule runs here again with every extent the arguments give (a kernel
+    // of a segment leaves it to the whole fusion: `Fusion::is_segment`). `empty` stays
+    // unallocated unless some reduction is empty.
+    let mut empty: Vec<bool> = Vec::new();
     let known = |x: &Extent| eval(x).ok();
     for (id, e) in fusion.exprs() {
         if !candidate(&e.op) || !live[id.index()] {
             continue;
         }
         if let Op::Reduction { .. } = &e.op {
-            empty[id.index()] = bind::reduces_empty(fusion, e, &known) == Some(true);
+            if bind::reduces_empty(fusion, e, &known) == Some(true) {
+                empty.resize(fusion.num_exprs(), false);
+                empty[id.index()] = true;
+            }
             continue;
         }
         match check_one(e) {
@@ -547,7 +550,7 @@ fn check_reads_impl(
     if let Some(op) = bind::observed_empty_reduction(fusion, &empty, &numel) {
         let e = fusion
             .exprs()
-            .find(|(id, _)| empty[id.index()])
+            .find(|(id, _)| empty.get(id.index()) == Some(&true))
             .map(|(_, e)| e.op.clone())
             .unwrap_or(Op::Reduction {
                 op,

@@ -93,7 +93,8 @@ pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
     // Scalars computed by `size` ops, by value id (extents may read them).
     let mut computed: Vec<Option<i64>> = vec![None; fusion.num_vals()];
     let mut ties = Vec::new();
-    let mut empty = vec![false; fusion.num_exprs()];
+    // Max/min reductions over an empty dim, by expression (allocated on the first).
+    let mut empty: Vec<bool> = Vec::new();
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;
@@ -118,6 +119,7 @@ pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
         if is_max_or_min(&e.op)
             && reduces_empty(fusion, e, &|x| eval(fusion, args, &computed, x)) == Some(true)
         {
+            empty.resize(fusion.num_exprs(), false);
             empty[id.index()] = true;
         }
         ties.clear();
