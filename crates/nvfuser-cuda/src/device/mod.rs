@@ -153,12 +153,7 @@ impl Device {
                 CPU_NOTICE.call_once(|| {
                     let mut stderr = std::io::stderr().lock();
                     // Nothing useful can be done about a failed write to stderr.
-                    let _ = writeln!(
-                        stderr,
-                        "nvfuser: no usable GPU: {err}\n\
-                         nvfuser: using the CPU reference device; fusions run on the CPU \
-                         reference evaluator (correct results, far slower than a GPU)"
-                    );
+                    let _ = writeln!(stderr, "{}", no_gpu_notice(&err));
                 });
                 Device::cpu()
             }
@@ -348,5 +343,42 @@ mod tests {
     fn best_always_returns_a_device() {
         let device = Device::best();
         assert_eq!(device.is_gpu(), Device::cuda(0).is_ok());
+    }
+}
+
+/// The two lines [`Device::best`] prints when it falls back to the CPU: why there is no
+/// GPU, short (a missing driver in one line, not the ~30 library names tried, which
+/// `Device::cuda(0)`'s error lists), and what runs instead.
+fn no_gpu_notice(err: &CudaError) -> String {
+    let why = match err {
+        CudaError::NoDriver { searched } => format!(
+            "no CUDA driver (libcuda not found on the loader path; {} names tried, \
+             `Device::cuda(0)` names them)",
+            searched.len()
+        ),
+        other => other.to_string(),
+    };
+    format!(
+        "nvfuser: no usable GPU: {why}\n\
+         nvfuser: using the CPU reference device; fusions run on the CPU reference \
+         evaluator (correct results, far slower than a GPU)"
+    )
+}
+
+#[cfg(test)]
+mod notice_tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_driver_is_one_short_line() {
+        let searched: Vec<String> = (0..34).map(|i| format!("libcuda{i}.so.13")).collect();
+        let notice = no_gpu_notice(&CudaError::NoDriver { searched });
+        let lines: Vec<&str> = notice.lines().collect();
+        assert_eq!(lines.len(), 2, "{notice}");
+        assert_eq!(
+            lines[0],
+            "nvfuser: no usable GPU: no CUDA driver (libcuda not found on the loader path; 34 names tried, `Device::cuda(0)` names them)"
+        );
+        assert!(lines.iter().all(|l| l.len() < 160), "{notice}");
     }
 }
