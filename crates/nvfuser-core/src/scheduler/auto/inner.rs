@@ -635,7 +635,8 @@ pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
         // the reference and PyTorch's Welford give the bias), and rounds a constant
         // row's mean away from its value. One conversion and one f64 add per element
         // cost nothing in a memory-bound kernel.
-        if dtype == DataType::F32 && f.val(x).dtype == DataType::F32 {
+        let wide = dtype == DataType::F32 && f.val(x).dtype == DataType::F32;
+        let (src, dst) = if wide {
             let xd = nf.push_val(Val {
                 dtype: DataType::F64,
                 kind: ValKind::Tensor(ft.clone()),
@@ -651,31 +652,27 @@ pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
                 kind: f.val(var).kind.clone(),
                 definition: None,
             });
-            nf.push_expr(Expr {
-                op: Op::Reduction {
-                    op: ReductionOp::Mean,
-                    axes: axes.clone(),
-                },
-                inputs: smallvec![xd],
-                outputs: smallvec![md],
-            });
-            // The mean is now a cast of the reduction: its dims are the kept ones.
+            (xd, md)
+        } else {
+            (x, mean)
+        };
+        nf.push_expr(Expr {
+            op: Op::Reduction {
+                op: ReductionOp::Mean,
+                axes: axes.clone(),
+            },
+            inputs: smallvec![src],
+            outputs: smallvec![dst],
+        });
+        if wide {
+            // The mean is a cast of the f64 reduction: its dims are the kept ones.
             if let Some(t) = f.tensor_type(mean) {
                 let kept = TensorType::contiguous(t.shape().cloned().collect());
                 nf.vals[mean.index()].kind = ValKind::Tensor(kept);
             }
             nf.push_expr(Expr {
                 op: Op::Cast,
-                inputs: smallvec![md],
-                outputs: smallvec![mean],
-            });
-        } else {
-            nf.push_expr(Expr {
-                op: Op::Reduction {
-                    op: ReductionOp::Mean,
-                    axes: axes.clone(),
-                },
-                inputs: smallvec![x],
+                inputs: smallvec![dst],
                 outputs: smallvec![mean],
             });
         }
