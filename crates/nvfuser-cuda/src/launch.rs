@@ -57,9 +57,10 @@ fn has_empty_tensor(
         .any(|a| matches!(a, Arg::Tensor(t) if t.sizes().contains(&0)))
         || fusion.vals().any(|(_, v)| match &v.kind {
             ValKind::Tensor(t) => t.domain.iter().any(|d| match &d.extent {
-                Extent::Const(c) => *c == 0,
+                // A negative computed extent counts as 0, as the output shapes do.
+                Extent::Const(c) => *c <= 0,
                 Extent::Dim { .. } => false,
-                other => eval(other).ok() == Some(0),
+                other => eval(other).is_ok_and(|n| n <= 0),
             }),
             ValKind::Scalar(_) => false,
         })
@@ -165,19 +166,11 @@ pub(crate) fn launch_kernel_with(
         ([0; 3], [0; 3])
     };
     let launches = any_elements && !grid.contains(&0);
-    // A computed output without elements beside one with some: the loops follow the
-    // widest output, so an empty dim there (a serial loop of extent 0) would leave the
-    // other outputs, broadcast along it, unwritten.
-    let computed = |o: usize| fusion.input_position(fusion.outputs()[o].val).is_none();
-    // The same for any other tensor of the kernel with an empty dim (an input or an
-    // intermediate the loops may follow): fuzz seed 1225086, a full sum of a [0, 255]
-    // input broadcast into a [1, 255] output, whose stores sat in the loop over the
-    // input's 0 * 255 elements.
-    let some_empty = shapes
-        .iter()
-        .enumerate()
-        .any(|(o, s)| computed(o) && s.contains(&0))
-        || (any_elements && has_empty_tensor(fusion, args, &eval));
+    // A tensor of the kernel without elements (an output, an input or an intermediate)
+    // beside an output with some: the loops may follow the empty one, a serial loop of
+    // extent 0, and leave the other outputs unwritten (fuzz seed 1225086: a full sum of
+    // a [0, 255] input broadcast into a [1, 255] output).
+    let some_empty = any_elements && has_empty_tensor(fusion, args, &eval);
     if !launches || some_empty {
         // Zero-filled outputs are right only for outputs without elements: a non-empty
         // output (a reduction over an empty dim, or an output smaller than the empty
@@ -534,7 +527,7 @@ fn check_reads_impl(
             continue;
         }
         if let Op::Reduction { .. } = &e.op {
-            if bind::reduces_empty(fusion, e, &known) == Some(true) {
+            if bind::reduces_empty(fusion, e, &known) {
                 empty.resize(fusion.num_exprs(), false);
                 empty[id.index()] = true;
             }
@@ -546,21 +539,15 @@ fn check_reads_impl(
             other => other?,
         }
     }
-    let numel = |v: nvfuser_core::ValId| bind::numel_of(fusion, v, &known);
-    if let Some(op) = bind::observed_empty_reduction(fusion, &empty, &numel) {
-        let e = fusion
-            .exprs()
-            .find(|(id, _)| empty.get(id.index()) == Some(&true))
-            .map(|(_, e)| e.op.clone())
-            .unwrap_or(Op::Reduction {
-                op,
-                axes: Vec::new(),
-            });
+    let no_elements = |v: nvfuser_core::ValId| bind::has_no_elements(fusion, v, &known);
+    if let Some(id) = bind::observed_empty_reduction(fusion, &empty, &no_elements) {
+        let op = &fusion.expr(id).op;
         return Err(bad(
-            &e,
+            op,
             format!(
-                "a non-empty dim to reduce ({op:?} of zero elements is not defined, and an \
-                 output with elements depends on it)"
+                "a non-empty dim to reduce ({} of zero elements is not defined, and an \
+                 output with elements depends on it)",
+                op.name()
             ),
             "a reduced dim of size 0".into(),
         ));

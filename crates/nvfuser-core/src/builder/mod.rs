@@ -243,13 +243,12 @@ impl FusionDefinition {
     /// A new scalar value. Panics only when the fusion already holds 2^24 values (the
     /// ops that return a `Result` refuse before that: [`Self::check_room`]).
     pub(crate) fn new_scalar(&mut self, dtype: DataType, value: Option<ScalarValue>) -> ValId {
-        self.fusion
-            .push_val(Val {
-                dtype,
-                kind: ValKind::Scalar(value),
-                definition: None,
-            })
-            .tagged(self.tag)
+        let v = self.fusion.push_val(Val {
+            dtype,
+            kind: ValKind::Scalar(value),
+            definition: None,
+        });
+        self.own(v)
     }
 
     /// Refuses to grow the fusion past [`ValId::MAX_INDEX`] values (a margin of 16 is

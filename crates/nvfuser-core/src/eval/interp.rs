@@ -223,15 +223,15 @@ impl<'a> Evaluator<'a> {
         let outs = self.fusion.outputs();
         // A max/min over an empty dim whose values an output observes (the shared rule;
         // `bind::check_sizes` already refused what the argument sizes tell).
-        let numel = |v: ValId| {
+        let no_elements = |v: ValId| {
             self.env[v.index()]
                 .as_deref()
-                .map(|t| t.shape().iter().product::<usize>() as i64)
+                .is_some_and(|t| t.shape().contains(&0))
         };
-        if let Some(op) =
-            bind::observed_empty_reduction(self.fusion, &self.empty_reductions, &numel)
+        if let Some(e) =
+            bind::observed_empty_reduction(self.fusion, &self.empty_reductions, &no_elements)
         {
-            return Err(bind::empty_reduction_error(op));
+            return Err(bind::observed_empty_reduction_error(self.fusion, e));
         }
         let mut result = Vec::with_capacity(outs.len());
         for (k, o) in outs.iter().enumerate() {

@@ -22,7 +22,7 @@
 use crate::dtype::{Category, DataType, ScalarValue};
 use crate::error::{Error, Result};
 use crate::ir::{
-    BinaryOp, Expr, Extent, ExtentOp, Fusion, IterKind, Op, ReductionOp, SizeArg, ValId,
+    BinaryOp, Expr, ExprId, Extent, ExtentOp, Fusion, IterKind, Op, ReductionOp, SizeArg, ValId,
 };
 
 /// One argument of a call, as the binding checks see it.
@@ -116,9 +116,7 @@ pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
         // max and min of no elements are not defined: refused on every device before
         // anything runs, with the reference's error, when their values are observed
         // (see `observed_empty_reduction`).
-        if is_max_or_min(&e.op)
-            && reduces_empty(fusion, e, &|x| eval(fusion, args, &computed, x)) == Some(true)
-        {
+        if is_max_or_min(&e.op) && reduces_empty(fusion, e, &|x| eval(fusion, args, &computed, x)) {
             empty.resize(fusion.num_exprs(), false);
             empty[id.index()] = true;
         }
@@ -169,9 +167,9 @@ pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
             }
         }
     }
-    let numel = |v: ValId| numel_of(fusion, v, &|x| eval(fusion, args, &computed, x));
-    match observed_empty_reduction(fusion, &empty, &numel) {
-        Some(op) => Err(empty_reduction_error(op)),
+    let no_elements = |v: ValId| has_no_elements(fusion, v, &|x| eval(fusion, args, &computed, x));
+    match observed_empty_reduction(fusion, &empty, &no_elements) {
+        Some(e) => Err(observed_empty_reduction_error(fusion, e)),
         None => Ok(()),
     }
 }
@@ -187,26 +185,15 @@ pub fn is_max_or_min(op: &Op) -> bool {
     )
 }
 
-/// Whether reduction `e` reduces over a dim of size 0, its input's extents evaluated by
-/// `eval` (`None` when some reduced extent is unknown and none is known to be 0).
-pub fn reduces_empty(
-    fusion: &Fusion,
-    e: &Expr,
-    eval: &dyn Fn(&Extent) -> Option<i64>,
-) -> Option<bool> {
-    let Op::Reduction { axes, .. } = &e.op else {
-        return Some(false);
+/// Whether reduction `e` reduces over a dim whose extent `eval` gives as 0.
+pub fn reduces_empty(fusion: &Fusion, e: &Expr, eval: &dyn Fn(&Extent) -> Option<i64>) -> bool {
+    let (Op::Reduction { axes, .. }, Some(dims)) =
+        (&e.op, e.inputs.first().and_then(|&x| fusion.tensor_type(x)))
+    else {
+        return false;
     };
-    let dims = e.inputs.first().and_then(|&x| fusion.tensor_type(x))?;
-    let mut known = true;
-    for &axis in axes {
-        match dims.shape().nth(axis).and_then(|d| eval(&d.extent)) {
-            Some(0) => return Some(true),
-            Some(_) => {}
-            None => known = false,
-        }
-    }
-    known.then_some(false)
+    axes.iter()
+        .any(|&axis| dims.shape().nth(axis).and_then(|d| eval(&d.extent)) == Some(0))
 }
 
 /// The rule for a max or min over an empty dim, on every device: its values (the
@@ -215,65 +202,63 @@ pub fn reduces_empty(
 /// from it, is an output with elements. A softmax over an empty dim therefore returns
 /// its empty result, as PyTorch does, while `max` of `[3, 0]` over dim 1 is refused.
 ///
-/// A [segment](Fusion::is_segment) never refuses. `empty[e]` marks the max/min
-/// expressions (by expression index) that reduce over an empty dim; `numel(v)` is the element count of output `v` (`None` when unknown, which
-/// counts as observed). Returns the first offending reduction's op. The propagation is
-/// conservative: a value computed from the reduction is tainted even where its own
-/// reduction reads none of it (a sum over the same empty dim).
+/// `empty[e]` marks the max/min expressions (by expression index; a short slice marks
+/// none past its end) that reduce over an empty dim; `no_elements(v)` says whether
+/// output `v` is known to have no elements. Returns the first offending reduction. A
+/// [segment](Fusion::is_segment) never refuses. The propagation is conservative: a
+/// value computed from the reduction is tainted even where its own reduction reads none
+/// of it (a sum over the same empty dim).
 pub fn observed_empty_reduction(
     fusion: &Fusion,
     empty: &[bool],
-    numel: &dyn Fn(ValId) -> Option<i64>,
-) -> Option<ReductionOp> {
+    no_elements: &dyn Fn(ValId) -> bool,
+) -> Option<ExprId> {
     // A segment's outputs may be intermediates of the whole fusion, which the whole
     // fusion's check (run first, on every device) judged.
     if fusion.is_segment() || !empty.iter().any(|&e| e) {
         return None;
     }
-    let mut taint: Vec<Option<ReductionOp>> = vec![None; fusion.num_vals()];
+    let mut taint: Vec<Option<ExprId>> = vec![None; fusion.num_vals()];
     for (id, e) in fusion.exprs() {
         // A size is a fact of the shape, not of the values.
         if matches!(e.op, Op::Size { .. }) {
             continue;
         }
-        let mut t = e.inputs.iter().find_map(|i| taint[i.index()]);
-        if t.is_none() && empty.get(id.index()) == Some(&true) {
-            if let Op::Reduction { op, .. } = e.op {
-                t = Some(op);
-            }
-        }
-        if let Some(op) = t {
+        let source = e
+            .inputs
+            .iter()
+            .find_map(|i| taint[i.index()])
+            .or_else(|| (empty.get(id.index()) == Some(&true)).then_some(id));
+        if source.is_some() {
             for o in &e.outputs {
-                taint[o.index()] = Some(op);
+                taint[o.index()] = source;
             }
         }
     }
     fusion
         .outputs()
         .iter()
-        .find_map(|o| taint[o.val.index()].filter(|_| numel(o.val) != Some(0)))
+        .find_map(|o| taint[o.val.index()].filter(|_| !no_elements(o.val)))
 }
 
-/// The element count of tensor `v` (1 for a scalar) with extents evaluated by `eval`;
-/// `None` when some extent is unknown and none is 0.
-pub fn numel_of(fusion: &Fusion, v: ValId, eval: &dyn Fn(&Extent) -> Option<i64>) -> Option<i64> {
-    let Some(t) = fusion.tensor_type(v) else {
-        return Some(1);
-    };
-    let mut n: Option<i64> = Some(1);
-    for d in t.shape() {
-        match eval(&d.extent) {
-            Some(0) => return Some(0),
-            Some(k) => n = n.map(|n| n.saturating_mul(k.max(0))),
-            None => n = None,
-        }
-    }
-    n
+/// Whether tensor `v` has a dim whose extent `eval` gives as 0 (false for a scalar).
+pub fn has_no_elements(fusion: &Fusion, v: ValId, eval: &dyn Fn(&Extent) -> Option<i64>) -> bool {
+    fusion
+        .tensor_type(v)
+        .is_some_and(|t| t.shape().any(|d| eval(&d.extent) == Some(0)))
 }
 
-/// The error of a max or min over an empty dim whose values are observed (the
+/// The error of the max or min `e` over an empty dim whose values are observed (the
 /// evaluator's too).
-pub fn empty_reduction_error(op: ReductionOp) -> Error {
+pub fn observed_empty_reduction_error(fusion: &Fusion, e: ExprId) -> Error {
+    match fusion.expr(e).op {
+        Op::Reduction { op, .. } => empty_reduction_error(op),
+        ref other => Error::InvalidIr(format!("{} is not a reduction", other.name())),
+    }
+}
+
+/// The error of a max or min over an empty dim whose values are observed.
+pub(crate) fn empty_reduction_error(op: ReductionOp) -> Error {
     Error::invalid(
         op.name(),
         format!(
