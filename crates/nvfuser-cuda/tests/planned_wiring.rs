@@ -115,3 +115,66 @@ fn fuzz_case(t0: Tensor<f64, [_, 256]>) -> (Tensor<f64, [1, 1]>, Tensor<f64, [_,
     planned_output_shapes_match_reference(src, &[&[2, 256]]);
     planned_output_shapes_match_reference(src, &[&[1, 256]]);
 }
+
+/// Squeezes of math are moved to the inputs, so the tuned schedulers take these fusions
+/// (the default schedule refused every squeeze); each kernel compiles.
+#[test]
+fn squeezed_fusions_take_the_tuned_schedulers() {
+    use nvfuser_core::scheduler::SchedulerKind;
+    let cases: [(&str, &[&[i64]], SchedulerKind); 3] = [
+        (
+            r#"
+fn k(x: Tensor<f32, [_, 1, _]>, y: Tensor<f32, [1, 1, _]>) -> Tensor<f32, [_, _]> {
+    let s = x.relu() + y;
+    s.squeeze([1])
+}
+"#,
+            &[&[64, 1, 1024], &[1, 1, 1024]],
+            SchedulerKind::Pointwise,
+        ),
+        (
+            r#"
+fn k(x: Tensor<f32, [_, 1, _]>) -> Tensor<f32, [_, _]> {
+    let s = (x * 2.0).squeeze([1]);
+    let m = s.max([1]).broadcast([false, true]);
+    let e = (s - m).exp();
+    e / e.sum([1]).broadcast([false, true])
+}
+"#,
+            &[&[128, 1, 1024]],
+            SchedulerKind::InnerPersistent,
+        ),
+        (
+            r#"
+fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_]> {
+    x.squeeze([2]).sum([1])
+}
+"#,
+            &[&[128, 4096, 1]],
+            SchedulerKind::Reduction,
+        ),
+    ];
+    let nvrtc = nvfuser_cuda::testing::require_nvrtc().is_some();
+    for (src, sizes, kind) in cases {
+        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+        let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
+            .inputs()
+            .iter()
+            .zip(sizes)
+            .map(|(&v, s)| (fusion.val(v).dtype, *s))
+            .collect();
+        let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
+        let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+        let (params, kernel) = exec.generate_for(&info, None).unwrap();
+        assert_eq!(params.kind(), kind, "{src}");
+        let kernel = kernel.expect("a kernel");
+        if nvrtc {
+            nvfuser_cuda::compile(
+                &kernel.cuda_source(),
+                &kernel.abi.name,
+                nvfuser_cuda::GpuArch::SM90,
+            )
+            .unwrap_or_else(|e| panic!("{src}: {e}"));
+        }
+    }
+}

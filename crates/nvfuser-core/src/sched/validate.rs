@@ -401,6 +401,10 @@ fn check_vectorize(s: &Schedule, tv: ValId, axis: usize) -> SchedResult<()> {
     let copy = match &e.op {
         Op::Set => true,
         Op::Broadcast { mask } => mask.last() == Some(&false),
+        // A squeeze that keeps the innermost dim (a `[N, 1, H]` input read as `[N, H]`).
+        Op::Squeeze { axes } => s
+            .tensor("vectorize", e.inputs[0])
+            .is_ok_and(|p| !axes.contains(&p.contiguity.len().saturating_sub(1))),
         _ => false,
     };
     if !copy {

@@ -53,6 +53,12 @@ pub(crate) fn is_movement(op: &Op) -> bool {
     )
 }
 
+/// True for a squeeze of a fusion input: a view of global memory, read with index 0 in
+/// the removed dims (see [`super::squeeze`], which moves every squeeze it can there).
+pub(crate) fn is_input_squeeze(fusion: &Fusion, e: &crate::ir::Expr) -> bool {
+    matches!(e.op, Op::Squeeze { .. }) && fusion.input_position(e.inputs[0]).is_some()
+}
+
 /// The reduced axes of a reduction-like op: a sum/max/min/mean/prod reduction, or a
 /// Welford-style one (var, var_mean, welford).
 pub(crate) fn reduction_axes(op: &Op) -> Option<&[usize]> {
@@ -124,6 +130,7 @@ pub(crate) fn check_common(fusion: &Fusion) -> Result<(), DefaultScheduleError> 
             },
             op if is_welford(op) => {}
             op if is_creation(op) => {}
+            _ if is_input_squeeze(fusion, e) => {}
             op if is_movement(op) => {
                 if let Some(&t) = e
                     .inputs

@@ -47,6 +47,17 @@ impl DeviceInfo {
             max_grid_dim: [2_147_483_647, 65535, 65535],
         }
     }
+
+    /// **Test fixture**: what an A100 SXM reports (108 SMs, 64K registers and 2048
+    /// threads per SM, 163 KiB of opt-in shared memory, 40 MiB of L2).
+    pub fn a100_for_tests() -> Self {
+        DeviceInfo {
+            sm_count: 108,
+            shared_memory_per_block: 166_912,
+            l2_cache_bytes: 41_943_040,
+            ..DeviceInfo::h100_for_tests()
+        }
+    }
 }
 
 /// One tensor argument as the heuristics see it.

@@ -61,6 +61,7 @@ pub mod pointwise;
 mod recompute;
 pub mod reduction;
 pub mod registry;
+pub mod squeeze;
 
 pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
 pub use info::{
@@ -74,6 +75,7 @@ pub use registry::{
     can_schedule, can_schedule_kind, check_fits, compute_heuristics, compute_heuristics_for,
     index_type_for, schedule_with, Rejection, Rejections, SchedulerError, SchedulerKind,
 };
+pub use squeeze::push_squeezes;
 
 use crate::codegen::{self, KernelOptions};
 use crate::ir::Fusion;
@@ -136,6 +138,8 @@ pub fn default_schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultSched
 pub fn default_schedule_kind(
     fusion: &Fusion,
 ) -> Result<(ScheduledFusion, DefaultKind), DefaultScheduleError> {
+    let pushed = squeeze::push_squeezes(fusion);
+    let fusion = pushed.as_ref().unwrap_or(fusion);
     analysis::check_common(fusion)?;
     let live = fusion.live_exprs();
     let has_reduction = fusion

@@ -87,7 +87,8 @@ impl Rewrite<'_> {
         // A broadcast reads its input directly; so do data-movement and indexing ops,
         // which compute where to read from the output index and must read global
         // memory (a register copy would hold another element).
-        let direct = matches!(e.op, Op::Broadcast { .. }) || super::analysis::is_movement(&e.op);
+        let direct = matches!(e.op, Op::Broadcast { .. } | Op::Squeeze { .. })
+            || super::analysis::is_movement(&e.op);
         e.inputs.iter().map(|&i| self.resolve(i, direct)).collect()
     }
 

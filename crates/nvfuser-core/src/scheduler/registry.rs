@@ -99,6 +99,8 @@ impl fmt::Display for Rejections {
 /// The compile-time check of one scheduler: `Ok` when it can schedule `fusion` for
 /// some inputs, otherwise the reason it cannot.
 pub fn can_schedule_kind(kind: SchedulerKind, fusion: &Fusion) -> Result<(), String> {
+    let pushed = super::push_squeezes(fusion);
+    let fusion = pushed.as_ref().unwrap_or(fusion);
     let live = fusion.live_exprs();
     let any_expr = live.iter().any(|&l| l);
     match kind {
@@ -156,6 +158,8 @@ pub fn compute_heuristics_for(
     info: &RuntimeInfo,
 ) -> Result<HeuristicParams, String> {
     can_schedule_kind(kind, fusion)?;
+    let pushed = super::push_squeezes(fusion);
+    let fusion = pushed.as_ref().unwrap_or(fusion);
     info.check_sizes(fusion)?;
     match kind {
         SchedulerKind::NoOp => Ok(HeuristicParams::NoOp),
@@ -250,6 +254,8 @@ pub fn schedule_with(
     params: &HeuristicParams,
 ) -> Result<ScheduledFusion, SchedulerError> {
     params.validate()?;
+    let pushed = super::push_squeezes(fusion);
+    let fusion = pushed.as_ref().unwrap_or(fusion);
     let kind = params.kind();
     let na = |reason: String| SchedulerError::NotApplicable { kind, reason };
     let sf = match params {
@@ -312,6 +318,8 @@ pub fn check_fits(
             reason,
         })?;
     if let HeuristicParams::InnerPersistent(pp) = params {
+        let pushed = super::push_squeezes(fusion);
+        let fusion = pushed.as_ref().unwrap_or(fusion);
         let kind = params.kind();
         let plan = auto::inner::plan(fusion)
             .map_err(|reason| SchedulerError::NotApplicable { kind, reason })?;

@@ -27,7 +27,9 @@ use super::{
 };
 use crate::ir::{Extent, Fusion, IterKind, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
-use crate::scheduler::analysis::{check_exactly_mapped, is_creation, is_pointwise, reduction_axes};
+use crate::scheduler::analysis::{
+    check_exactly_mapped, is_creation, is_input_squeeze, is_pointwise, reduction_axes,
+};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PersistentParams, ReductionParams};
 use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
@@ -69,7 +71,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
             return Err("a segment_set boundary".into());
         }
         let Some(axes) = reduction_axes(&e.op) else {
-            if !is_pointwise(&e.op) {
+            if !is_pointwise(&e.op) && !is_input_squeeze(fusion, e) {
                 return Err(format!(
                     "{} (only pointwise ops, broadcasts and reductions)",
                     e.op.name()

@@ -20,7 +20,9 @@ use super::pointwise::index_type;
 use super::{ceil_div, round_up, Plan};
 use crate::ir::{Extent, Fusion, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
-use crate::scheduler::analysis::{check_exactly_mapped, is_creation, is_pointwise, reduction_axes};
+use crate::scheduler::analysis::{
+    check_exactly_mapped, is_creation, is_input_squeeze, is_pointwise, reduction_axes,
+};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, OuterReductionParams};
 use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
@@ -50,7 +52,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
             return Err(format!("{} in a fusion with reductions", e.op.name()));
         }
         let Some(axes) = reduction_axes(&e.op) else {
-            if !is_pointwise(&e.op) {
+            if !is_pointwise(&e.op) && !is_input_squeeze(fusion, e) {
                 return Err(format!(
                     "{} (only pointwise ops and reductions)",
                     e.op.name()

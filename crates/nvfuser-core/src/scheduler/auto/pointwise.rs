@@ -22,7 +22,7 @@ use super::{
 use crate::codegen::IndexType;
 use crate::ir::{Fusion, IterKind, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
-use crate::scheduler::analysis::{is_creation, is_pointwise};
+use crate::scheduler::analysis::{is_creation, is_input_squeeze, is_pointwise};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PointwiseParams};
 use crate::scheduler::recompute::push_broadcasts;
@@ -48,7 +48,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
         if !live[id.index()] {
             continue;
         }
-        if !(is_pointwise(&e.op) || is_creation(&e.op)) {
+        if !(is_pointwise(&e.op) || is_creation(&e.op) || is_input_squeeze(fusion, e)) {
             return Err(format!(
                 "{} is not pointwise (pointwise takes elementwise math, casts, broadcasts, expands and full/iota/uniform/normal)",
                 e.op.name()
@@ -307,6 +307,34 @@ fn cached_input(p: &PointwisePlan, inp: ValId) -> bool {
     })
 }
 
+/// The results of squeezes that read an input with vectors: the input's innermost dim
+/// is kept, not broadcast, declared contiguous and innermost in memory, and the result
+/// has no broadcast dim (a squeezed `[1, 1, H]` weight is read element by element: as a
+/// vector load its loop placement failed the lowering's loop check).
+fn vector_squeezes(p: &PointwisePlan) -> Vec<ValId> {
+    let f = &p.fusion;
+    let live = f.live_exprs();
+    f.exprs()
+        .filter(|(id, e)| live[id.index()] && crate::scheduler::analysis::is_input_squeeze(f, e))
+        .filter_map(|(_, e)| {
+            let crate::ir::Op::Squeeze { axes } = &e.op else {
+                return None;
+            };
+            let t = f.tensor_type(e.inputs[0])?;
+            let last = t.contiguity.len().checked_sub(1)?;
+            let full = f
+                .tensor_type(e.outputs[0])
+                .is_some_and(|o| o.shape().all(|d| !d.is_broadcast_like()));
+            let vector = full
+                && !axes.contains(&last)
+                && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
+                && t.contiguity[last] == Some(true)
+                && t.stride_order[last] == 0;
+            vector.then_some(e.outputs[0])
+        })
+        .collect()
+}
+
 /// Applies `params` to the plan.
 pub(crate) fn schedule(
     p: &PointwisePlan,
@@ -329,6 +357,8 @@ pub(crate) fn schedule(
                 loads.push(s.cache_after(inp)?);
             }
         }
+        // A squeezed input is loaded by its squeeze, with vectors as a cache would be.
+        loads.extend(vector_squeezes(p));
     }
     let mut stores = Vec::new();
     let mut store_caches = Vec::new();

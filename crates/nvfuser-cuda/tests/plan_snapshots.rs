@@ -1,0 +1,163 @@
+//! Snapshots of what the executor plans for every workload fusion and the benchmark's
+//! shapes, on a fixed H100 and a fixed A100 (`DeviceInfo::*_for_tests`), without a GPU:
+//! the scheduler chosen and why the ones before it refused, its params, the scheduled
+//! IR and the kernel (the runtime support preamble left out). A refactor changes no
+//! snapshot; an optimization changes them where a reviewer sees it. Update with
+//! `INSTA_UPDATE=always cargo test -p nvfuser-cuda --test plan_snapshots`.
+
+use std::sync::{Arc, Mutex};
+
+use nvfuser_core::scheduler::{DeviceInfo, InputInfo, RuntimeInfo, TensorInfo};
+use nvfuser_core::workloads::{self, WorkloadInput};
+use nvfuser_core::{DataType, Fusion};
+use nvfuser_cuda::dump::{Dump, DumpFlags};
+use nvfuser_cuda::FusionExecutorCache;
+
+/// Contiguous, 16-byte aligned tensors of these shapes (scalars as given).
+fn runtime_info(device: DeviceInfo, inputs: &[WorkloadInput]) -> RuntimeInfo {
+    let inputs = inputs
+        .iter()
+        .map(|i| match i {
+            WorkloadInput::Tensor(dtype, shape) => {
+                let sizes: Vec<i64> = shape.iter().map(|&s| s as i64).collect();
+                let mut strides = vec![1i64; sizes.len()];
+                for d in (0..sizes.len().saturating_sub(1)).rev() {
+                    strides[d] = strides[d + 1] * sizes[d + 1].max(1);
+                }
+                InputInfo::Tensor(TensorInfo {
+                    dtype: *dtype,
+                    sizes,
+                    strides,
+                    alignment: 16,
+                })
+            }
+            WorkloadInput::Scalar(s) => InputInfo::Scalar(*s),
+        })
+        .collect();
+    RuntimeInfo { device, inputs }
+}
+
+/// The executor's dump of planning `fusion` for `info`: scheduler decision, scheduled IR
+/// and kernel.
+fn plan_text(fusion: Fusion, info: &RuntimeInfo) -> String {
+    let buf: Arc<Mutex<Vec<u8>>> = Arc::new(Mutex::new(Vec::new()));
+    let flags = DumpFlags::SCHEDULER | DumpFlags::SCHEDULED | DumpFlags::CUDA;
+    let exec = FusionExecutorCache::new(fusion).with_dump(Dump::to_writer(flags, buf.clone()));
+    let (params, kernel) = exec
+        .generate_for(info, None)
+        .unwrap_or_else(|e| panic!("not planned: {e}"));
+    assert!(kernel.is_some(), "no kernel for {params:?}");
+    let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+    without_preamble(&text)
+}
+
+/// `text` with each kernel's runtime support (the same for every kernel) cut out.
+fn without_preamble(text: &str) -> String {
+    const END: &str = "// ---- end of runtime support ----\n";
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("==== NVFUSER_DUMP cuda:") {
+        let header_end = rest[start..]
+            .find('\n')
+            .map_or(rest.len(), |n| start + n + 1);
+        out.push_str(&rest[..header_end]);
+        rest = &rest[header_end..];
+        match rest.find(END) {
+            Some(e) => rest = &rest[e + END.len()..],
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The benchmark's main shapes (`examples/bench/cases.rs`), per workload.
+fn shape_of(name: &str) -> (DataType, usize, usize) {
+    match name {
+        "gelu_tanh" => (DataType::BF16, 16384, 32768),
+        "silu_mul" => (DataType::BF16, 8192, 14336),
+        "softmax" | "layer_norm" => (DataType::BF16, 32768, 8192),
+        "rms_norm" => (DataType::BF16, 8192, 4096),
+        "inner_sum" => (DataType::F32, 32768, 8192),
+        "outer_sum" => (DataType::F32, 8192, 32768),
+        "transpose" => (DataType::F32, 8192, 8192),
+        _ => (DataType::BF16, 8192, 4096),
+    }
+}
+
+fn snapshot_all(device_name: &str, device: fn() -> DeviceInfo) {
+    for &(name, build) in workloads::ALL {
+        let (dtype, rows, hidden) = shape_of(name);
+        let fusion = build(dtype).unwrap();
+        let inputs = workloads::inputs(name, dtype, rows, hidden).unwrap();
+        let text = plan_text(fusion, &runtime_info(device(), &inputs));
+        insta::assert_snapshot!(format!("{name}_{device_name}"), text);
+    }
+}
+
+#[test]
+fn workloads_on_an_h100() {
+    snapshot_all("h100", DeviceInfo::h100_for_tests);
+}
+
+#[test]
+fn workloads_on_an_a100() {
+    snapshot_all("a100", DeviceInfo::a100_for_tests);
+}
+
+/// The persistent norms across the benchmark's hidden-size sweep (H100): where the
+/// row stops fitting on chip, the plan changes visibly.
+#[test]
+fn norm_sweep_on_an_h100() {
+    for name in ["softmax", "layer_norm", "rms_norm"] {
+        for hidden in [1024usize, 32768] {
+            let rows = (1usize << 28) / hidden;
+            let fusion =
+                (workloads::ALL.iter().find(|w| w.0 == name).unwrap().1)(DataType::BF16).unwrap();
+            let inputs = workloads::inputs(name, DataType::BF16, rows, hidden).unwrap();
+            let text = plan_text(fusion, &runtime_info(DeviceInfo::h100_for_tests(), &inputs));
+            insta::assert_snapshot!(format!("{name}_h{hidden}_h100"), text);
+        }
+    }
+}
+
+/// Squeezes moved up to the inputs (read as views with index 0 in the removed dims):
+/// pointwise math on a squeezed `[N, 1, H]` input, and a softmax of one.
+#[test]
+fn squeezed_inputs_on_an_h100() {
+    let cases = [
+        (
+            "squeeze_pointwise",
+            r#"
+fn k(x: Tensor<bf16, [_, 1, _]>, y: Tensor<bf16, [1, 1, _]>) -> Tensor<bf16, [_, _]> {
+    let s = (x as f32).relu() + (y as f32);
+    s.squeeze([1]) as bf16
+}
+"#,
+            vec![
+                (DataType::BF16, vec![8192, 1, 4096]),
+                (DataType::BF16, vec![1, 1, 4096]),
+            ],
+        ),
+        (
+            "squeeze_softmax",
+            r#"
+fn k(x: Tensor<bf16, [_, 1, _]>) -> Tensor<bf16, [_, _]> {
+    let s = (x as f32).squeeze([1]);
+    let e = (s - s.max([1], keepdim = true)).exp();
+    (e / e.sum([1], keepdim = true)) as bf16
+}
+"#,
+            vec![(DataType::BF16, vec![8192, 1, 4096])],
+        ),
+    ];
+    for (name, src, shapes) in cases {
+        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+        let inputs: Vec<WorkloadInput> = shapes
+            .into_iter()
+            .map(|(d, s)| WorkloadInput::Tensor(d, s))
+            .collect();
+        let text = plan_text(fusion, &runtime_info(DeviceInfo::h100_for_tests(), &inputs));
+        insta::assert_snapshot!(format!("{name}_h100"), text);
+    }
+}
