@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use nvfuser_core::ir::Fusion;
 use nvfuser_core::prelude::*;
-use nvfuser_core::scheduler::{Rejection, Rejections, SchedulerKind};
+use nvfuser_core::scheduler::{Refusal, Rejection, Rejections, SchedulerKind};
 use nvfuser_core::segment::{SegmentOptions, SegmentedFusion};
 
 /// About `ops` expressions: blocks of 9 (mul, relu, add, sum+broadcast, sub,
@@ -74,7 +74,9 @@ fn one_reduction_shape(f: &Fusion) -> std::result::Result<SchedulerKind, Rejecti
                 Some(s) if s.as_slice() != axes => {
                     return Err(Rejections(vec![Rejection {
                         kind: SchedulerKind::Default,
-                        reason: "two reduction shapes".into(),
+                        reason: Refusal::Fusion {
+                            reason: "two reduction shapes".into(),
+                        },
                     }]))
                 }
                 Some(_) => {}

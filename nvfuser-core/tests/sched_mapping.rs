@@ -146,7 +146,7 @@ fn sum_broadcast_into_a_wider_tensor_is_refused_and_segmented() {
             .unwrap();
         if axis != 1 {
             assert!(
-                default.reason.contains("not exactly mapped"),
+                default.reason.to_string().contains("not exactly mapped"),
                 "rank {rank} axis {axis}: {rejections:?}"
             );
         }
@@ -169,7 +169,7 @@ fn sum_broadcast_into_a_wider_tensor_is_refused_and_segmented() {
         .find(|r| r.kind == SchedulerKind::InnerPersistent)
         .unwrap();
     assert!(
-        persistent.reason.contains("not exactly mapped"),
+        persistent.reason.to_string().contains("not exactly mapped"),
         "{rejections:?}"
     );
 }

@@ -5,7 +5,7 @@
 use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
 use nvfuser_core::ir::{Extent, Fusion, Op};
 use nvfuser_core::prelude::*;
-use nvfuser_core::scheduler::{can_schedule, Rejection, Rejections, SchedulerKind};
+use nvfuser_core::scheduler::{can_schedule, Refusal, Rejection, Rejections, SchedulerKind};
 use nvfuser_core::segment::{
     ExtentRef, SegmentOptions, SegmentValue, SegmentedFusion, WholeFusion,
 };
@@ -15,7 +15,9 @@ type Verdict = Result<SchedulerKind, Rejections>;
 fn reject(reason: &str) -> Verdict {
     Err(Rejections(vec![Rejection {
         kind: SchedulerKind::Default,
-        reason: reason.into(),
+        reason: Refusal::Fusion {
+            reason: reason.into(),
+        },
     }]))
 }
 

@@ -5,7 +5,7 @@
 use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
 use nvfuser_core::ir::{Fusion, Op};
 use nvfuser_core::prelude::*;
-use nvfuser_core::scheduler::{can_schedule, Rejection, Rejections, SchedulerKind};
+use nvfuser_core::scheduler::{can_schedule, Refusal, Rejection, Rejections, SchedulerKind};
 use nvfuser_core::segment::{SegmentOptions, SegmentValue, SegmentedFusion};
 
 type Verdict = Result<SchedulerKind, Rejections>;
@@ -14,7 +14,9 @@ type Rule<'a> = &'a dyn Fn(&Fusion) -> Verdict;
 fn reject(reason: &str) -> Verdict {
     Err(Rejections(vec![Rejection {
         kind: SchedulerKind::Default,
-        reason: reason.into(),
+        reason: Refusal::Fusion {
+            reason: reason.into(),
+        },
     }]))
 }
 

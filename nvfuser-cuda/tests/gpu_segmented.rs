@@ -12,7 +12,7 @@ use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
 use nvfuser_core::ir::{Fusion, Op};
 use nvfuser_core::prelude::*;
 use nvfuser_core::scheduler::{
-    can_schedule, DeviceInfo, InputInfo, Rejection, Rejections, SchedulerKind,
+    can_schedule, DeviceInfo, InputInfo, Refusal, Rejection, Rejections, SchedulerKind,
 };
 use nvfuser_core::segment::{SegmentOptions, SegmentedFusion};
 use nvfuser_cuda::testing::{note, require_gpu};
@@ -113,7 +113,9 @@ fn no_broadcast_of_reduction(f: &Fusion) -> Verdict {
         if from && matches!(e.op, Op::Broadcast { .. }) {
             return Err(Rejections(vec![Rejection {
                 kind: SchedulerKind::Reduction,
-                reason: "a reduction result is broadcast".into(),
+                reason: Refusal::Fusion {
+                    reason: "a reduction result is broadcast".into(),
+                },
             }]));
         }
         if from || e.op.reduction_axes().is_some() {

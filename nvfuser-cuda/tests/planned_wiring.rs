@@ -178,3 +178,17 @@ fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_]> {
         }
     }
 }
+
+/// Fuzz seeds 1700304 and 1700982 (CPU mode): a segment whose output is a squeeze of its
+/// input. The squeeze was taken as a vector load and its (absent) first reader indexed:
+/// a panic. Outputs written by a squeeze are stored, not loaded.
+#[test]
+fn a_squeeze_written_to_an_output_is_planned() {
+    let src = r#"
+fn k(t0: Tensor<f32, [_, 1, _]>) -> Tensor<f32, [_, _]> {
+    t0.squeeze([1])
+}
+"#;
+    let (_, cuda) = plan(src, &[&[64, 1, 1024]]);
+    assert!(cuda.contains("__global__"), "{cuda}");
+}

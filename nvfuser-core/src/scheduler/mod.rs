@@ -61,6 +61,7 @@ pub mod pointwise;
 mod recompute;
 pub mod reduction;
 pub mod registry;
+mod schedulers;
 pub mod squeeze;
 
 pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
@@ -73,7 +74,8 @@ pub use params::{
 };
 pub use registry::{
     can_schedule, can_schedule_kind, check_fits, compute_heuristics, compute_heuristics_for,
-    index_type_for, schedule_with, Rejection, Rejections, SchedulerError, SchedulerKind,
+    index_type_for, schedule_with, Analysis, Decision, Refusal, Registry, Rejection, Rejections,
+    Scheduler, SchedulerError, SchedulerKind,
 };
 pub use squeeze::push_squeezes;
 

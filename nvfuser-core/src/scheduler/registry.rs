@@ -7,6 +7,8 @@
 //! computes its heuristic parameters. Every refusal carries a reason in plain words;
 //! `NVFUSER_DUMP=scheduler` prints them.
 
+use std::any::Any;
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -14,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::auto;
 use super::info::RuntimeInfo;
 use super::params::{HeuristicParams, InvalidParams};
+use super::schedulers;
 use crate::codegen::{self, KernelOptions};
 use crate::ir::Fusion;
 use crate::sched::{ScheduleError, ScheduledFusion};
@@ -65,13 +68,68 @@ impl fmt::Display for SchedulerKind {
     }
 }
 
+/// Why one scheduler does not take a fusion (or these inputs). Printed by
+/// `NVFUSER_DUMP=scheduler`; callers decide on the variant, never on the text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The no-op scheduler: some expression computes something.
+    #[error("the fusion computes something")]
+    ComputesSomething,
+    /// The no-op scheduler: a scalar output needs a kernel or the host.
+    #[error("a scalar output")]
+    ScalarOutput,
+    /// The reduction scheduler: a reduction result is read back over its row.
+    #[error("a reduction result is broadcast back over its row (a normalization: the inner persistent scheduler takes it)")]
+    Normalization,
+    /// The inner persistent scheduler: nothing is normalized.
+    #[error("no reduction result is broadcast back over its row")]
+    NotANormalization,
+    /// The reduction scheduler: neither the inner nor the outer reduction analysis
+    /// takes the fusion.
+    #[error("inner: {inner}; outer: {outer}")]
+    NoReductionShape {
+        /// Why the inner reduction analysis refused.
+        inner: String,
+        /// Why the outer reduction analysis refused.
+        outer: String,
+    },
+    /// The scheduler's analysis of the fusion refused it (the compile-time check).
+    #[error("{reason}")]
+    Fusion {
+        /// What it found, in plain words.
+        reason: String,
+    },
+    /// The call's sizes are out of range ([`RuntimeInfo::check_sizes`]).
+    #[error("{reason}")]
+    Sizes {
+        /// Which size.
+        reason: String,
+    },
+    /// The heuristics refused these inputs (the run-time check).
+    #[error("{reason}")]
+    Inputs {
+        /// What about the inputs.
+        reason: String,
+    },
+    /// The default schedule does not handle the fusion.
+    #[error("{reason}")]
+    Default {
+        /// Its reason.
+        reason: String,
+    },
+    /// A scheduler was given another scheduler's analysis (a caller's mistake).
+    #[error("the analysis of another scheduler")]
+    WrongAnalysis,
+}
+
 /// Why one scheduler refused a fusion.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejection {
     /// The scheduler that refused.
     pub kind: SchedulerKind,
-    /// Why, in plain words.
-    pub reason: String,
+    /// Why.
+    pub reason: Refusal,
 }
 
 impl fmt::Display for Rejection {
@@ -96,58 +154,255 @@ impl fmt::Display for Rejections {
     }
 }
 
-/// The compile-time check of one scheduler: `Ok` when it can schedule `fusion` for
-/// some inputs, otherwise the reason it cannot.
-pub fn can_schedule_kind(kind: SchedulerKind, fusion: &Fusion) -> Result<(), String> {
-    let pushed = super::push_squeezes(fusion);
-    let fusion = pushed.as_ref().unwrap_or(fusion);
-    let live = fusion.live_exprs();
-    let any_expr = live.iter().any(|&l| l);
-    match kind {
-        SchedulerKind::NoOp => {
-            if any_expr {
-                Err("the fusion computes something".into())
-            } else if fusion.outputs().iter().any(|o| !fusion.val(o.val).is_tensor()) {
-                Err("a scalar output".into())
-            } else {
-                Ok(())
+impl std::error::Error for Rejections {}
+
+/// What one scheduler's analysis of a fusion found, kept so that its heuristics and
+/// its schedule do not analyze the fusion again. Each scheduler reads back its own type.
+pub struct Analysis(Box<dyn Any + Send + Sync>);
+
+impl Analysis {
+    /// Wraps a scheduler's analysis.
+    pub fn new<T: Any + Send + Sync>(analysis: T) -> Self {
+        Analysis(Box::new(analysis))
+    }
+
+    /// The analysis, if it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl fmt::Debug for Analysis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Analysis(..)")
+    }
+}
+
+/// One scheduler: analyze the fusion once (or refuse it), then heuristics for a call's
+/// inputs (or refuse them), then the schedule for params. See ARCHITECTURE.md, "Add a
+/// scheduler".
+pub trait Scheduler: Send + Sync {
+    /// Which scheduler this is; its params' [`HeuristicParams::kind`].
+    fn kind(&self) -> SchedulerKind;
+    /// The compile-time check: looks only at the definition.
+    fn analyze(&self, fusion: &Fusion) -> Result<Analysis, Refusal>;
+    /// The run-time check and the params for these inputs.
+    fn heuristics(
+        &self,
+        analysis: &Analysis,
+        info: &RuntimeInfo,
+    ) -> Result<HeuristicParams, Refusal>;
+    /// True for the params this scheduler's heuristics produce.
+    fn takes(&self, params: &HeuristicParams) -> bool;
+    /// The schedule for `params` (checked by the caller).
+    fn schedule(
+        &self,
+        analysis: &Analysis,
+        params: &HeuristicParams,
+    ) -> Result<ScheduledFusion, SchedulerError>;
+}
+
+/// The schedulers, in the order they are tried: [`Registry::standard`], or another list
+/// (a test's own scheduler added with [`Registry::with_first`]).
+#[derive(Clone)]
+pub struct Registry {
+    schedulers: Vec<&'static dyn Scheduler>,
+}
+
+/// The standard list, in [`SchedulerKind::ORDER`]. A new scheduler is one line here.
+static STANDARD: [&dyn Scheduler; 6] = [
+    &schedulers::NoOp,
+    &schedulers::Reduction,
+    &schedulers::Transpose,
+    &schedulers::Pointwise,
+    &schedulers::InnerPersistent,
+    &schedulers::Default,
+];
+
+/// The registry's choice for one call: the scheduler, its analysis and its params.
+pub struct Decision {
+    scheduler: &'static dyn Scheduler,
+    analysis: Analysis,
+    params: HeuristicParams,
+}
+
+impl Decision {
+    /// The chosen params.
+    pub fn params(&self) -> &HeuristicParams {
+        &self.params
+    }
+
+    /// The scheduler that took the call.
+    pub fn kind(&self) -> SchedulerKind {
+        self.scheduler.kind()
+    }
+
+    /// Schedules with the kept analysis (no second analysis) and lowers the result once
+    /// to check it generates.
+    pub fn schedule(&self) -> Result<ScheduledFusion, SchedulerError> {
+        finish(
+            self.scheduler.schedule(&self.analysis, &self.params)?,
+            &self.params,
+        )
+    }
+}
+
+impl fmt::Debug for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decision")
+            .field("kind", &self.kind())
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+/// `fusion` with squeezes moved to the values they read (what every scheduler sees).
+fn prepared(fusion: &Fusion) -> Cow<'_, Fusion> {
+    match super::push_squeezes(fusion) {
+        Some(f) => Cow::Owned(f),
+        None => Cow::Borrowed(fusion),
+    }
+}
+
+/// True when every output of `fusion` is empty for these inputs (nothing to launch).
+fn all_outputs_empty(fusion: &Fusion, info: &RuntimeInfo) -> bool {
+    !fusion.outputs().is_empty()
+        && fusion.outputs().iter().all(|o| {
+            fusion
+                .tensor_type(o.val)
+                .is_some_and(|t| t.shape().any(|d| info.eval(fusion, &d.extent) == Some(0)))
+        })
+}
+
+impl Registry {
+    /// The standard schedulers.
+    pub fn standard() -> Self {
+        Registry {
+            schedulers: STANDARD.to_vec(),
+        }
+    }
+
+    /// This list with `scheduler` tried first.
+    pub fn with_first(mut self, scheduler: &'static dyn Scheduler) -> Self {
+        self.schedulers.insert(0, scheduler);
+        self
+    }
+
+    /// The schedulers, in order.
+    pub fn schedulers(&self) -> impl Iterator<Item = &'static dyn Scheduler> + '_ {
+        self.schedulers.iter().copied()
+    }
+
+    fn first_of(&self, kind: SchedulerKind) -> Option<&'static dyn Scheduler> {
+        self.schedulers().find(|s| s.kind() == kind)
+    }
+
+    /// The first scheduler whose compile-time check accepts `fusion`, or every refusal.
+    pub fn can_schedule(&self, fusion: &Fusion) -> Result<SchedulerKind, Rejections> {
+        let fusion = prepared(fusion);
+        let mut rejections = Vec::new();
+        for s in self.schedulers() {
+            match s.analyze(&fusion) {
+                Ok(_) => return Ok(s.kind()),
+                Err(reason) => rejections.push(Rejection {
+                    kind: s.kind(),
+                    reason,
+                }),
             }
         }
-        SchedulerKind::Reduction => match auto::inner::plan(fusion) {
-            Ok(p) if p.normalization => Err(
-                "a reduction result is broadcast back over its row (a normalization: the inner persistent scheduler takes it)".into(),
-            ),
-            Ok(_) => Ok(()),
-            Err(inner) => auto::outer::plan(fusion)
-                .map(|_| ())
-                .map_err(|outer| format!("inner: {inner}; outer: {outer}")),
-        },
-        SchedulerKind::Transpose => auto::transpose::plan(fusion).map(|_| ()),
-        SchedulerKind::Pointwise => auto::pointwise::plan(fusion).map(|_| ()),
-        SchedulerKind::InnerPersistent => match auto::inner::plan(fusion) {
-            Ok(p) if !p.normalization => {
-                Err("no reduction result is broadcast back over its row".into())
-            }
-            Ok(_) => Ok(()),
-            Err(e) => Err(e),
-        },
-        SchedulerKind::Default => super::default_schedule(fusion)
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
+        Err(Rejections(rejections))
     }
+
+    /// The first scheduler that takes `fusion` with these inputs, with its analysis and
+    /// params; or every refusal. A fusion whose outputs are all empty is a no-op.
+    pub fn decide(&self, fusion: &Fusion, info: &RuntimeInfo) -> Result<Decision, Rejections> {
+        let fusion = prepared(fusion);
+        let mut rejections = Vec::new();
+        if all_outputs_empty(&fusion, info) {
+            return Ok(Decision {
+                scheduler: &schedulers::NoOp,
+                analysis: Analysis::new(()),
+                params: HeuristicParams::NoOp,
+            });
+        }
+        let sizes = info
+            .check_sizes(&fusion)
+            .map_err(|reason| Refusal::Sizes { reason });
+        for s in self.schedulers() {
+            let decided = s.analyze(&fusion).and_then(|analysis| {
+                sizes.clone()?;
+                let params = s.heuristics(&analysis, info)?;
+                Ok(Decision {
+                    scheduler: s,
+                    analysis,
+                    params,
+                })
+            });
+            match decided {
+                Ok(d) => return Ok(d),
+                Err(reason) => rejections.push(Rejection {
+                    kind: s.kind(),
+                    reason,
+                }),
+            }
+        }
+        Err(Rejections(rejections))
+    }
+
+    /// Schedules `fusion` with `params` (from a decision, edited or loaded from JSON):
+    /// the first scheduler that takes such params and accepts the fusion.
+    pub fn schedule_with(
+        &self,
+        fusion: &Fusion,
+        params: &HeuristicParams,
+    ) -> Result<ScheduledFusion, SchedulerError> {
+        params.validate()?;
+        let fusion = prepared(fusion);
+        let mut refusal = None;
+        for s in self.schedulers().filter(|s| s.takes(params)) {
+            match s.analyze(&fusion) {
+                Ok(a) => return finish(s.schedule(&a, params)?, params),
+                Err(r) => refusal = refusal.or(Some(r)),
+            }
+        }
+        Err(SchedulerError::NotApplicable {
+            kind: params.kind(),
+            reason: refusal.map_or_else(
+                || "no registered scheduler takes these params".into(),
+                |r| r.to_string(),
+            ),
+        })
+    }
+}
+
+/// Lowers `sf` once (an accepted schedule must generate) and returns it.
+fn finish(
+    sf: ScheduledFusion,
+    params: &HeuristicParams,
+) -> Result<ScheduledFusion, SchedulerError> {
+    let options = KernelOptions {
+        index_type: params
+            .compile()
+            .map_or(crate::codegen::IndexType::I32, |c| c.index_type),
+        ..KernelOptions::default()
+    };
+    codegen::generate(&sf, &options)?;
+    Ok(sf)
+}
+
+/// The compile-time check of one scheduler: `Ok` when it can schedule `fusion` for
+/// some inputs, otherwise why it cannot.
+pub fn can_schedule_kind(kind: SchedulerKind, fusion: &Fusion) -> Result<(), Refusal> {
+    let s = Registry::standard()
+        .first_of(kind)
+        .ok_or(Refusal::WrongAnalysis)?;
+    s.analyze(&prepared(fusion)).map(|_| ())
 }
 
 /// The first scheduler (in [`SchedulerKind::ORDER`]) whose compile-time check accepts
 /// `fusion`, or every refusal. The segmenter asks this of each candidate group.
 pub fn can_schedule(fusion: &Fusion) -> Result<SchedulerKind, Rejections> {
-    let mut rejections = Vec::new();
-    for kind in SchedulerKind::ORDER {
-        match can_schedule_kind(kind, fusion) {
-            Ok(()) => return Ok(kind),
-            Err(reason) => rejections.push(Rejection { kind, reason }),
-        }
-    }
-    Err(Rejections(rejections))
+    Registry::standard().can_schedule(fusion)
 }
 
 /// The params of one scheduler for `fusion` and these inputs (its compile-time and
@@ -156,67 +411,25 @@ pub fn compute_heuristics_for(
     kind: SchedulerKind,
     fusion: &Fusion,
     info: &RuntimeInfo,
-) -> Result<HeuristicParams, String> {
-    can_schedule_kind(kind, fusion)?;
-    let pushed = super::push_squeezes(fusion);
-    let fusion = pushed.as_ref().unwrap_or(fusion);
-    info.check_sizes(fusion)?;
-    match kind {
-        SchedulerKind::NoOp => Ok(HeuristicParams::NoOp),
-        SchedulerKind::Reduction => match auto::inner::plan(fusion) {
-            Ok(p) => auto::inner::reduction_heuristics(&p, info).map(HeuristicParams::Reduction),
-            Err(_) => {
-                let p = auto::outer::plan(fusion)?;
-                auto::outer::heuristics(&p, info).map(HeuristicParams::OuterReduction)
-            }
-        },
-        SchedulerKind::Transpose => {
-            let p = auto::transpose::plan(fusion)?;
-            auto::transpose::heuristics(&p, info).map(HeuristicParams::Transpose)
-        }
-        SchedulerKind::Pointwise => {
-            let p = auto::pointwise::plan(fusion)?;
-            auto::pointwise::heuristics(&p, info).map(HeuristicParams::Pointwise)
-        }
-        SchedulerKind::InnerPersistent => {
-            let p = auto::inner::plan(fusion)?;
-            match auto::inner::persistent_heuristics(&p, info) {
-                Ok(params) => Ok(HeuristicParams::InnerPersistent(params)),
-                // A row too long to keep on chip is streamed instead (read once per
-                // phase), still as one kernel.
-                Err(_) => {
-                    auto::inner::reduction_heuristics(&p, info).map(HeuristicParams::Reduction)
-                }
-            }
-        }
-        SchedulerKind::Default => Ok(HeuristicParams::Default),
-    }
+) -> Result<HeuristicParams, Refusal> {
+    let s = Registry::standard()
+        .first_of(kind)
+        .ok_or(Refusal::WrongAnalysis)?;
+    let fusion = prepared(fusion);
+    let analysis = s.analyze(&fusion)?;
+    info.check_sizes(&fusion)
+        .map_err(|reason| Refusal::Sizes { reason })?;
+    s.heuristics(&analysis, info)
 }
 
 /// The first scheduler in [`SchedulerKind::ORDER`] that accepts `fusion` with these
 /// inputs, and its params; or every refusal. A fusion whose outputs are all empty is a
-/// no-op.
+/// no-op. [`Registry::decide`] also keeps the analysis for scheduling.
 pub fn compute_heuristics(
     fusion: &Fusion,
     info: &RuntimeInfo,
 ) -> Result<HeuristicParams, Rejections> {
-    let mut rejections = Vec::new();
-    let all_empty = !fusion.outputs().is_empty()
-        && fusion.outputs().iter().all(|o| {
-            fusion
-                .tensor_type(o.val)
-                .is_some_and(|t| t.shape().any(|d| info.eval(fusion, &d.extent) == Some(0)))
-        });
-    if all_empty {
-        return Ok(HeuristicParams::NoOp);
-    }
-    for kind in SchedulerKind::ORDER {
-        match compute_heuristics_for(kind, fusion, info) {
-            Ok(p) => return Ok(p),
-            Err(reason) => rejections.push(Rejection { kind, reason }),
-        }
-    }
-    Err(Rejections(rejections))
+    Registry::standard().decide(fusion, info).map(|d| d.params)
 }
 
 /// Why [`schedule_with`] could not apply params.
@@ -253,55 +466,7 @@ pub fn schedule_with(
     fusion: &Fusion,
     params: &HeuristicParams,
 ) -> Result<ScheduledFusion, SchedulerError> {
-    params.validate()?;
-    let pushed = super::push_squeezes(fusion);
-    let fusion = pushed.as_ref().unwrap_or(fusion);
-    let kind = params.kind();
-    let na = |reason: String| SchedulerError::NotApplicable { kind, reason };
-    let sf = match params {
-        HeuristicParams::NoOp => {
-            return Err(na(
-                "a no-op runs no kernel, so there is nothing to schedule".into(),
-            ))
-        }
-        HeuristicParams::Pointwise(pp) => {
-            let plan = auto::pointwise::plan(fusion).map_err(na)?;
-            auto::pointwise::schedule(&plan, pp)?
-        }
-        HeuristicParams::Reduction(rp) => {
-            let plan = auto::inner::plan(fusion).map_err(na)?;
-            auto::inner::schedule_reduction(&plan, rp)?
-        }
-        HeuristicParams::OuterReduction(op) => {
-            let plan = auto::outer::plan(fusion).map_err(na)?;
-            auto::outer::schedule(&plan, op)?
-        }
-        HeuristicParams::InnerPersistent(pp) => {
-            let plan = auto::inner::plan(fusion).map_err(na)?;
-            if !plan.normalization {
-                return Err(na(
-                    "no reduction result is broadcast back over its row".into()
-                ));
-            }
-            auto::inner::schedule_persistent(&plan, pp)?
-        }
-        HeuristicParams::Transpose(tp) => {
-            let plan = auto::transpose::plan(fusion).map_err(na)?;
-            auto::transpose::schedule(&plan, tp)?
-        }
-        HeuristicParams::Default => super::default_schedule(fusion).map_err(|e| match e {
-            super::DefaultScheduleError::Schedule(s) => SchedulerError::Schedule(s),
-            other => na(other.to_string()),
-        })?,
-    };
-    let options = KernelOptions {
-        index_type: params
-            .compile()
-            .map_or(crate::codegen::IndexType::I32, |c| c.index_type),
-        ..KernelOptions::default()
-    };
-    codegen::generate(&sf, &options)?;
-    Ok(sf)
+    Registry::standard().schedule_with(fusion, params)
 }
 
 /// Checks that `params` fit these inputs beyond what the kernel checks at launch

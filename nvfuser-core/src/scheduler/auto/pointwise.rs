@@ -322,6 +322,10 @@ fn vector_squeezes(p: &PointwisePlan) -> Vec<ValId> {
             };
             let t = f.tensor_type(e.inputs[0])?;
             let last = t.contiguity.len().checked_sub(1)?;
+            // A squeeze written straight to an output is stored, not loaded.
+            if f.outputs().iter().any(|o| o.val == e.outputs[0]) {
+                return None;
+            }
             let full = f
                 .tensor_type(e.outputs[0])
                 .is_some_and(|o| o.shape().all(|d| !d.is_broadcast_like()));
@@ -451,7 +455,10 @@ pub(crate) fn schedule(
         // thread in flight at once), and the results are stored in a loop after it.
         let pos = gi as usize + 1;
         for &c in &loads {
-            let consumer = s.schedule().exprs[s.schedule().uses(c)[0]].output;
+            let Some(&first) = s.schedule().uses(c).first() else {
+                continue;
+            };
+            let consumer = s.schedule().exprs[first].output;
             s.compute_at(c, consumer, pos)?;
         }
         for (&c, &o) in store_caches.iter().zip(&stores) {

@@ -1,0 +1,140 @@
+//! The "add a scheduler" recipe (ARCHITECTURE.md): a scheduler defined outside the
+//! crate, registered with one line, takes the fusions it accepts; the rest fall through
+//! to the standard list, with typed refusals.
+
+use nvfuser_core::codegen::{self, IndexType, KernelOptions};
+use nvfuser_core::ir::{Fusion, Op};
+use nvfuser_core::prelude::*;
+use nvfuser_core::sched::{ParallelType, ScheduledFusion};
+use nvfuser_core::scheduler::{
+    Analysis, CompileParams, DeviceInfo, HeuristicParams, LaunchParams, PointwiseParams, Refusal,
+    Registry, RuntimeInfo, Scheduler, SchedulerError, SchedulerKind,
+};
+
+/// One thread per element of a flattened single-output elementwise fusion, 64 threads
+/// a block, scheduled with the public primitives. It hands out pointwise params (the
+/// params enum is closed; its own fields would be a new variant).
+struct FlatElementwise;
+
+impl Scheduler for FlatElementwise {
+    fn kind(&self) -> SchedulerKind {
+        SchedulerKind::Pointwise
+    }
+
+    fn analyze(&self, fusion: &Fusion) -> Result<Analysis, Refusal> {
+        let elementwise = fusion
+            .exprs()
+            .all(|(_, e)| matches!(e.op, Op::Unary(_) | Op::Binary(_) | Op::Cast));
+        if !elementwise || fusion.outputs().len() != 1 {
+            return Err(Refusal::Fusion {
+                reason: "not one elementwise output".into(),
+            });
+        }
+        Ok(Analysis::new(fusion.clone()))
+    }
+
+    fn heuristics(&self, _: &Analysis, _: &RuntimeInfo) -> Result<HeuristicParams, Refusal> {
+        Ok(HeuristicParams::Pointwise(PointwiseParams {
+            break_point: 0,
+            vectorize: 1,
+            unroll: 1,
+            threads: 64,
+            launch: LaunchParams {
+                grid: [1, 1, 1],
+                block: [64, 1, 1],
+            },
+            compile: CompileParams {
+                index_type: IndexType::I32,
+            },
+        }))
+    }
+
+    fn takes(&self, params: &HeuristicParams) -> bool {
+        matches!(params, HeuristicParams::Pointwise(p) if p.threads == 64 && p.vectorize == 1)
+    }
+
+    fn schedule(
+        &self,
+        analysis: &Analysis,
+        _: &HeuristicParams,
+    ) -> Result<ScheduledFusion, SchedulerError> {
+        let fusion: &Fusion = analysis.get().expect("this scheduler's analysis");
+        let mut s = ScheduledFusion::new(fusion.clone())?;
+        let y = fusion.outputs()[0].val;
+        let rank = fusion.tensor_type(y).map_or(0, |t| t.rank());
+        for _ in 1..rank {
+            s.merge(y, 0)?;
+        }
+        s.split(y, 0, 64)?;
+        s.parallelize(y, 0, ParallelType::BIDx)?;
+        s.parallelize(y, 1, ParallelType::TIDx)?;
+        let others: Vec<_> = s
+            .schedule()
+            .tensors
+            .keys()
+            .copied()
+            .filter(|&t| t != y && !s.schedule().is_input(t))
+            .collect();
+        s.transform_like(y, &others)?;
+        s.parallelize_like(y, &others)?;
+        s.inline_most()?;
+        Ok(s)
+    }
+}
+
+static FLAT: FlatElementwise = FlatElementwise;
+
+fn info(shapes: &[&[i64]]) -> RuntimeInfo {
+    let shapes: Vec<(DataType, &[i64])> = shapes.iter().map(|s| (DataType::F32, *s)).collect();
+    RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes)
+}
+
+#[test]
+fn a_registered_scheduler_takes_what_it_accepts() -> Result<(), Box<dyn std::error::Error>> {
+    let registry = Registry::standard().with_first(&FLAT);
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let y = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let z = fd.add(x, y)?;
+    let z = fd.exp(z)?;
+    fd.add_output(z)?;
+    let f = fd.finish()?;
+    let decision = registry.decide(&f, &info(&[&[100, 30], &[100, 30]]))?;
+    assert_eq!(decision.kind(), SchedulerKind::Pointwise);
+    let sf = decision.schedule()?;
+    let ir = sf.scheduled_ir();
+    assert!(ir.contains("by 64"), "{ir}");
+    let cuda = codegen::generate(&sf, &KernelOptions::default())?.cuda_source();
+    assert!(cuda.contains("blockIdx.x * 64 + threadIdx.x"), "{cuda}");
+    // Its params schedule through the same registry; the standard one schedules them
+    // with its own pointwise scheduler instead.
+    let again = registry.schedule_with(&f, decision.params())?;
+    assert_eq!(again.scheduled_ir(), ir);
+    let standard = Registry::standard().decide(&f, &info(&[&[100, 30], &[100, 30]]))?;
+    assert_ne!(standard.schedule()?.scheduled_ir(), ir);
+
+    // A reduction is refused by it (typed) and taken by the standard reduction scheduler.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let s = fd.sum(x, &[1], false)?;
+    fd.add_output(s)?;
+    let f = fd.finish()?;
+    assert_eq!(registry.can_schedule(&f)?, SchedulerKind::Reduction);
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let p = fd.permute(x, &[1, 0])?;
+    let s = fd.sum(p, &[0], false)?;
+    let m = fd.max(x, &[1], false)?;
+    fd.add_output(s)?;
+    fd.add_output(m)?;
+    let rejections = registry.can_schedule(&fd.finish()?).unwrap_err();
+    assert!(matches!(
+        rejections.0[0].reason,
+        Refusal::Fusion { ref reason } if reason == "not one elementwise output"
+    ));
+    assert!(rejections
+        .0
+        .iter()
+        .any(|r| matches!(r.reason, Refusal::NoReductionShape { .. })));
+    Ok(())
+}
