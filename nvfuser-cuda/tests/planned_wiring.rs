@@ -192,3 +192,36 @@ fn k(t0: Tensor<f32, [_, 1, _]>) -> Tensor<f32, [_, _]> {
     let (_, cuda) = plan(src, &[&[64, 1, 1024]]);
     assert!(cuda.contains("__global__"), "{cuda}");
 }
+
+/// Fuzz seed 1800568 (CPU mode): an input at an offset of 6 f16 elements loaded through
+/// a squeeze with 8-byte vectors: the launch check refused the call. The heuristics
+/// now limit the vector by every input a squeeze loads.
+#[test]
+fn squeezed_loads_follow_the_input_alignment() {
+    use nvfuser_core::scheduler::{compute_heuristics, HeuristicParams, InputInfo, TensorInfo};
+    let fusion = nvfuser_core::dsl::build_str(
+        r#"
+fn k(t0: Tensor<f16, [1, _, _, _]>) -> Tensor<i32, [_, _, _]> {
+    (t0 as i32).squeeze([0])
+}
+"#,
+    )
+    .unwrap()
+    .remove(0)
+    .0;
+    let info = |alignment: u32| RuntimeInfo {
+        device: DeviceInfo::h100_for_tests(),
+        inputs: vec![InputInfo::Tensor(TensorInfo {
+            dtype: nvfuser_core::DataType::F16,
+            sizes: vec![1, 32, 63, 32],
+            strides: vec![64512, 2016, 32, 1],
+            alignment,
+        })],
+    };
+    let vector = |alignment| match compute_heuristics(&fusion, &info(alignment)).unwrap() {
+        HeuristicParams::Pointwise(p) => p.vectorize,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(vector(4), 2);
+    assert!(vector(16) > 2);
+}

@@ -144,6 +144,14 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
             v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
         }
     }
+    // Inputs loaded through a squeeze: their address and every pitch, as the launch
+    // checks them.
+    let squeezed: Vec<ValId> = vector_squeeze_reads(p).into_iter().map(|r| r.1).collect();
+    for (inp, t) in tensor_inputs(f, info) {
+        if squeezed.contains(&inp) {
+            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
+        }
+    }
     let threads = 128i64;
     let sm = info.device.sm_count as i64;
     // Two vectors per thread (outside the thread dim) measured best on an H200 with the
@@ -312,6 +320,14 @@ fn cached_input(p: &PointwisePlan, inp: ValId) -> bool {
 /// has no broadcast dim (a squeezed `[1, 1, H]` weight is read element by element: as a
 /// vector load its loop placement failed the lowering's loop check).
 fn vector_squeezes(p: &PointwisePlan) -> Vec<ValId> {
+    vector_squeeze_reads(p)
+        .into_iter()
+        .map(|(out, _, _)| out)
+        .collect()
+}
+
+/// [`vector_squeezes`] with the input each reads and the axes it removes.
+fn vector_squeeze_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, Vec<usize>)> {
     let f = &p.fusion;
     let live = f.live_exprs();
     f.exprs()
@@ -334,7 +350,7 @@ fn vector_squeezes(p: &PointwisePlan) -> Vec<ValId> {
                 && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
                 && t.contiguity[last] == Some(true)
                 && t.stride_order[last] == 0;
-            vector.then_some(e.outputs[0])
+            vector.then(|| (e.outputs[0], e.inputs[0], axes.clone()))
         })
         .collect()
 }
