@@ -441,7 +441,9 @@ fn k(x: Tensor<bf16, [_, 1, _]>) -> Tensor<bf16, [_, _]> {
 "#,
         &[&[&[128, 1, 1024]], &[&[5, 1, 77]]],
     );
-    check_calls(
+    // An f32 row sum of 4096 random values: the GPU's summation order differs from the
+    // reference's, so the absolute tolerance grows with the row (the benchmark's rule).
+    check_calls_with(
         r#"
 fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_]> {
     let s = x.squeeze([2]);
@@ -449,6 +451,7 @@ fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_]> {
 }
 "#,
         &[&[&[128, 4096, 1]], &[&[7, 33, 1]]],
+        &|_| Tolerance::new(1e-4, 1e-6 * 4096.0),
     );
 }
 
