@@ -121,6 +121,9 @@ pub enum Refusal {
     /// A scheduler was given another scheduler's analysis (a caller's mistake).
     #[error("the analysis of another scheduler")]
     WrongAnalysis,
+    /// No scheduler of that kind is registered.
+    #[error("no scheduler of this kind is registered")]
+    NotRegistered,
 }
 
 /// Why one scheduler refused a fusion.
@@ -395,7 +398,7 @@ fn finish(
 pub fn can_schedule_kind(kind: SchedulerKind, fusion: &Fusion) -> Result<(), Refusal> {
     let s = Registry::standard()
         .first_of(kind)
-        .ok_or(Refusal::WrongAnalysis)?;
+        .ok_or(Refusal::NotRegistered)?;
     s.analyze(&prepared(fusion)).map(|_| ())
 }
 
@@ -414,7 +417,7 @@ pub fn compute_heuristics_for(
 ) -> Result<HeuristicParams, Refusal> {
     let s = Registry::standard()
         .first_of(kind)
-        .ok_or(Refusal::WrongAnalysis)?;
+        .ok_or(Refusal::NotRegistered)?;
     let fusion = prepared(fusion);
     let analysis = s.analyze(&fusion)?;
     info.check_sizes(&fusion)
