@@ -20,15 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::CudaFunction;
-use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions};
+use nvfuser_core::codegen::{IndexType, Kernel};
 use nvfuser_core::eval::{evaluate, EvalInput};
 use nvfuser_core::ir::bind::{self, BoundArg};
 use nvfuser_core::ir::{IterKind, OutputSource, TensorType, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::{
-    check_fits, compute_heuristics, default_schedule_kind, schedule_with, split_host_scalars,
-    vector_alignment, DefaultKind, DefaultScheduleError, DeviceInfo, HeuristicParams,
-    HostScalarProgram, InputInfo, RuntimeInfo, SchedulerKind, TensorInfo,
+    check_fits, lower_with, split_host_scalars, vector_alignment, Decision, DeviceInfo,
+    HeuristicParams, HostScalarProgram, InputInfo, KernelPlan, PlanError, Registry, RuntimeInfo,
+    TensorInfo,
 };
 use nvfuser_core::{DataType, Fusion, ScalarValue};
 use smallvec::SmallVec;
@@ -484,6 +484,7 @@ impl FusionExecutorCache {
         let args = &self.kernel_args(args)?[..];
         let sig = InputSignature::of(device, args);
         self.params_for(&runtime_info(props, args), None, sig.wide())
+            .map(|c| c.params().clone())
     }
 
     /// Checks `args` against the fusion's inputs and runs it on `device`; returns the
@@ -894,7 +895,8 @@ impl FusionExecutorCache {
         // outputs is not reused for huge ones).
         let wide = sig.wide()
             || nvfuser_core::scheduler::index_type_for(&self.kernel, &info) == IndexType::I64;
-        let params = self.params_for(&info, user, wide)?;
+        let choice = self.params_for(&info, user, wide)?;
+        let params = choice.params();
         let reused = {
             let cache = self.lock();
             cache
@@ -904,7 +906,7 @@ impl FusionExecutorCache {
                     e.sig == sig
                         && e.wide == wide
                         && e.user.as_ref() == user
-                        && e.runtime.params.same_kernel(&params)
+                        && e.runtime.params.same_kernel(params)
                 })
                 .map(|e| e.runtime.clone())
         };
@@ -916,31 +918,7 @@ impl FusionExecutorCache {
             None => {
                 // Built outside the lock: compiling takes milliseconds.
                 self.misses.fetch_add(1, Ordering::Relaxed);
-                match self.build(device, wide, params.clone()) {
-                    Ok(rt) => Arc::new(rt),
-                    // The registry's checks are optimistic: a tuned schedule that the
-                    // lowering refuses falls back to the default schedule.
-                    Err(e @ CudaError::UnsupportedFusion { .. })
-                        if user.is_none()
-                            && !matches!(
-                                params,
-                                HeuristicParams::Default | HeuristicParams::NoOp
-                            ) =>
-                    {
-                        self.dump().section(
-                            DumpFlags::SCHEDULER,
-                            "scheduler",
-                            "fallback",
-                            &format!("{}: {e}; trying the default schedule", params.kind()),
-                        );
-                        Arc::new(self.build(device, wide, HeuristicParams::Default).map_err(
-                            |d| CudaError::UnsupportedFusion {
-                                reason: format!("{e}; the default schedule: {d}"),
-                            },
-                        )?)
-                    }
-                    Err(e) => return Err(e),
-                }
+                Arc::new(self.build(device, wide, &choice)?)
             }
         };
         let mut cache = self.lock();
@@ -963,14 +941,14 @@ impl FusionExecutorCache {
         Ok(rt)
     }
 
-    /// The params of a call: the user's (checked), or the registry's first taker
-    /// (with every refusal dumped under `NVFUSER_DUMP=scheduler`).
+    /// The params of a call: the user's (checked), or the registry's decision (with
+    /// every refusal before it dumped under `NVFUSER_DUMP=scheduler`).
     fn params_for(
         &self,
         info: &RuntimeInfo,
         user: Option<&HeuristicParams>,
         wide: bool,
-    ) -> Result<HeuristicParams, CudaError> {
+    ) -> Result<Choice, CudaError> {
         let dump = self.dump();
         if let Some(p) = user {
             p.validate().map_err(|e| CudaError::InvalidParams {
@@ -979,33 +957,25 @@ impl FusionExecutorCache {
             check_fits(&self.kernel, p, info).map_err(|e| CudaError::InvalidParams {
                 reason: e.to_string(),
             })?;
-            return Ok(p.clone());
+            return Ok(Choice::User(p.clone()));
         }
-        let params =
-            compute_heuristics(&self.kernel, info).map_err(|r| CudaError::UnsupportedFusion {
-                reason: format!("no scheduler takes this fusion: {r}"),
-            })?;
+        let decision = Registry::standard()
+            .decide(&self.kernel, info)
+            .map_err(|r| unsupported(PlanError::NoScheduler(r)))?;
         if dump.flags().contains(DumpFlags::SCHEDULER) {
             let mut text = String::new();
-            for kind in SchedulerKind::ORDER {
-                if kind == params.kind() {
-                    break;
-                }
-                if let Err(reason) =
-                    nvfuser_core::scheduler::compute_heuristics_for(kind, &self.kernel, info)
-                {
-                    text.push_str(&format!("  {kind}: refused: {reason}\n"));
-                }
+            for r in &decision.refused().0 {
+                text.push_str(&format!("  {}: refused: {}\n", r.kind, r.reason));
             }
             text.push_str(&format!(
                 "  {}: takes it (index type {:?})\n  params: {}",
-                params.kind(),
+                decision.kind(),
                 if wide { "64-bit" } else { "32-bit" },
-                serde_json::to_string(&params).unwrap_or_default()
+                serde_json::to_string(decision.params()).unwrap_or_default()
             ));
             dump.section(DumpFlags::SCHEDULER, "scheduler", "scheduler", &text);
         }
-        Ok(params)
+        Ok(Choice::Decided(Box::new(decision)))
     }
 
     /// Schedules and generates the kernel for `info` (the registry's params, or
@@ -1049,30 +1019,12 @@ impl FusionExecutorCache {
             }
         };
         let wide = nvfuser_core::scheduler::index_type_for(&self.kernel, info) == IndexType::I64;
-        let user = params.is_some();
-        let params = self.params_for(info, params, wide)?;
-        match self.generate(wide, &params) {
-            Ok(built) => Ok((params, built.map(|(_, _, k)| k))),
-            // As in a run: a tuned schedule the lowering refuses falls back to the
-            // default schedule.
-            Err(e @ CudaError::UnsupportedFusion { .. })
-                if !user && !matches!(params, HeuristicParams::Default | HeuristicParams::NoOp) =>
-            {
-                self.dump().section(
-                    DumpFlags::SCHEDULER,
-                    "scheduler",
-                    "fallback",
-                    &format!("{}: {e}; trying the default schedule", params.kind()),
-                );
-                let built = self
-                    .generate(wide, &HeuristicParams::Default)
-                    .map_err(|d| CudaError::UnsupportedFusion {
-                        reason: format!("{e}; the default schedule: {d}"),
-                    })?;
-                Ok((HeuristicParams::Default, built.map(|(_, _, k)| k)))
-            }
-            Err(e) => Err(e),
-        }
+        let choice = self.params_for(info, params, wide)?;
+        let planned = self.generate(wide, &choice)?;
+        let params = planned
+            .as_ref()
+            .map_or_else(|| choice.params().clone(), |p| p.params.clone());
+        Ok((params, planned.map(|p| p.kernel)))
     }
 
     /// The kernels a GPU described by `device` would run for `args`, planned as
@@ -1122,95 +1074,83 @@ impl FusionExecutorCache {
         }
     }
 
-    /// Schedule and kernel for `params` (dumped as selected), or `None` for a no-op.
-    #[allow(clippy::type_complexity)]
-    fn generate(
-        &self,
-        wide: bool,
-        params: &HeuristicParams,
-    ) -> Result<Option<(ScheduledFusion, &'static str, Kernel)>, CudaError> {
+    /// The kernel of a choice, planned by the core (scheduled and lowered once; a tuned
+    /// schedule that fails falls back to the default schedule there), dumped as
+    /// selected; `None` for a no-op.
+    fn generate(&self, wide: bool, choice: &Choice) -> Result<Option<KernelPlan>, CudaError> {
         let dump = self.dump();
         dump.section(DumpFlags::IR, "ir", "fusion", &self.kernel);
-        let schedule_err = |e: String| CudaError::UnsupportedFusion { reason: e };
-        let (sf, scheduler, index_type) = match params {
-            HeuristicParams::NoOp => return Ok(None),
-            HeuristicParams::Default => {
-                let (sf, kind) = default_schedule_kind(&self.kernel).map_err(|e| match e {
-                    DefaultScheduleError::NotSupported { reason } => {
-                        schedule_err(format!("{reason} (the default schedule)"))
-                    }
-                    other => schedule_err(other.to_string()),
-                })?;
-                let scheduler = match kind {
-                    DefaultKind::Pointwise => "default pointwise",
-                    DefaultKind::InnerReduction => "default inner reduction",
-                    DefaultKind::OuterReduction => "default outer reduction",
-                };
-                (
-                    sf,
-                    scheduler,
-                    if wide { IndexType::I64 } else { IndexType::I32 },
-                )
-            }
-            p => {
-                let sf = schedule_with(&self.kernel, p).map_err(|e| schedule_err(e.to_string()))?;
-                let scheduler = match p {
-                    HeuristicParams::OuterReduction(_) => "outer reduction",
-                    other => other.kind().name(),
-                };
-                let index = match p.compile().map(|c| c.index_type) {
-                    Some(IndexType::I64) => IndexType::I64,
-                    _ if wide => IndexType::I64,
-                    _ => IndexType::I32,
-                };
-                (sf, scheduler, index)
-            }
+        let planned = match choice {
+            Choice::Decided(d) => d.lower(&self.kernel, wide),
+            Choice::User(p) => lower_with(&self.kernel, p, wide),
+        }
+        .map_err(unsupported)?;
+        let Some(plan) = planned else {
+            return Ok(None);
         };
-        let options = KernelOptions {
-            index_type,
-            ..KernelOptions::default()
-        };
-        let kernel = codegen::generate(&sf, &options).map_err(|e| CudaError::InvalidInput {
-            kernel: scheduler.into(),
-            what: e.to_string(),
-        })?;
         if !dump.flags().is_empty() {
-            let title = format!("{} ({scheduler})", kernel.abi.name);
+            if let Some(why) = &plan.fallback {
+                dump.section(
+                    DumpFlags::SCHEDULER,
+                    "scheduler",
+                    "fallback",
+                    &format!("{why}; the default schedule takes it"),
+                );
+            }
+            let title = format!("{} ({})", plan.kernel.abi.name, plan.scheduler);
             dump.section(
                 DumpFlags::SCHEDULED,
                 "scheduled",
                 &title,
-                &sf.scheduled_ir(),
+                &plan.scheduled.scheduled_ir(),
             );
-            dump.section(DumpFlags::CUDA, "cuda", &title, &kernel.cuda_source());
+            dump.section(DumpFlags::CUDA, "cuda", &title, &plan.kernel.cuda_source());
         }
-        Ok(Some((sf, scheduler, kernel)))
+        Ok(Some(plan))
     }
 
-    fn build(
-        &self,
-        device: &Device,
-        wide: bool,
-        params: HeuristicParams,
-    ) -> Result<Runtime, CudaError> {
-        let Some((sf, scheduler, kernel)) = self.generate(wide, &params)? else {
+    fn build(&self, device: &Device, wide: bool, choice: &Choice) -> Result<Runtime, CudaError> {
+        let Some(plan) = self.generate(wide, choice)? else {
             return Ok(Runtime {
-                params,
+                params: choice.params().clone(),
                 scheduler: "no-op",
                 compiled: None,
             });
         };
         // Dumped before compiling, so a kernel that fails to compile is still shown.
-        let function = compile_and_load(device, &kernel)?;
+        let function = compile_and_load(device, &plan.kernel)?;
         Ok(Runtime {
-            params,
-            scheduler,
+            params: plan.params,
+            scheduler: plan.scheduler,
             compiled: Some(Compiled {
-                sf,
-                kernel,
+                sf: plan.scheduled,
+                kernel: plan.kernel,
                 function,
             }),
         })
+    }
+}
+
+/// What a call runs with: the registry's decision (its analysis kept for scheduling),
+/// or params the user gave.
+enum Choice {
+    Decided(Box<Decision>),
+    User(HeuristicParams),
+}
+
+impl Choice {
+    fn params(&self) -> &HeuristicParams {
+        match self {
+            Choice::Decided(d) => d.params(),
+            Choice::User(p) => p,
+        }
+    }
+}
+
+/// A plan error as the public error of a fusion no kernel runs.
+fn unsupported(e: PlanError) -> CudaError {
+    CudaError::UnsupportedFusion {
+        reason: e.to_string(),
     }
 }
 

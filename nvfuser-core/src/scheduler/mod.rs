@@ -74,8 +74,8 @@ pub use params::{
 };
 pub use registry::{
     can_schedule, can_schedule_kind, check_fits, compute_heuristics, compute_heuristics_for,
-    index_type_for, schedule_with, Analysis, Decision, Refusal, Registry, Rejection, Rejections,
-    Scheduler, SchedulerError, SchedulerKind,
+    index_type_for, lower_with, schedule_with, Analysis, Decision, KernelPlan, PlanError, Refusal,
+    Registry, Rejection, Rejections, Scheduler, SchedulerError, SchedulerKind,
 };
 pub use squeeze::push_squeezes;
 

@@ -17,7 +17,7 @@ use super::auto;
 use super::info::RuntimeInfo;
 use super::params::{HeuristicParams, InvalidParams};
 use super::schedulers;
-use crate::codegen::{self, KernelOptions};
+use crate::codegen::{self, IndexType, Kernel, KernelOptions};
 use crate::ir::Fusion;
 use crate::sched::{ScheduleError, ScheduledFusion};
 
@@ -227,6 +227,7 @@ pub struct Decision {
     scheduler: &'static dyn Scheduler,
     analysis: Analysis,
     params: HeuristicParams,
+    refused: Rejections,
 }
 
 impl Decision {
@@ -238,6 +239,46 @@ impl Decision {
     /// The scheduler that took the call.
     pub fn kind(&self) -> SchedulerKind {
         self.scheduler.kind()
+    }
+
+    /// Why the schedulers tried before it refused, in order.
+    pub fn refused(&self) -> &Rejections {
+        &self.refused
+    }
+
+    /// The kernel of this decision, scheduled with the kept analysis and lowered once
+    /// with the index type of the params (64-bit when `wide`); `None` for a no-op. The
+    /// registry's checks are optimistic: when a tuned schedule fails to schedule or
+    /// lower, the default schedule is tried, and the plan says why
+    /// ([`KernelPlan::fallback`]).
+    pub fn lower(&self, fusion: &Fusion, wide: bool) -> Result<Option<KernelPlan>, PlanError> {
+        if matches!(self.params, HeuristicParams::NoOp) {
+            return Ok(None);
+        }
+        let lowered = self
+            .scheduler
+            .schedule(&self.analysis, &self.params)
+            .and_then(|sf| lower_scheduled(sf, &self.params, wide));
+        let default_kind = self
+            .analysis
+            .get::<(ScheduledFusion, super::DefaultKind)>()
+            .map(|a| a.1);
+        match lowered {
+            Ok((scheduled, kernel)) => Ok(Some(KernelPlan {
+                scheduler: scheduler_name(&self.params, default_kind),
+                params: self.params.clone(),
+                scheduled,
+                kernel,
+                fallback: None,
+            })),
+            Err(e) if !matches!(self.params, HeuristicParams::Default) => {
+                lower_default(fusion, wide, format!("{}: {e}", self.kind())).map(Some)
+            }
+            Err(e) => Err(PlanError::Unschedulable {
+                tuned: None,
+                default: e.to_string(),
+            }),
+        }
     }
 
     /// Schedules with the kept analysis (no second analysis) and lowers the result once
@@ -326,6 +367,7 @@ impl Registry {
                 scheduler: &schedulers::NoOp,
                 analysis: Analysis::new(()),
                 params: HeuristicParams::NoOp,
+                refused: Rejections::default(),
             });
         }
         let sizes = info
@@ -335,14 +377,17 @@ impl Registry {
             let decided = s.analyze(&fusion).and_then(|analysis| {
                 sizes.clone()?;
                 let params = s.heuristics(&analysis, info)?;
-                Ok(Decision {
-                    scheduler: s,
-                    analysis,
-                    params,
-                })
+                Ok((analysis, params))
             });
             match decided {
-                Ok(d) => return Ok(d),
+                Ok((analysis, params)) => {
+                    return Ok(Decision {
+                        scheduler: s,
+                        analysis,
+                        params,
+                        refused: Rejections(rejections),
+                    })
+                }
                 Err(reason) => rejections.push(Rejection {
                     kind: s.kind(),
                     reason,
@@ -375,6 +420,149 @@ impl Registry {
                 |r| r.to_string(),
             ),
         })
+    }
+}
+
+/// One kernel, planned: the params it was planned with, the scheduler's name (with the
+/// default schedule's kernel shape), the scheduled fusion and the lowered kernel.
+#[derive(Clone, Debug)]
+pub struct KernelPlan {
+    /// The params the kernel was scheduled with ([`HeuristicParams::Default`] after a
+    /// fallback).
+    pub params: HeuristicParams,
+    /// `pointwise`, `outer reduction`, `default inner reduction`, ...
+    pub scheduler: &'static str,
+    /// The schedule.
+    pub scheduled: ScheduledFusion,
+    /// The kernel, lowered once.
+    pub kernel: Kernel,
+    /// Why the tuned schedule the registry chose was replaced by the default one.
+    pub fallback: Option<String>,
+}
+
+/// Why no kernel was planned.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// Every scheduler refused the fusion or these inputs.
+    #[error("no scheduler takes this fusion: {0}")]
+    NoScheduler(Rejections),
+    /// Given params cannot schedule the fusion (out of range, another scheduler's, or
+    /// failing to schedule).
+    #[error("{0}")]
+    Params(SchedulerError),
+    /// The chosen schedule failed, and so did the default schedule.
+    #[error("{}the default schedule: {default}", tuned.as_ref().map(|t| format!("{t}; ")).unwrap_or_default())]
+    Unschedulable {
+        /// The tuned scheduler's failure, if one was tried first.
+        tuned: Option<String>,
+        /// The default schedule's failure.
+        default: String,
+    },
+}
+
+/// The kernel for `params` given by a caller (edited or loaded params): scheduled by the
+/// first scheduler that takes them, lowered once, no fallback. `None` for a no-op.
+pub fn lower_with(
+    fusion: &Fusion,
+    params: &HeuristicParams,
+    wide: bool,
+) -> Result<Option<KernelPlan>, PlanError> {
+    if matches!(params, HeuristicParams::NoOp) {
+        return Ok(None);
+    }
+    if matches!(params, HeuristicParams::Default) {
+        return lower_default(fusion, wide, String::new()).map(|p| {
+            Some(KernelPlan {
+                fallback: None,
+                ..p
+            })
+        });
+    }
+    params.validate().map_err(|e| PlanError::Params(e.into()))?;
+    let fusion = prepared(fusion);
+    let mut refusal = None;
+    for s in Registry::standard()
+        .schedulers()
+        .filter(|s| s.takes(params))
+    {
+        match s.analyze(&fusion) {
+            Ok(a) => {
+                let (scheduled, kernel) = s
+                    .schedule(&a, params)
+                    .and_then(|sf| lower_scheduled(sf, params, wide))
+                    .map_err(PlanError::Params)?;
+                return Ok(Some(KernelPlan {
+                    params: params.clone(),
+                    scheduler: scheduler_name(params, None),
+                    scheduled,
+                    kernel,
+                    fallback: None,
+                }));
+            }
+            Err(r) => refusal = refusal.or(Some(r)),
+        }
+    }
+    Err(PlanError::Params(SchedulerError::NotApplicable {
+        kind: params.kind(),
+        reason: refusal.map_or_else(
+            || "no registered scheduler takes these params".into(),
+            |r| r.to_string(),
+        ),
+    }))
+}
+
+/// The default schedule's kernel, after `tuned` failed.
+fn lower_default(fusion: &Fusion, wide: bool, tuned: String) -> Result<KernelPlan, PlanError> {
+    let unschedulable = |default: String| PlanError::Unschedulable {
+        tuned: (!tuned.is_empty()).then(|| tuned.clone()),
+        default,
+    };
+    let (sf, kind) =
+        super::default_schedule_kind(fusion).map_err(|e| unschedulable(e.to_string()))?;
+    let params = HeuristicParams::Default;
+    let (scheduled, kernel) =
+        lower_scheduled(sf, &params, wide).map_err(|e| unschedulable(e.to_string()))?;
+    Ok(KernelPlan {
+        scheduler: scheduler_name(&params, Some(kind)),
+        params,
+        scheduled,
+        kernel,
+        fallback: Some(tuned),
+    })
+}
+
+/// Lowers `sf` with the params' index type, or 64-bit when `wide`.
+fn lower_scheduled(
+    sf: ScheduledFusion,
+    params: &HeuristicParams,
+    wide: bool,
+) -> Result<(ScheduledFusion, Kernel), SchedulerError> {
+    let index_type = match params.compile().map(|c| c.index_type) {
+        Some(IndexType::I64) => IndexType::I64,
+        _ if wide => IndexType::I64,
+        _ => IndexType::I32,
+    };
+    let options = KernelOptions {
+        index_type,
+        ..KernelOptions::default()
+    };
+    let kernel = codegen::generate(&sf, &options)?;
+    Ok((sf, kernel))
+}
+
+/// The name a plan reports for its scheduler.
+fn scheduler_name(params: &HeuristicParams, default: Option<super::DefaultKind>) -> &'static str {
+    match (params, default) {
+        (HeuristicParams::OuterReduction(_), _) => "outer reduction",
+        (HeuristicParams::Default, Some(super::DefaultKind::InnerReduction)) => {
+            "default inner reduction"
+        }
+        (HeuristicParams::Default, Some(super::DefaultKind::OuterReduction)) => {
+            "default outer reduction"
+        }
+        (HeuristicParams::Default, _) => "default pointwise",
+        (p, _) => p.kind().name(),
     }
 }
 

@@ -264,7 +264,8 @@ impl Scheduler for InnerPersistent {
     }
 }
 
-/// The default schedule: slow, general, last. Its analysis is the schedule itself.
+/// The default schedule: slow, general, last. Its analysis is the schedule itself (with
+/// the kernel shape it chose).
 pub(crate) struct Default;
 
 impl Scheduler for Default {
@@ -273,7 +274,7 @@ impl Scheduler for Default {
     }
 
     fn analyze(&self, fusion: &Fusion) -> Result<Analysis, Refusal> {
-        super::default_schedule(fusion)
+        super::default_schedule_kind(fusion)
             .map(Analysis::new)
             .map_err(|e| Refusal::Default {
                 reason: e.to_string(),
@@ -293,8 +294,8 @@ impl Scheduler for Default {
         a: &Analysis,
         params: &HeuristicParams,
     ) -> Result<ScheduledFusion, SchedulerError> {
-        match (a.get::<ScheduledFusion>(), params) {
-            (Some(sf), HeuristicParams::Default) => Ok(sf.clone()),
+        match (a.get::<(ScheduledFusion, super::DefaultKind)>(), params) {
+            (Some((sf, _)), HeuristicParams::Default) => Ok(sf.clone()),
             _ => Err(mismatch(self.kind(), "the analysis or params")),
         }
     }
