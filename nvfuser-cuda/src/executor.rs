@@ -2,18 +2,20 @@
 //!
 //! [`FusionExecutorCache`] is the per-definition entry point that the `fusion!` macro and
 //! the run-time API share. It checks every argument against the fusion's input
-//! declarations (kind, dtype, rank, static and broadcast sizes, and the memory layout
-//! the declaration promises: a dim declared contiguous must have exactly the contiguous
-//! stride, an expanded dim must have stride 0) before anything runs, so a layout that
-//! contradicts the declaration is a typed error on every device, never a silently wrong
-//! result.
+//! declarations ([`crate::args::check_args`]: kind, dtype, rank, static and broadcast
+//! sizes, and the memory layout the declaration promises) before anything runs, so a
+//! layout that contradicts the declaration is a typed error on every device, never a
+//! silently wrong result.
 //!
 //! On the CPU reference device the fusion runs on [`nvfuser_core::eval::evaluate`]. On a
-//! GPU it runs the kernel of the default schedule
-//! ([`nvfuser_core::scheduler::default_schedule`]), compiled once per input signature
-//! and kept in a bounded LRU of runtimes; a cached call checks the arguments, computes
-//! the signature (a few packed words, no formatting, no hashing of the fusion), finds
-//! the runtime and launches it through [`crate::launch::launch_kernel`].
+//! GPU the core plans the kernel ([`nvfuser_core::scheduler::Registry::decide`], then
+//! [`nvfuser_core::scheduler::Decision::lower`]: the registry's first taker, scheduled
+//! and lowered once, the default schedule as its fallback); the executor compiles it and
+//! keeps the runtime in a bounded LRU keyed by input signature and sizes (a runtime of
+//! equal params is reused for new sizes without compiling). When no single kernel takes
+//! the fusion, its segments run ([`crate::SegmentedRuntime`]). A cached call checks the
+//! arguments, computes the signature (a few packed words, no formatting, no hashing of
+//! the fusion), finds the runtime and launches it through [`crate::launch`].
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,48 +24,23 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::CudaFunction;
 use nvfuser_core::codegen::{IndexType, Kernel};
 use nvfuser_core::eval::{evaluate, EvalInput};
-use nvfuser_core::ir::bind::{self, BoundArg};
-use nvfuser_core::ir::{IterKind, OutputSource, TensorType, ValKind};
+use nvfuser_core::ir::bind::BoundArg;
+use nvfuser_core::ir::OutputSource;
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::{
     check_fits, lower_with, split_host_scalars, vector_alignment, Decision, DeviceInfo,
     HeuristicParams, HostScalarProgram, InputInfo, KernelPlan, PlanError, Registry, RuntimeInfo,
     TensorInfo,
 };
-use nvfuser_core::{DataType, Fusion, ScalarValue};
+use nvfuser_core::{DataType, Fusion};
 use smallvec::SmallVec;
 
+pub use crate::args::Arg;
+use crate::args::{bound_args, check_args};
 use crate::dump::{Dump, DumpFlags};
 use crate::launch::{compile_and_load, launch_kernel_with};
 use crate::profile::{self, KernelProfile, LaunchTimer};
 use crate::{CudaError, Device, Tensor};
-
-/// One argument of a fusion call: a tensor or a scalar.
-#[derive(Clone, Copy, Debug)]
-pub enum Arg<'a> {
-    /// A tensor input.
-    Tensor(&'a Tensor),
-    /// A scalar input.
-    Scalar(ScalarValue),
-}
-
-impl<'a> From<&'a Tensor> for Arg<'a> {
-    fn from(t: &'a Tensor) -> Self {
-        Arg::Tensor(t)
-    }
-}
-
-macro_rules! scalar_args {
-    ($($t:ty),*) => {
-        $(impl From<$t> for Arg<'_> {
-            fn from(v: $t) -> Self {
-                Arg::Scalar(ScalarValue::from(v))
-            }
-        })*
-    };
-}
-
-scalar_args!(f32, f64, i32, i64, bool);
 
 /// Runs one fusion definition on any device, caching what can be cached.
 ///
@@ -316,17 +293,6 @@ pub fn device_info(props: &crate::DeviceProperties) -> DeviceInfo {
         l2_cache_bytes: props.l2_cache_bytes,
         max_grid_dim: props.max_grid_dim,
     }
-}
-
-/// The core's view of call arguments (sizes and scalar values) for `ir::bind` and the
-/// host scalar program.
-fn bound_args<'a>(args: &'a [Arg<'_>]) -> SmallVec<[BoundArg<'a>; 8]> {
-    args.iter()
-        .map(|a| match a {
-            Arg::Tensor(t) => BoundArg::Tensor(t.sizes()),
-            Arg::Scalar(s) => BoundArg::Scalar(*s),
-        })
-        .collect()
 }
 
 /// The heuristics' view of a call on a GPU.
@@ -1152,134 +1118,6 @@ fn unsupported(e: PlanError) -> CudaError {
     CudaError::UnsupportedFusion {
         reason: e.to_string(),
     }
-}
-
-/// Checks arguments against a fusion's input declarations: count, kind, device, dtype,
-/// rank, static and broadcast sizes, the declared layout, scalar values
-/// ([`bind::check_scalar`]) and every extent the fusion equates ([`bind::check_sizes`]).
-/// The segmented runtime checks the original fusion's arguments with it too.
-pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<(), CudaError> {
-    const OP: &str = "fusion call";
-    let inputs = fusion.inputs();
-    if args.len() != inputs.len() {
-        return Err(CudaError::InvalidTensor {
-            op: OP,
-            expected: format!("{} arguments (the fusion's inputs)", inputs.len()),
-            found: format!("{} arguments", args.len()),
-        });
-    }
-    for (i, (&id, arg)) in inputs.iter().zip(args).enumerate() {
-        let val = fusion.val(id);
-        match (&val.kind, arg) {
-            (ValKind::Tensor(tt), Arg::Tensor(t)) => {
-                if t.device() != device {
-                    return Err(CudaError::DeviceMismatch {
-                        op: OP,
-                        expected: device.to_string(),
-                        found: t.device().to_string(),
-                    });
-                }
-                if t.dtype() != val.dtype {
-                    return Err(bad(
-                        i,
-                        format!("a {} tensor", val.dtype),
-                        format!("a {} tensor", t.dtype()),
-                    ));
-                }
-                check_layout(i, tt, t)?;
-            }
-            // The scalar rule of every device (the CPU reference's too).
-            (ValKind::Scalar(_), Arg::Scalar(s)) => bind::check_scalar(i, val.dtype, *s)?,
-            (ValKind::Tensor(_), Arg::Scalar(s)) => {
-                return Err(bad(
-                    i,
-                    format!("a {} tensor", val.dtype),
-                    format!("the scalar {s}"),
-                ))
-            }
-            (ValKind::Scalar(_), Arg::Tensor(t)) => {
-                return Err(bad(
-                    i,
-                    format!("a {} scalar", val.dtype),
-                    format!("a {} tensor", t.dtype()),
-                ))
-            }
-        }
-    }
-    // Every extent the fusion equates (operands of one elementwise op, cat's other
-    // dims, ...): a kernel indexes them all with one extent, so a mismatch would read
-    // out of bounds. The same check as the CPU reference's, with the same message.
-    bind::check_sizes(fusion, &bound_args(args))?;
-    Ok(())
-}
-
-fn bad(index: usize, expected: String, found: String) -> CudaError {
-    CudaError::InvalidTensor {
-        op: "fusion call",
-        expected: format!("argument {index}: {expected}"),
-        found,
-    }
-}
-
-/// Sizes and strides of `t` against the declaration `tt` of input `index`.
-fn check_layout(index: usize, tt: &TensorType, t: &Tensor) -> Result<(), CudaError> {
-    let dims: Vec<_> = tt.shape().collect();
-    if dims.len() != t.rank() {
-        return Err(bad(
-            index,
-            format!("a rank-{} tensor", dims.len()),
-            format!("rank {} (sizes {:?})", t.rank(), t.sizes()),
-        ));
-    }
-    let (sizes, strides) = (t.sizes(), t.strides());
-    for (axis, d) in dims.iter().enumerate() {
-        let size = sizes[axis] as i64;
-        match d.kind {
-            IterKind::Broadcast if size != 1 => {
-                return Err(bad(
-                    index,
-                    format!("size 1 at dim {axis} (declared broadcast)"),
-                    format!("size {size} (sizes {sizes:?})"),
-                ));
-            }
-            IterKind::Expanded if size > 1 && strides[axis] != 0 => {
-                return Err(bad(
-                    index,
-                    format!("stride 0 at dim {axis} (declared expanded)"),
-                    format!("stride {} (strides {strides:?})", strides[axis]),
-                ));
-            }
-            _ => {}
-        }
-        if let Some(n) = d.extent.as_const() {
-            if d.kind != IterKind::Broadcast && n != size {
-                return Err(bad(
-                    index,
-                    format!("static size {n} at dim {axis}"),
-                    format!("size {size} (sizes {sizes:?})"),
-                ));
-            }
-        }
-    }
-    // Walk the declared allocation order from the innermost dim: a dim declared
-    // contiguous must have exactly stride × size of the next inner non-broadcast dim.
-    let mut order: Vec<usize> = (0..dims.len()).collect();
-    order.sort_by_key(|&a| tt.stride_order[a]);
-    let mut expected = 1usize;
-    for &axis in &order {
-        let Some(contiguous) = tt.contiguity[axis] else {
-            continue;
-        };
-        if contiguous && sizes[axis] > 1 && strides[axis] != expected {
-            return Err(bad(
-                index,
-                format!("stride {expected} at dim {axis} (declared contiguous)"),
-                format!("stride {} (strides {strides:?}); declare it non-contiguous or pass a contiguous tensor", strides[axis]),
-            ));
-        }
-        expected = strides[axis].saturating_mul(sizes[axis]).max(expected);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

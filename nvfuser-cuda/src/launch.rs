@@ -26,8 +26,8 @@ use nvfuser_core::scheduler::vector_access_ok;
 use nvfuser_core::Fusion;
 use smallvec::SmallVec;
 
+use crate::args::{check_args, Arg};
 use crate::dump::Dump;
-use crate::executor::{check_args, Arg};
 use crate::profile::LaunchTimer;
 use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 

@@ -36,6 +36,7 @@
 mod dylib;
 mod error;
 
+pub mod args;
 pub mod cache;
 pub mod device;
 pub mod driver;
@@ -49,14 +50,13 @@ pub mod segmented;
 pub mod tensor;
 pub mod testing;
 
+pub use args::{check_args, Arg};
 pub use cache::{CacheKey, CacheOrigin, CacheStats, CachedKernel, KernelCache, KernelRequest};
 pub use device::{Device, DeviceProperties};
 pub use driver::{DriverInfo, DriverVersion};
 pub use dump::{Dump, DumpFlags};
 pub use error::{CompileFailure, CudaError};
-pub use executor::{
-    Arg, ExecutorStats, FusionExecutorCache, InputSignature, DEFAULT_RUNTIME_CAPACITY,
-};
+pub use executor::{ExecutorStats, FusionExecutorCache, InputSignature, DEFAULT_RUNTIME_CAPACITY};
 pub use fusion_cache::{FusionCache, FusionCacheStats};
 pub use nvrtc::{
     compile, compile_with_options, nvrtc_version, CompiledKernel, GpuArch, NvrtcOptions,

@@ -14,7 +14,7 @@ use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{CudaEvent, CudaFunction};
 use serde::{Deserialize, Serialize};
 
-use crate::executor::Arg;
+use crate::args::Arg;
 use crate::{CudaError, Device, Tensor};
 
 /// What one profiled kernel launch did and how fast.

@@ -47,8 +47,9 @@ use nvfuser_core::scheduler::{DeviceInfo, InputInfo, RuntimeInfo, TensorInfo};
 use nvfuser_core::segment::{SegmentValue, SegmentedFusion};
 use nvfuser_core::{Fusion, ScalarValue, ValId};
 
+use crate::args::{check_args, Arg};
 use crate::dump::{Dump, DumpFlags};
-use crate::executor::{check_args, device_info, Arg, FusionExecutorCache, InputSignature};
+use crate::executor::{device_info, FusionExecutorCache, InputSignature};
 use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 
 /// How many argument layouts (signature and sizes) a runtime remembers having compiled

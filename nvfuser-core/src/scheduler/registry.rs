@@ -452,7 +452,7 @@ pub enum PlanError {
     #[error("{0}")]
     Params(SchedulerError),
     /// The chosen schedule failed, and so did the default schedule.
-    #[error("{}the default schedule: {default}", tuned.as_ref().map(|t| format!("{t}; ")).unwrap_or_default())]
+    #[error("{}{default}", tuned.as_ref().map(|t| format!("{t}; ")).unwrap_or_default())]
     Unschedulable {
         /// The tuned scheduler's failure, if one was tried first.
         tuned: Option<String>,
@@ -521,8 +521,8 @@ fn lower_default(fusion: &Fusion, wide: bool, tuned: String) -> Result<KernelPla
     let (sf, kind) =
         super::default_schedule_kind(fusion).map_err(|e| unschedulable(e.to_string()))?;
     let params = HeuristicParams::Default;
-    let (scheduled, kernel) =
-        lower_scheduled(sf, &params, wide).map_err(|e| unschedulable(e.to_string()))?;
+    let (scheduled, kernel) = lower_scheduled(sf, &params, wide)
+        .map_err(|e| unschedulable(format!("the default schedule failed: {e}")))?;
     Ok(KernelPlan {
         scheduler: scheduler_name(&params, Some(kind)),
         params,
