@@ -25,6 +25,7 @@ use cudarc::driver::CudaFunction;
 use nvfuser_core::codegen::{IndexType, Kernel};
 use nvfuser_core::eval::{evaluate, EvalInput};
 use nvfuser_core::ir::bind::BoundArg;
+use nvfuser_core::ir::reads::{CallValues, ReadChecks};
 use nvfuser_core::ir::OutputSource;
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::{
@@ -91,6 +92,10 @@ pub struct FusionExecutorCache {
     segmented: std::sync::OnceLock<crate::SegmentedRuntime>,
     /// Per input: a scalar that extents read (its value selects a runtime).
     extent_scalars: Vec<bool>,
+    /// The data-dependent reads of `fusion` (checked on every GPU call, with the host
+    /// scalars evaluated) and of `kernel` (checked when nothing is launched).
+    reads: ReadChecks,
+    kernel_reads: ReadChecks,
 }
 
 /// Counters of a [`FusionExecutorCache`]'s runtime cache.
@@ -340,6 +345,8 @@ impl FusionExecutorCache {
         FusionExecutorCache {
             forward,
             extent_scalars: extent_scalar_inputs(&kernel),
+            reads: ReadChecks::of(&fusion),
+            kernel_reads: ReadChecks::of(&kernel),
             fusion,
             kernel,
             host,
@@ -603,7 +610,14 @@ impl FusionExecutorCache {
                     found: "an unbound or invalid value".into(),
                 })
         };
-        crate::launch::check_data_dependent_reads_known(&self.fusion, &eval, &scalar)
+        let known = |e: &nvfuser_core::ir::Extent| eval(e).ok();
+        let call = CallValues {
+            extent: &known,
+            scalar: &scalar,
+        };
+        self.reads
+            .check(&self.fusion, &call, false)
+            .map_err(crate::launch::read_error)
     }
 
     /// The fusion's outputs from the kernel fusion's: inputs returned as outputs are
@@ -778,7 +792,14 @@ impl FusionExecutorCache {
         // error even when the result would be empty (as on the CPU reference). Values
         // the kernel fusion computes itself are checked on the whole fusion by
         // `check_reads` before this.
-        crate::launch::check_data_dependent_reads_known(f, &eval, &scalar)?;
+        let known = |e: &nvfuser_core::ir::Extent| eval(e).ok();
+        let call = CallValues {
+            extent: &known,
+            scalar: &scalar,
+        };
+        self.kernel_reads
+            .check(f, &call, false)
+            .map_err(crate::launch::read_error)?;
         let size = |e: &nvfuser_core::ir::Extent| -> Result<usize, CudaError> {
             let n = eval(e)?;
             usize::try_from(n).map_err(|_| CudaError::InvalidTensor {

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaStream};
 use nvfuser_core::codegen::abi::{ArgRef, PackedArgs};
 use nvfuser_core::codegen::{self, IndexType, Kernel, KernelOptions, Requirement};
-use nvfuser_core::ir::{bind, Extent, IterKind, Op, SizeArg, ValKind};
+use nvfuser_core::ir::reads::{CallValues, ReadChecks, ReadError};
+use nvfuser_core::ir::{Extent, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
 use nvfuser_core::scheduler::vector_access_ok;
 use nvfuser_core::Fusion;
@@ -135,7 +136,15 @@ pub(crate) fn launch_kernel_with(
             check_index_type(kernel, t)?;
         }
     }
-    check_data_dependent_reads(fusion, &eval, &scalar)?;
+    let known = |e: &Extent| eval(e).ok();
+    let call = CallValues {
+        extent: &known,
+        scalar: &scalar,
+    };
+    kernel
+        .reads
+        .check(fusion, &call, true)
+        .map_err(read_error)?;
 
     // Output shapes (contiguous, row-major) and launch dims, before anything is
     // allocated.
@@ -321,242 +330,15 @@ pub(crate) fn launch_kernel_with(
     Ok(outputs)
 }
 
-/// Checks, before a launch, the runtime values that decide where data-movement and
-/// indexing ops read, with the CPU reference's rules, so that a kernel never reads
-/// outside its input (those kernels compute the input position from these values
-/// without a bounds check):
-///
-/// - `select`: the index (constant or scalar) in `-size..size` of the selected dim;
-/// - `slice`: bounds given by scalars in `0..=size`;
-/// - `reshape`: as many output elements as input elements;
-/// - `gather`: index sizes no larger than the input's in the other dims;
-///   `take_along_axis`: index sizes equal to the input's there, unless either dim is
-///   declared broadcast.
-///
-/// Index *values* of gather, index_select and take_along_axis are checked by the kernels
-/// themselves: each one is tested, an index outside the input reads nothing (zero) and
-/// sets the device's error flag, reported as a [`CudaError::DeviceAssert`] at the next
-/// download or synchronize (as the CPU reference rejects them). A fusion without these
-/// ops costs one pass over its expressions.
-pub(crate) fn check_data_dependent_reads(
-    fusion: &Fusion,
-    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
-    scalar: &dyn Fn(nvfuser_core::ValId) -> Option<i64>,
-) -> Result<(), CudaError> {
-    check_reads_impl(fusion, eval, scalar, true)
-}
-
-/// [`check_data_dependent_reads`] of a whole fusion before it is split into kernels
-/// (host scalars evaluated): an op whose sizes or bounds are not all known from the
-/// arguments is skipped (its kernel's launch checks it).
-pub(crate) fn check_data_dependent_reads_known(
-    fusion: &Fusion,
-    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
-    scalar: &dyn Fn(nvfuser_core::ValId) -> Option<i64>,
-) -> Result<(), CudaError> {
-    check_reads_impl(fusion, eval, scalar, false)
-}
-
-fn check_reads_impl(
-    fusion: &Fusion,
-    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
-    scalar: &dyn Fn(nvfuser_core::ValId) -> Option<i64>,
-    strict: bool,
-) -> Result<(), CudaError> {
-    let candidate = |op: &Op| {
-        matches!(
-            op,
-            Op::Select { .. }
-                | Op::Slice { .. }
-                | Op::Reshape { .. }
-                | Op::Gather { .. }
-                | Op::TakeAlongAxis { .. }
-                | Op::Reduction {
-                    op: nvfuser_core::ir::ReductionOp::Max | nvfuser_core::ir::ReductionOp::Min,
-                    ..
-                }
-        )
-    };
-    if !fusion.exprs().any(|(_, e)| candidate(&e.op)) {
-        return Ok(());
-    }
-    let live = fusion.live_exprs();
-    let bad = |op: &Op, expected: String, found: String| CudaError::InvalidTensor {
+/// A call a data-dependent read refuses (see [`nvfuser_core::ir::reads`]), as the
+/// launcher's error.
+pub(crate) fn read_error(e: ReadError) -> CudaError {
+    CudaError::InvalidTensor {
         op: "launch",
-        expected: format!("{}: {expected}", op.name()),
-        found,
-    };
-    // Runtime sizes of a tensor (reduction dims included), from its extents.
-    let sizes = |v: nvfuser_core::ValId| -> Result<SmallVec<[i64; 6]>, CudaError> {
-        let mut out = SmallVec::new();
-        if let Some(t) = fusion.tensor_type(v) {
-            for d in t.shape() {
-                let n = eval(&d.extent).map_err(|e| CudaError::InvalidTensor {
-                    op: "launch",
-                    expected: "sizes computable from the arguments".into(),
-                    found: format!("{UNKNOWN}: {e}"),
-                })?;
-                out.push(n.max(0));
-            }
-        }
-        Ok(out)
-    };
-    let value = |e: &nvfuser_core::ir::Expr, a: SizeArg| -> Result<i64, CudaError> {
-        match a {
-            SizeArg::Const(c) => Ok(c),
-            SizeArg::Input(k) => e
-                .inputs
-                .get(k as usize)
-                .and_then(|&v| scalar(v))
-                .ok_or_else(|| {
-                    bad(
-                        &e.op,
-                        "an integer scalar input".into(),
-                        format!("{UNKNOWN}: input {k} of the expression"),
-                    )
-                }),
-        }
-    };
-    let check_one = |e: &nvfuser_core::ir::Expr| -> Result<(), CudaError> {
-        match &e.op {
-            Op::Select { axis, index } => {
-                let size = sizes(e.inputs[0])?.get(*axis).copied().unwrap_or(0);
-                let i = value(e, *index)?;
-                if i < -size || i >= size {
-                    return Err(bad(
-                        &e.op,
-                        format!(
-                            "an index in {}..{size} for dim {axis} of size {size}",
-                            -size
-                        ),
-                        format!("{i}"),
-                    ));
-                }
-            }
-            Op::Slice { ranges } => {
-                let xs = sizes(e.inputs[0])?;
-                for (d, r) in ranges.iter().enumerate() {
-                    let size = xs.get(d).copied().unwrap_or(0);
-                    for (what, a) in [("start", r.start), ("stop", r.stop)] {
-                        if let SizeArg::Input(_) = a {
-                            let v = value(e, a)?;
-                            if v < 0 || v > size {
-                                return Err(bad(
-                                    &e.op,
-                                    format!("a {what} given by a scalar in 0..={size} at dim {d}"),
-                                    format!("{v}"),
-                                ));
-                            }
-                        }
-                    }
-                }
-            }
-            Op::Reshape { sizes: targets } => {
-                // The reference's rule: sizes >= 0 and at most one -1, inferred only from
-                // a nonzero product of the others that divides the element count (so
-                // `[16, 4, -1, 0]` of 0 elements is ambiguous and refused).
-                let from = sizes(e.inputs[0])?;
-                let numel = from.iter().try_fold(1i64, |a, &n| a.checked_mul(n));
-                let mut vals: SmallVec<[i64; 6]> = SmallVec::new();
-                for &a in targets {
-                    vals.push(value(e, a)?);
-                }
-                let inferred = vals.iter().filter(|&&v| v == -1).count();
-                let known = vals.iter().filter(|&&v| v != -1).try_fold(1i64, |a, &v| {
-                    if v < 0 {
-                        None
-                    } else {
-                        a.checked_mul(v)
-                    }
-                });
-                let ok = match (numel, known, inferred) {
-                    (Some(n), Some(k), 0) => k == n,
-                    (Some(n), Some(k), 1) => k != 0 && n % k == 0,
-                    _ => false,
-                };
-                if !ok {
-                    return Err(bad(
-                        &e.op,
-                        format!("sizes with the input's element count (input sizes {from:?})"),
-                        format!("sizes {vals:?}"),
-                    ));
-                }
-            }
-            Op::Gather { axis } | Op::TakeAlongAxis { axis } => {
-                let (xs, is) = (sizes(e.inputs[0])?, sizes(e.inputs[1])?);
-                let kinds = |v| -> SmallVec<[bool; 6]> {
-                    fusion.tensor_type(v).map_or_else(SmallVec::new, |t| {
-                        t.shape().map(|d| d.kind == IterKind::Broadcast).collect()
-                    })
-                };
-                let (xb, ib) = (kinds(e.inputs[0]), kinds(e.inputs[1]));
-                let gather = matches!(e.op, Op::Gather { .. });
-                for d in (0..xs.len().min(is.len())).filter(|d| d != axis) {
-                    let (x, i) = (xs[d], is[d]);
-                    let fits = if gather {
-                        i <= x
-                    } else {
-                        x == i || xb.get(d) == Some(&true) || ib.get(d) == Some(&true)
-                    };
-                    if !fits {
-                        return Err(bad(
-                            &e.op,
-                            format!(
-                                "an index size {} {x} at dim {d} (the input's size)",
-                                if gather { "<=" } else { "equal to" }
-                            ),
-                            format!("{i} (index sizes {is:?}, input sizes {xs:?})"),
-                        ));
-                    }
-                }
-            }
-            _ => {}
-        }
-        Ok(())
-    };
-    // max and min of no elements are not defined: the reference refuses the call when
-    // an output observes them (`bind::observed_empty_reduction`). An extent that only
-    // the call's scalars make empty (a slice to a computed bound) escapes the argument
-    // check, so the rule runs here again with every extent the arguments give (a kernel
-    // of a segment leaves it to the whole fusion: `Fusion::is_segment`). `empty` stays
-    // unallocated unless some reduction is empty.
-    let mut empty: Vec<bool> = Vec::new();
-    let known = |x: &Extent| eval(x).ok();
-    for (id, e) in fusion.exprs() {
-        if !candidate(&e.op) || !live[id.index()] {
-            continue;
-        }
-        if let Op::Reduction { .. } = &e.op {
-            if bind::reduces_empty(fusion, e, &known) {
-                empty.resize(fusion.num_exprs(), false);
-                empty[id.index()] = true;
-            }
-            continue;
-        }
-        match check_one(e) {
-            Err(CudaError::InvalidTensor { ref found, .. })
-                if !strict && found.starts_with(UNKNOWN) => {}
-            other => other?,
-        }
+        expected: format!("{}: {}", e.op, e.expected),
+        found: e.found,
     }
-    let no_elements = |v: nvfuser_core::ValId| bind::has_no_elements(fusion, v, &known);
-    if let Some(id) = bind::observed_empty_reduction(fusion, &empty, &no_elements) {
-        let op = &fusion.expr(id).op;
-        return Err(bad(
-            op,
-            format!(
-                "a non-empty dim to reduce ({} of zero elements is not defined, and an \
-                 output with elements depends on it)",
-                op.name()
-            ),
-            "a reduced dim of size 0".into(),
-        ));
-    }
-    Ok(())
 }
-
-/// How an unknown size or bound is reported (`found`), so a lenient check can skip it.
-const UNKNOWN: &str = "an unknown value";
 
 /// The runtime value of fusion tensor or scalar `id` for the ABI: an input argument or
 /// an output tensor.
@@ -699,7 +481,7 @@ fn dims(
     Ok(out)
 }
 
-/// The launch's checks ([`check_data_dependent_reads`], [`check_requirements`]) of a
+/// The launch's checks (the data-dependent reads, [`check_requirements`]) of a
 /// kernel planned without a GPU (`FusionExecutorCache::plan_kernels`) on the call's
 /// arguments, wherever they live: an argument's address is
 /// stood for by its alignment ([`Tensor::data_alignment`]), which is all the check reads;
@@ -721,7 +503,16 @@ pub(crate) fn check_planned_requirements(
             Arg::Scalar(s) => Some(ArgRef::Scalar(s.cast(fusion.val(id).dtype))),
         }
     };
-    check_data_dependent_reads(fusion, &eval, &scalar)?;
+    // The kernel's own checks name the scheduled fusion's values; these are the kernel
+    // fusion's.
+    let known = |e: &Extent| eval(e).ok();
+    let call = CallValues {
+        extent: &known,
+        scalar: &scalar,
+    };
+    ReadChecks::of(fusion)
+        .check(fusion, &call, true)
+        .map_err(read_error)?;
     check_requirements(
         kernel,
         &arg,
@@ -822,11 +613,12 @@ mod tests {
             shapes.get(p)?.get(axis).map(|&s| s as i64)
         };
         let scalar = |v: ValId| -> Option<i64> { scalars.get(f.input_position(v)?).copied() };
-        let eval = |e: &Extent| -> Result<i64, CudaError> {
-            e.eval(&dim, &scalar)
-                .ok_or(CudaError::NotAGpu { op: "eval" })
+        let extent = |e: &Extent| e.eval(&dim, &scalar);
+        let call = CallValues {
+            extent: &extent,
+            scalar: &scalar,
         };
-        check_data_dependent_reads(f, &eval, &scalar)
+        ReadChecks::of(f).check(f, &call, true).map_err(read_error)
     }
 
     fn expect_err(r: Result<(), CudaError>, needle: &str) {

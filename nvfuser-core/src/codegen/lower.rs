@@ -152,6 +152,7 @@ pub(super) fn lower(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<K
         requirements: l.requirements,
         shared: l.shared,
         body,
+        reads: crate::ir::reads::ReadChecks::of(sf.fusion()),
     })
 }
 

@@ -67,6 +67,9 @@ pub struct Kernel {
     pub shared: Vec<(String, crate::dtype::DataType, i64)>,
     /// The kernel body.
     pub body: Vec<Stmt>,
+    /// The data-dependent reads of its fusion, which the launcher checks on each call's
+    /// arguments (empty for most kernels).
+    pub reads: crate::ir::reads::ReadChecks,
 }
 
 impl Kernel {

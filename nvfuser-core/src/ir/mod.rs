@@ -13,6 +13,7 @@
 pub mod bind;
 mod extent;
 mod ops;
+pub mod reads;
 pub mod structural;
 mod verify;
 
