@@ -197,6 +197,16 @@ pub trait Scheduler: Send + Sync {
     ) -> Result<HeuristicParams, Refusal>;
     /// True for the params this scheduler's heuristics produce.
     fn takes(&self, params: &HeuristicParams) -> bool;
+    /// Whether `params` (from an earlier call) fit these inputs beyond what the kernel
+    /// checks at launch; most kernels fit any sizes.
+    fn fits(
+        &self,
+        _analysis: &Analysis,
+        _params: &HeuristicParams,
+        _info: &RuntimeInfo,
+    ) -> Result<(), SchedulerError> {
+        Ok(())
+    }
     /// The schedule for `params` (checked by the caller).
     fn schedule(
         &self,
@@ -661,8 +671,9 @@ pub fn schedule_with(
 }
 
 /// Checks that `params` fit these inputs beyond what the kernel checks at launch
-/// (divisibility and alignment of vector accesses are launch-time requirements): a
-/// persistent kernel is compiled for one reduced extent.
+/// (divisibility and alignment of vector accesses are launch-time requirements): the
+/// sizes are in range, and the scheduler that takes the params says they fit
+/// ([`Scheduler::fits`]: a persistent kernel is compiled for one reduced extent).
 pub fn check_fits(
     fusion: &Fusion,
     params: &HeuristicParams,
@@ -673,27 +684,25 @@ pub fn check_fits(
             kind: params.kind(),
             reason,
         })?;
-    if let HeuristicParams::InnerPersistent(pp) = params {
-        let pushed = super::push_squeezes(fusion);
-        let fusion = pushed.as_ref().unwrap_or(fusion);
-        let kind = params.kind();
-        let plan = auto::inner::plan(fusion)
-            .map_err(|reason| SchedulerError::NotApplicable { kind, reason })?;
-        let mut h = 1i64;
-        for e in &plan.reduced {
-            h = h.saturating_mul(info.eval(&plan.fusion, e).unwrap_or(-1));
-        }
-        if h != pp.hidden {
-            return Err(SchedulerError::Mismatch {
-                kind,
-                reason: format!(
-                    "compiled for a reduced extent of {} but the inputs have {h}",
-                    pp.hidden
-                ),
-            });
+    let fusion = prepared(fusion);
+    let mut refusal = None;
+    for sch in Registry::standard()
+        .schedulers()
+        .filter(|sch| sch.takes(params))
+    {
+        match sch.analyze(&fusion) {
+            Ok(a) => return sch.fits(&a, params, info),
+            Err(r) => refusal = refusal.or(Some(r)),
         }
     }
-    Ok(())
+    match refusal {
+        // The params' own scheduler (`Default`, `NoOp`) needs no analysis to fit.
+        None => Ok(()),
+        Some(r) => Err(SchedulerError::NotApplicable {
+            kind: params.kind(),
+            reason: r.to_string(),
+        }),
+    }
 }
 
 /// The index type a call needs: 64-bit when some input or output has 2^31 elements or

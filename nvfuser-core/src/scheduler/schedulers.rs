@@ -247,6 +247,34 @@ impl Scheduler for InnerPersistent {
         )
     }
 
+    /// A persistent kernel is compiled for one reduced extent.
+    fn fits(
+        &self,
+        a: &Analysis,
+        params: &HeuristicParams,
+        info: &RuntimeInfo,
+    ) -> Result<(), SchedulerError> {
+        let (Some(plan), HeuristicParams::InnerPersistent(pp)) =
+            (a.get::<auto::inner::InnerPlan>(), params)
+        else {
+            return Ok(());
+        };
+        let mut h = 1i64;
+        for e in &plan.reduced {
+            h = h.saturating_mul(info.eval(&plan.fusion, e).unwrap_or(-1));
+        }
+        if h != pp.hidden {
+            return Err(SchedulerError::Mismatch {
+                kind: self.kind(),
+                reason: format!(
+                    "compiled for a reduced extent of {} but the inputs have {h}",
+                    pp.hidden
+                ),
+            });
+        }
+        Ok(())
+    }
+
     fn schedule(
         &self,
         a: &Analysis,
