@@ -170,9 +170,44 @@ fn expand_to_a_size() -> (Fusion, Vec<Vec<EvalInput>>) {
     (fd.finish().unwrap(), inputs)
 }
 
+/// Dropout shaped by `x.size()`: `where(uniform([x.size(0), x.size(1)]) < p, 0, x * (1 /
+/// (1 - p)))` with `p` a scalar input (the scale computed on the host).
+fn dropout_shaped_by_sizes() -> (Fusion, Vec<Vec<EvalInput>>) {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let p = fd.define_scalar(DataType::F64).unwrap();
+    let n0 = fd.size(x, 0).unwrap();
+    let n1 = fd.size(x, 1).unwrap();
+    let (lo, hi) = (fd.constant(0.0f64), fd.constant(1.0f64));
+    let (seed, off) = (fd.constant(11i64), fd.constant(0i64));
+    let u = fd
+        .uniform(
+            &[Size::Val(n0), Size::Val(n1)],
+            lo,
+            hi,
+            seed,
+            off,
+            DataType::F32,
+        )
+        .unwrap();
+    let dropped = fd.lt(u, p).unwrap();
+    let one = fd.constant(1.0f64);
+    let keep = fd.sub(one, p).unwrap();
+    let scale = fd.div(one, keep).unwrap();
+    let scaled = fd.mul(x, scale).unwrap();
+    let zero = fd.constant(0.0f64);
+    let y = fd.where_(dropped, zero, scaled).unwrap();
+    fd.add_output(y).unwrap();
+    let inputs = vec![
+        vec![tensor(&[3, 4]), float(0.25)],
+        vec![tensor(&[64, 300]), float(0.5)],
+    ];
+    (fd.finish().unwrap(), inputs)
+}
+
 type Case = fn() -> (Fusion, Vec<Vec<EvalInput>>);
 
-const CASES: [(&str, Case); 8] = [
+const CASES: [(&str, Case); 9] = [
     ("full_of_sum", full_of_sum),
     ("full_of_computed_length", full_of_computed_length),
     ("reshape_to_size_and_scalars", reshape_to_size_and_scalars),
@@ -181,6 +216,7 @@ const CASES: [(&str, Case); 8] = [
     ("iota_shaped_by_sizes", iota_shaped_by_sizes),
     ("uniform_shaped_by_sizes", uniform_shaped_by_sizes),
     ("expand_to_a_size", expand_to_a_size),
+    ("dropout_shaped_by_sizes", dropout_shaped_by_sizes),
 ];
 
 fn runtime_info(inputs: &[EvalInput]) -> RuntimeInfo {
