@@ -306,6 +306,16 @@ fn repro(path: &str, gpu: Option<&Device>) -> ! {
     std::process::exit(i32::from(matches!(v, Verdict::Fail(..))));
 }
 
+/// With `NVFUSER_FUZZ_SHOW_REFUSED` set, each refused case's seed and reason on stderr
+/// (to pick a refusal class's cases for `--case`).
+fn show_refused(seed: u64, v: &Verdict) {
+    if let Verdict::Refused(r) = v {
+        if std::env::var_os("NVFUSER_FUZZ_SHOW_REFUSED").is_some() {
+            eprintln!("refused {seed}: {r}");
+        }
+    }
+}
+
 fn cpu_mode(o: &Options) {
     let mut tally = Tally::default();
     let mut stats = run::CpuStats::default();
@@ -323,6 +333,7 @@ fn cpu_mode(o: &Options) {
         if let Verdict::Fail(kind, msg) = &v {
             report_failure(o, &recipe, *kind, msg, None, &mut stats);
         }
+        show_refused(seed, &v);
         tally.add(&v);
     }
     println!(
@@ -491,6 +502,7 @@ fn drive_range(o: &Options, from: u64, end: u64, t0: std::time::Instant) -> Tall
                         Verdict::Fail(kind, m.to_string())
                     }
                 };
+                show_refused(seed, &v);
                 tally.add(&v);
                 if !o.quiet && tally.fusions % 500 == 0 {
                     eprintln!(

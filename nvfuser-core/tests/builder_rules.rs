@@ -148,13 +148,22 @@ fn shape_ops_compute_extents() {
     assert_eq!(dims(&fd, e)[3], (Some(5), IterKind::Expanded));
     let n = fd.size(x, 1).unwrap();
     let r2 = fd.reshape(x, &[Size::Val(n), Size::Const(48)]).unwrap();
+    // A size given by `x.size(1)` has x's own extent for that dim (the value still
+    // reaches the op as its input).
     assert_eq!(
         fd.fusion().tensor_type(r2).unwrap().domain[0].extent,
-        Extent::Scalar(n)
+        fd.fusion().tensor_type(x).unwrap().domain[1].extent
     );
     let (_, last) = fd.fusion().exprs().last().unwrap();
     assert!(matches!(last.op, Op::Reshape { .. }));
     assert_eq!(last.inputs.as_slice(), &[x, n]);
+    // Other integer scalars are extents of their own.
+    let m = fd.mul(n, n).unwrap();
+    let f2 = fd.full(&[Size::Val(m)], n, DataType::I64).unwrap();
+    assert_eq!(
+        fd.fusion().tensor_type(f2).unwrap().domain[0].extent,
+        Extent::Scalar(m)
+    );
 }
 
 /// One test per error class, checking the message says what was expected and found.

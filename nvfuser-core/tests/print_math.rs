@@ -282,24 +282,24 @@ fn dropout() {
     check(
         print_corpus::dropout(),
         expect![[r#"
-        inputs:
-          T0: f32[T0.size(0), T0.size(1)] (contiguity [true, true], order [1, 0])
-          S1: f32
-          S2: i64
-          S3: i64
-        exprs:
-          S4 = size(T0, axis=0) : i64
-          S5 = size(T0, axis=1) : i64
-          T8 = rand(0.0, 1.0, S2, S3, dist=uniform, sizes=[S4, S5]) : f32[S4, S5]
-          T9 = T8 >= S1 : bool[S4, S5]
-          S11 = 1.0 - S1 : f64
-          S12 = reciprocal(S11) : f64
-          T13 = T0 * S12 : f32[T0.size(0), T0.size(1)]
-          T15 = where_(T9, T13, 0.0) : f32[S4, S5]
-        outputs:
-          T15
-          T9
-    "#]],
+            inputs:
+              T0: f32[T0.size(0), T0.size(1)] (contiguity [true, true], order [1, 0])
+              S1: f32
+              S2: i64
+              S3: i64
+            exprs:
+              S4 = size(T0, axis=0) : i64
+              S5 = size(T0, axis=1) : i64
+              T8 = rand(0.0, 1.0, S2, S3, dist=uniform, sizes=[S4, S5]) : f32[T0.size(0), T0.size(1)]
+              T9 = T8 >= S1 : bool[T0.size(0), T0.size(1)]
+              S11 = 1.0 - S1 : f64
+              S12 = reciprocal(S11) : f64
+              T13 = T0 * S12 : f32[T0.size(0), T0.size(1)]
+              T15 = where_(T9, T13, 0.0) : f32[T0.size(0), T0.size(1)]
+            outputs:
+              T15
+              T9
+        "#]],
     );
 }
 

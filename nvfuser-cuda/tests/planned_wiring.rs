@@ -225,3 +225,37 @@ fn k(t0: Tensor<f16, [1, _, _, _]>) -> Tensor<i32, [_, _, _]> {
     assert_eq!(vector(4), 2);
     assert!(vector(16) > 2);
 }
+
+/// Fuzz seed 1500613: `full([t.size(0), 1])` beside `t` in one kernel (a segment of
+/// this fusion). The full's extent was the host-computed scalar and `t`'s its dim, equal
+/// but spelled apart, so the grid was "bound to two extents" and every scheduler refused
+/// the segment. A size given by `x.size(d)` now has x's own extent.
+#[test]
+fn a_size_taken_from_a_tensor_is_that_tensors_extent() {
+    let src = r#"
+fn fuzz_case(t0: Tensor<f32, [17, _]>, t1: Tensor<f64, [_]>) -> (Tensor<f16, [_]>, Tensor<f64, [_, 1]>, Tensor<f16, [_]>) {
+    let t3 = t1.broadcast([false, true]);
+    let s4 = t3.size(0);
+    let t6 = full([s4, 1], 1.5, f16);
+    let t7 = t6 as f32;
+    let t8 = t7.sum([1]);
+    let t9 = t8 as f16;
+    let t10 = t3 as i64;
+    let t13 = t10 - t6;
+    let t14 = t13.squeeze([1]);
+    let t17 = t13 as f32;
+    let t18 = t17.var([1], 0);
+    let t20 = t14.asinh();
+    (t20, t3, t9)
+}
+"#;
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let cpu = nvfuser_cuda::Device::cpu();
+    let t0 = cpu.zeros(nvfuser_core::DataType::F32, [17, 1000]).unwrap();
+    let t1 = cpu.zeros(nvfuser_core::DataType::F64, [1000]).unwrap();
+    let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+    let kernels = exec
+        .plan_kernels(DeviceInfo::h100_for_tests(), &[(&t0).into(), (&t1).into()])
+        .unwrap();
+    assert!(!kernels.is_empty());
+}

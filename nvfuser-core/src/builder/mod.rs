@@ -342,11 +342,32 @@ impl FusionDefinition {
                         }
                     };
                     args.push(SizeArg::Input(pos as u32));
-                    extents.push(Extent::Scalar(v));
+                    extents.push(self.size_extent(v));
                 }
             }
         }
         Ok((args, extents))
+    }
+}
+
+impl FusionDefinition {
+    /// The extent a size given by scalar `v` has: the dim's own extent when `v` is
+    /// `x.size(d)` (equal by definition, and spelled like every other use of that dim, so
+    /// a kernel sees one extent where `full([x.size(0)])` meets `x`), else `v` itself.
+    fn size_extent(&self, v: ValId) -> Extent {
+        let f = &self.fusion;
+        f.val(v)
+            .definition
+            .map(|d| f.expr(d))
+            .and_then(|e| match e.op {
+                Op::Size { axis } => f
+                    .tensor_type(*e.inputs.first()?)?
+                    .shape()
+                    .nth(axis)
+                    .map(|d| d.extent.clone()),
+                _ => None,
+            })
+            .unwrap_or(Extent::Scalar(v))
     }
 }
 
