@@ -138,3 +138,26 @@ fn a_registered_scheduler_takes_what_it_accepts() -> Result<(), Box<dyn std::err
         .any(|r| matches!(r.reason, Refusal::NoReductionShape { .. })));
     Ok(())
 }
+
+#[test]
+fn params_are_checked_by_the_scheduler_that_takes_them() -> Result<(), Box<dyn std::error::Error>> {
+    use nvfuser_core::scheduler::check_fits;
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let y = fd.exp(x)?;
+    fd.add_output(y)?;
+    let f = fd.finish()?;
+    let call = info(&[&[64, 1024]]);
+    // No-op params for a fusion that computes: refused, not a runtime that skips the work.
+    assert!(matches!(
+        check_fits(&f, &HeuristicParams::NoOp, &call),
+        Err(SchedulerError::NotApplicable {
+            kind: SchedulerKind::NoOp,
+            ..
+        })
+    ));
+    assert!(check_fits(&f, &HeuristicParams::Default, &call).is_ok());
+    let decided = Registry::standard().decide(&f, &call)?;
+    assert!(check_fits(&f, decided.params(), &call).is_ok());
+    Ok(())
+}

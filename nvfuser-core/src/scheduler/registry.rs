@@ -415,11 +415,21 @@ impl Registry {
         params: &HeuristicParams,
     ) -> Result<ScheduledFusion, SchedulerError> {
         params.validate()?;
-        let fusion = prepared(fusion);
+        let (s, a) = self.taker(&prepared(fusion), params)?;
+        finish(s.schedule(&a, params)?, params)
+    }
+
+    /// The first scheduler that takes `params` and accepts `fusion` (prepared), with its
+    /// analysis; otherwise why not, as an error of the params' scheduler.
+    fn taker(
+        &self,
+        fusion: &Fusion,
+        params: &HeuristicParams,
+    ) -> Result<(&'static dyn Scheduler, Analysis), SchedulerError> {
         let mut refusal = None;
         for s in self.schedulers().filter(|s| s.takes(params)) {
-            match s.analyze(&fusion) {
-                Ok(a) => return finish(s.schedule(&a, params)?, params),
+            match s.analyze(fusion) {
+                Ok(a) => return Ok((s, a)),
                 Err(r) => refusal = refusal.or(Some(r)),
             }
         }
@@ -490,35 +500,19 @@ pub fn lower_with(
         });
     }
     params.validate().map_err(|e| PlanError::Params(e.into()))?;
-    let fusion = prepared(fusion);
-    let mut refusal = None;
-    for s in Registry::standard()
-        .schedulers()
-        .filter(|s| s.takes(params))
-    {
-        match s.analyze(&fusion) {
-            Ok(a) => {
-                let (scheduled, kernel) = s
-                    .schedule(&a, params)
-                    .and_then(|sf| lower_scheduled(sf, params, wide))
-                    .map_err(PlanError::Params)?;
-                return Ok(Some(KernelPlan {
-                    params: params.clone(),
-                    scheduler: scheduler_name(params, None),
-                    scheduled,
-                    kernel,
-                    fallback: None,
-                }));
-            }
-            Err(r) => refusal = refusal.or(Some(r)),
-        }
-    }
-    Err(PlanError::Params(SchedulerError::NotApplicable {
-        kind: params.kind(),
-        reason: refusal.map_or_else(
-            || "no registered scheduler takes these params".into(),
-            |r| r.to_string(),
-        ),
+    let (s, a) = Registry::standard()
+        .taker(&prepared(fusion), params)
+        .map_err(PlanError::Params)?;
+    let (scheduled, kernel) = s
+        .schedule(&a, params)
+        .and_then(|sf| lower_scheduled(sf, params, wide))
+        .map_err(PlanError::Params)?;
+    Ok(Some(KernelPlan {
+        params: params.clone(),
+        scheduler: scheduler_name(params, None),
+        scheduled,
+        kernel,
+        fallback: None,
     }))
 }
 
@@ -684,25 +678,13 @@ pub fn check_fits(
             kind: params.kind(),
             reason,
         })?;
-    let fusion = prepared(fusion);
-    let mut refusal = None;
-    for sch in Registry::standard()
-        .schedulers()
-        .filter(|sch| sch.takes(params))
-    {
-        match sch.analyze(&fusion) {
-            Ok(a) => return sch.fits(&a, params, info),
-            Err(r) => refusal = refusal.or(Some(r)),
-        }
+    if matches!(params, HeuristicParams::Default) {
+        // Compiled for any sizes; its analysis would be the whole default schedule.
+        return Ok(());
     }
-    match refusal {
-        // The params' own scheduler (`Default`, `NoOp`) needs no analysis to fit.
-        None => Ok(()),
-        Some(r) => Err(SchedulerError::NotApplicable {
-            kind: params.kind(),
-            reason: r.to_string(),
-        }),
-    }
+    // NoOp params are checked too: the no-op scheduler refuses a fusion that computes.
+    let (s, a) = Registry::standard().taker(&prepared(fusion), params)?;
+    s.fits(&a, params, info)
 }
 
 /// The index type a call needs: 64-bit when some input or output has 2^31 elements or
