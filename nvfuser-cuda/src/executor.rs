@@ -537,6 +537,10 @@ impl FusionExecutorCache {
     /// reaches (the reshape whose size an `iota` reads), or one in a segment, is checked
     /// as the CPU reference checks it, before anything is launched.
     fn check_reads(&self, args: &[Arg<'_>]) -> Result<(), CudaError> {
+        // The common case on the cached path: nothing data-dependent to check.
+        if self.reads.is_empty() {
+            return Ok(());
+        }
         // Original value ids: the fusion's inputs keep their positions, the host
         // program's results follow them (the kernel fusion's own ids are renumbered).
         let f = &self.fusion;
