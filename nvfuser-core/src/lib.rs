@@ -12,6 +12,7 @@ pub mod error;
 pub mod eval;
 pub mod ir;
 pub mod philox;
+pub mod plan;
 pub mod print;
 pub mod sched;
 pub mod scheduler;

@@ -32,7 +32,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const DUMP_VAR: &str = "NVFUSER_DUMP";
 
 /// The names `NVFUSER_DUMP` accepts.
-pub const DUMP_NAMES: &[&str] = &["ir", "scheduler", "scheduled", "cuda", "launch", "all"];
+pub const DUMP_NAMES: &[&str] = &[
+    "ir",
+    "scheduler",
+    "plan",
+    "scheduled",
+    "cuda",
+    "launch",
+    "all",
+];
 
 /// A set of dump stages.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -52,8 +60,11 @@ impl DumpFlags {
     /// Which scheduler took the fusion, why the others refused, and its params, when a
     /// runtime is built.
     pub const SCHEDULER: DumpFlags = DumpFlags(16);
+    /// The execution plan (host scalars, segments, kernels, value maps), when a runtime
+    /// is built.
+    pub const PLAN: DumpFlags = DumpFlags(32);
     /// Every stage.
-    pub const ALL: DumpFlags = DumpFlags(31);
+    pub const ALL: DumpFlags = DumpFlags(63);
 
     /// Whether every stage of `other` is in `self`.
     #[inline]
@@ -89,6 +100,7 @@ impl fmt::Debug for DumpFlags {
             (DumpFlags::CUDA, "cuda"),
             (DumpFlags::LAUNCH, "launch"),
             (DumpFlags::SCHEDULER, "scheduler"),
+            (DumpFlags::PLAN, "plan"),
         ]
         .iter()
         .filter(|(flag, _)| self.contains(*flag))
@@ -113,6 +125,7 @@ pub fn parse_dump_spec(spec: &str) -> (DumpFlags, Vec<String>) {
             "cuda" => DumpFlags::CUDA,
             "launch" => DumpFlags::LAUNCH,
             "scheduler" => DumpFlags::SCHEDULER,
+            "plan" => DumpFlags::PLAN,
             "all" => DumpFlags::ALL,
             _ => {
                 unknown.push(item.trim().to_owned());
@@ -264,7 +277,7 @@ mod tests {
         assert_eq!(parse_dump_spec(""), (DumpFlags::NONE, vec![]));
         assert_eq!(parse_dump_spec("ir"), (DumpFlags::IR, vec![]));
         assert_eq!(
-            parse_dump_spec("ir,scheduler,scheduled,cuda,launch").0,
+            parse_dump_spec("ir,scheduler,plan,scheduled,cuda,launch").0,
             DumpFlags::ALL
         );
         assert_eq!(

@@ -46,6 +46,7 @@ pub mod fusion_cache;
 pub mod launch;
 pub mod nvrtc;
 pub mod profile;
+pub mod runtime;
 pub mod segmented;
 pub mod tensor;
 pub mod testing;

@@ -1,23 +1,21 @@
 //! Running a segmented fusion: one kernel per segment, intermediates in device memory.
 //!
-//! [`SegmentedRuntime`] is what runs a fusion that no single scheduler takes. It
-//! segments the fusion once ([`SegmentedFusion::new`], which looks at the definition
-//! only) and keeps one [`FusionExecutorCache`] per segment, so every segment caches its
-//! compiled kernels per input signature like any fusion, and the whole runtime is reused
-//! call after call. A call:
+//! [`SegmentedRuntime`] runs a fusion as the segments of a given segmentation: made by
+//! [`SegmentedFusion::new`] (which looks at the definition only), or elsewhere with a
+//! custom rule. It is a view over the one runtime every fusion runs on: a
+//! [`FusionExecutorCache`] whose planner keeps this segmentation
+//! ([`FusionExecutorCache::with_segmentation`]), so on a GPU a call plans each segment
+//! for the sizes it will see (intermediate sizes follow from the inputs), compiles the
+//! plan's kernels in parallel on the first call with these layouts and sizes, and runs
+//! them in order, each on arguments gathered through its input map (original inputs,
+//! earlier segments' outputs, extents of original inputs as `i64` scalars);
+//! intermediates stay in device memory and are dropped right after their last reader
+//! (stream-ordered frees). A fusion that no single kernel takes is segmented the same
+//! way by any [`FusionExecutorCache`]; this type adds the segment-by-segment view
+//! ([`SegmentedRuntime::segment_args`], [`SegmentedRuntime::run_segment`]).
 //!
-//! 1. checks the arguments against the original fusion's declarations;
-//! 2. on a GPU, the first time these argument layouts and sizes are seen, generates the
-//!    kernels of all segments for the sizes each segment will see (intermediate sizes
-//!    follow from the inputs) and compiles them in parallel through the
-//!    [`KernelCache`], so the segments' own builds below only load them;
-//! 3. runs the segments in order, each on arguments gathered through its input map
-//!    (original inputs, earlier segments' outputs, extents of original inputs as `i64`
-//!    scalars); intermediates stay in device memory and are dropped right after their
-//!    last reader (stream-ordered frees);
-//! 4. returns the original fusion's outputs.
-//!
-//! On the CPU reference device the segments run one by one on the evaluator.
+//! On the CPU reference device the segments run one by one on the evaluator, through
+//! their maps.
 //!
 //! ```
 //! use nvfuser_core::prelude::*;
@@ -40,31 +38,25 @@
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
-use nvfuser_core::ir::ValKind;
-use nvfuser_core::scheduler::{DeviceInfo, InputInfo, RuntimeInfo, TensorInfo};
+use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
 use nvfuser_core::segment::{SegmentValue, SegmentedFusion};
 use nvfuser_core::{Fusion, ScalarValue, ValId};
 
 use crate::args::{check_args, Arg};
-use crate::dump::{Dump, DumpFlags};
-use crate::executor::{device_info, FusionExecutorCache, InputSignature};
-use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
-
-/// How many argument layouts (signature and sizes) a runtime remembers having compiled
-/// ahead for; older ones are forgotten (the segments' executors keep their kernels).
-const PREPARED_CAPACITY: usize = 16;
+use crate::dump::Dump;
+use crate::executor::{runtime_info_for, ExecutorStats, FusionExecutorCache};
+use crate::{CudaError, Device, Tensor};
 
 /// Runs a fusion as a sequence of segments (see the module documentation).
 #[derive(Debug)]
 pub struct SegmentedRuntime {
     segmented: SegmentedFusion,
+    /// The whole fusion on the one runtime, planned with this segmentation.
+    whole: FusionExecutorCache,
+    /// Each segment alone, for [`SegmentedRuntime::run_segment`] and the CPU device.
     executors: Vec<FusionExecutorCache>,
-    prepared: Mutex<Vec<(InputSignature, Vec<usize>)>>,
     runs: AtomicU64,
-    parallel_compiles: AtomicU64,
-    dump: Option<Dump>,
 }
 
 /// Counters of a [`SegmentedRuntime`].
@@ -72,15 +64,15 @@ pub struct SegmentedRuntime {
 pub struct SegmentedStats {
     /// Calls of [`SegmentedRuntime::run`].
     pub runs: u64,
-    /// Kernels compiled ahead, in parallel, on first calls.
-    pub parallel_compiles: u64,
+    /// The runtime cache of the whole fusion (GPU calls: plans built, reused, hit).
+    pub runtime: ExecutorStats,
 }
 
 impl SegmentedRuntime {
-    /// Segments `fusion` with the scheduler registry and prepares one executor per
-    /// segment. Errors: [`CudaError::UnsupportedFusion`] when some expression cannot be
-    /// scheduled even alone, or when an output updates an input in place (the segmented
-    /// runtime does not write into inputs).
+    /// Segments `fusion` with the scheduler registry and prepares its runtime. Errors:
+    /// [`CudaError::UnsupportedFusion`] when some expression cannot be scheduled even
+    /// alone, or when an output updates an input in place (the segmented runtime does
+    /// not write into inputs).
     pub fn new(fusion: Fusion) -> Result<SegmentedRuntime, CudaError> {
         let segmented =
             SegmentedFusion::new(&fusion).map_err(|e| CudaError::UnsupportedFusion {
@@ -110,28 +102,23 @@ impl SegmentedRuntime {
             .map(|s| FusionExecutorCache::new(s.fusion().clone()))
             .collect();
         Ok(SegmentedRuntime {
+            whole: FusionExecutorCache::with_segmentation(segmented.clone()),
             segmented,
             executors,
-            prepared: Mutex::new(Vec::new()),
             runs: AtomicU64::new(0),
-            parallel_compiles: AtomicU64::new(0),
-            dump: None,
         })
     }
 
     /// Gives this runtime (and its segments' executors) its own dump instead of the
-    /// process's `NVFUSER_DUMP`. The segmentation is printed under the `ir` stage.
+    /// process's `NVFUSER_DUMP`. The segmentation is printed under the `ir` stage and
+    /// the plan under `plan`.
     pub fn with_dump(mut self, dump: Dump) -> Self {
         self.executors = std::mem::take(&mut self.executors)
             .into_iter()
             .map(|e| FusionExecutorCache::new(e.fusion().clone()).with_dump(dump.clone()))
             .collect();
-        self.dump = Some(dump);
+        self.whole = FusionExecutorCache::with_segmentation(self.segmented.clone()).with_dump(dump);
         self
-    }
-
-    fn dump(&self) -> &Dump {
-        self.dump.as_ref().unwrap_or_else(|| Dump::from_env())
     }
 
     /// The segmentation: segments, schedulers, maps.
@@ -144,7 +131,12 @@ impl SegmentedRuntime {
         self.segmented.original()
     }
 
-    /// The executor of segment `index` (its kernel cache and stats).
+    /// The executor of the whole fusion (its runtime cache, plans and stats).
+    pub fn whole(&self) -> &FusionExecutorCache {
+        &self.whole
+    }
+
+    /// The executor of segment `index` run alone (see [`SegmentedRuntime::run_segment`]).
     pub fn executor(&self, index: usize) -> Option<&FusionExecutorCache> {
         self.executors.get(index)
     }
@@ -153,7 +145,7 @@ impl SegmentedRuntime {
     pub fn stats(&self) -> SegmentedStats {
         SegmentedStats {
             runs: self.runs.load(Ordering::Relaxed),
-            parallel_compiles: self.parallel_compiles.load(Ordering::Relaxed),
+            runtime: self.whole.stats(),
         }
     }
 
@@ -218,12 +210,12 @@ impl SegmentedRuntime {
     /// Checks `args` against the original fusion and runs every segment in order on
     /// `device`; returns the original fusion's outputs.
     pub fn run(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
-        let fusion = self.segmented.original();
-        check_args(fusion, device, args)?;
         self.runs.fetch_add(1, Ordering::Relaxed);
         if device.is_gpu() {
-            self.prepare(device, args)?;
+            return self.whole.run(device, args);
         }
+        let fusion = self.segmented.original();
+        check_args(fusion, device, args)?;
         // Original values by id: inputs first, then every segment's outputs.
         let mut tensors: Vec<Option<Tensor>> = vec![None; fusion.num_vals()];
         let mut scalars: Vec<Option<ScalarValue>> = vec![None; fusion.num_vals()];
@@ -264,188 +256,35 @@ impl SegmentedRuntime {
             .collect()
     }
 
-    /// Generates every segment's kernel for the sizes it will see with `args` and
-    /// compiles them in parallel into the [`KernelCache`] (once per argument layout and
-    /// sizes); the segments' executors then only load them. Returns how many kernels it
-    /// compiled now (0 when this layout was prepared before). A kernel whose sizes cannot
-    /// be predicted is left to its executor; failures here are not errors (the run
-    /// reports them).
+    /// Plans every segment for the sizes it will see with `args` and compiles their
+    /// kernels in parallel (once per argument layout and sizes: the runtime is then
+    /// cached). Returns how many kernels it compiled now (0 when the runtime was built
+    /// before, or on the CPU device).
     pub fn compile(&self, device: &Device, args: &[Arg<'_>]) -> Result<usize, CudaError> {
-        check_args(self.segmented.original(), device, args)?;
-        self.prepare(device, args)
-    }
-
-    fn prepare(&self, device: &Device, args: &[Arg<'_>]) -> Result<usize, CudaError> {
-        let Some(props) = device.properties() else {
-            return Ok(0);
-        };
-        let key = (
-            InputSignature::of(device, args),
-            args.iter()
-                .flat_map(|a| match a {
-                    Arg::Tensor(t) => {
-                        let mut v = vec![usize::MAX - t.rank()];
-                        v.extend_from_slice(t.sizes());
-                        v
-                    }
-                    Arg::Scalar(_) => Vec::new(),
-                })
-                .collect::<Vec<usize>>(),
-        );
-        {
-            let prepared = self.lock();
-            if prepared.contains(&key) {
-                return Ok(0);
-            }
-        }
-        if !self.segmented.is_segmented() {
-            self.remember(key);
+        if !device.is_gpu() {
+            check_args(self.fusion(), device, args)?;
             return Ok(0);
         }
-        let dump = self.dump();
-        dump.section(DumpFlags::IR, "ir", "segments", &self.segmented);
-        let infos: Vec<Option<RuntimeInfo>> = (0..self.executors.len())
-            .map(|k| self.segment_runtime_info(k, device_info(props), args))
-            .collect();
-        // Generate in parallel (scheduling and lowering take time too), then compile the
-        // sources in parallel through the kernel cache.
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(self.executors.len())
-            .max(1);
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let mut sources: Vec<(String, String)> = Vec::new();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut done = Vec::new();
-                        loop {
-                            let k = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(info) = infos.get(k) else {
-                                break done;
-                            };
-                            let Some(info) = info else { continue };
-                            if let Ok((_, Some(kernel))) =
-                                self.executors[k].generate_for(info, None)
-                            {
-                                done.push((kernel.cuda_source(), kernel.abi.name.clone()));
-                            }
-                        }
-                    })
-                })
-                .collect();
-            for h in handles {
-                match h.join() {
-                    Ok(done) => sources.extend(done),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
-        });
-        let options = NvrtcOptions::new(props.arch());
-        let requests: Vec<KernelRequest<'_>> = sources
-            .iter()
-            .map(|(src, name)| KernelRequest::new(src, name, &options))
-            .collect();
-        let compiled = KernelCache::global()
-            .compile_many(&requests)
-            .into_iter()
-            .filter(|r| r.is_ok())
-            .count();
-        self.parallel_compiles
-            .fetch_add(compiled as u64, Ordering::Relaxed);
-        self.remember(key);
-        Ok(compiled)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(InputSignature, Vec<usize>)>> {
-        self.prepared.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn remember(&self, key: (InputSignature, Vec<usize>)) {
-        let mut prepared = self.lock();
-        if !prepared.contains(&key) {
-            if prepared.len() >= PREPARED_CAPACITY {
-                prepared.remove(0);
-            }
-            prepared.push(key);
-        }
+        let before = self.whole.stats().misses;
+        let plan = self.whole.plan(device, args)?;
+        Ok(if self.whole.stats().misses > before {
+            plan.kernels().count()
+        } else {
+            0
+        })
     }
 
     /// What the heuristics of segment `index` will see when the fusion runs on `args`
     /// on a GPU described by `device`: original inputs as they are, intermediates as
     /// fresh contiguous 16-byte-aligned allocations of their predicted sizes, extents as
-    /// integers. `None` when a size cannot be predicted from the inputs (it depends on
-    /// a computed scalar) or `index` is out of range. The runtime generates and compiles
-    /// every segment's kernel from this ahead of the first run.
+    /// integers ([`nvfuser_core::plan::segment_info`]). `None` when a size cannot be
+    /// predicted from the inputs or `index` is out of range.
     pub fn segment_runtime_info(
         &self,
         index: usize,
         device: DeviceInfo,
         args: &[Arg<'_>],
     ) -> Option<RuntimeInfo> {
-        let fusion = self.segmented.original();
-        let dim = |t: ValId, axis: usize| -> Option<i64> {
-            match args.get(fusion.input_position(t)?)? {
-                Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
-                Arg::Scalar(_) => None,
-            }
-        };
-        let scalar = |v: ValId| -> Option<i64> {
-            match args.get(fusion.input_position(v)?)? {
-                Arg::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
-                Arg::Tensor(_) => None,
-            }
-        };
-        let inputs =
-            self.segmented
-                .segments()
-                .get(index)?
-                .inputs()
-                .iter()
-                .map(|x| match x {
-                    SegmentValue::Extent(e) => dim(e.tensor, e.axis as usize)
-                        .map(|n| InputInfo::Scalar(ScalarValue::Int(n))),
-                    SegmentValue::Val(v) => {
-                        if let Some(p) = fusion.input_position(*v) {
-                            return args.get(p).map(arg_info);
-                        }
-                        let val = fusion.val(*v);
-                        let ValKind::Tensor(t) = &val.kind else {
-                            return None;
-                        };
-                        let sizes = t
-                            .shape()
-                            .map(|d| d.extent.eval(&dim, &scalar).map(|n| n.max(0) as usize))
-                            .collect::<Option<Vec<usize>>>()?;
-                        let strides = crate::contiguous_strides(&sizes)
-                            .into_iter()
-                            .map(|s| s as i64)
-                            .collect();
-                        Some(InputInfo::Tensor(TensorInfo {
-                            dtype: val.dtype,
-                            sizes: sizes.iter().map(|&s| s as i64).collect(),
-                            strides,
-                            alignment: 16,
-                        }))
-                    }
-                })
-                .collect::<Option<Vec<_>>>()?;
-        Some(RuntimeInfo { device, inputs })
-    }
-}
-
-/// One argument as the heuristics see it (as `executor::runtime_info` does).
-fn arg_info(arg: &Arg<'_>) -> InputInfo {
-    match arg {
-        Arg::Tensor(t) => InputInfo::Tensor(TensorInfo {
-            dtype: t.dtype(),
-            sizes: t.sizes().iter().map(|&s| s as i64).collect(),
-            strides: t.strides().iter().map(|&s| s as i64).collect(),
-            alignment: t
-                .cuda_address()
-                .map_or(16, |p| 1u32 << p.trailing_zeros().min(4)),
-        }),
-        Arg::Scalar(s) => InputInfo::Scalar(*s),
+        nvfuser_core::plan::segment_info(&self.segmented, index, &runtime_info_for(device, args))
     }
 }

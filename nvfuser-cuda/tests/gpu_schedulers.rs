@@ -232,10 +232,9 @@ fn unschedulable_fusions_run_segmented_through_the_executor() {
         let n = run_and_compare(&device, &exec, &inputs, None, &tolerance)
             .unwrap_or_else(|m| panic!("{name}: {m}"));
         let seg = exec
-            .segmented_runtime()
+            .segmentation()
             .unwrap_or_else(|| panic!("{name}: expected a segmented run"));
         let kinds: Vec<String> = seg
-            .segmented()
             .segments()
             .iter()
             .map(|s| format!("{:?}", s.scheduler()))
@@ -244,7 +243,13 @@ fn unschedulable_fusions_run_segmented_through_the_executor() {
             "{name}: {n} outputs match the CPU reference, run as {} segments {kinds:?}",
             kinds.len()
         );
-        // A second call reuses the segmented runtime.
+        // A second call reuses the segmented runtime: nothing is planned or compiled.
+        let misses = exec.stats().misses;
         run_and_compare(&device, &exec, &inputs, None, &tolerance).unwrap();
+        assert_eq!(
+            exec.stats().misses,
+            misses,
+            "{name}: the second call rebuilt"
+        );
     }
 }

@@ -471,6 +471,30 @@ pub enum PlanError {
     /// failing to schedule).
     #[error("{0}")]
     Params(SchedulerError),
+    /// Params given by the caller are out of range or do not fit the call (another
+    /// scheduler's, or compiled for other sizes).
+    #[error("{0}")]
+    InvalidParams(SchedulerError),
+    /// The host scalar program failed on these inputs.
+    #[error("{0}")]
+    Inputs(crate::Error),
+    /// No single kernel takes the fusion, and segmenting it failed.
+    #[error("{0}")]
+    Segmentation(String),
+    /// A segment's input sizes cannot be computed from the call's inputs.
+    #[error("segment {segment}: its sizes cannot be computed from the inputs")]
+    SegmentSizes {
+        /// The segment's index.
+        segment: usize,
+    },
+    /// A segment could not be planned.
+    #[error("segment {segment}: {error}")]
+    Segment {
+        /// The segment's index.
+        segment: usize,
+        /// Why.
+        error: Box<PlanError>,
+    },
     /// The chosen schedule failed, and so did the default schedule.
     #[error("{}{default}", tuned.as_ref().map(|t| format!("{t}; ")).unwrap_or_default())]
     Unschedulable {

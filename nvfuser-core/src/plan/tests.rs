@@ -1,0 +1,122 @@
+use super::*;
+use crate::builder::Size;
+use crate::scheduler::{DeviceInfo, SchedulerKind};
+use crate::{DataType, FusionDefinition};
+
+fn h100(inputs: &[(DataType, &[i64])]) -> RuntimeInfo {
+    RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), inputs)
+}
+
+#[test]
+fn a_norm_is_one_segment_with_its_kernel() {
+    let f = crate::workloads::layer_norm(DataType::BF16).unwrap();
+    let info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &[
+            (DataType::BF16, &[4096, 8192]),
+            (DataType::BF16, &[8192]),
+            (DataType::BF16, &[8192]),
+        ],
+    );
+    let p = plan(&f, &info).unwrap();
+    assert!(!p.segmented);
+    assert_eq!(p.segments.len(), 1);
+    let s = &p.segments[0];
+    assert_eq!(s.scheduler, "inner persistent");
+    assert_eq!(s.params.kind(), SchedulerKind::InnerPersistent);
+    assert_eq!(s.inputs.len(), f.inputs().len());
+    assert_eq!(p.kernels().count(), 1);
+    let text = p.to_string();
+    assert!(
+        text.starts_with("execution plan: 1 segment, 1 kernel"),
+        "{text}"
+    );
+    assert!(text.contains("pointwise: refused"), "{text}");
+}
+
+#[test]
+fn a_forced_boundary_gives_segments_with_value_maps() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let y = fd.relu(x).unwrap();
+    let y = fd.segment_set(y).unwrap();
+    let s = fd.sum(y, &[1], false).unwrap();
+    fd.add_output(s).unwrap();
+    let f = fd.finish().unwrap();
+    let p = plan(&f, &h100(&[(DataType::F32, &[1024, 1024])])).unwrap();
+    assert!(p.segmented);
+    assert_eq!(p.segments.len(), 2);
+    // The second segment reads what the first wrote.
+    let SegmentValue::Val(mid) = p.segments[1].inputs[0] else {
+        panic!("{:?}", p.segments[1].inputs)
+    };
+    assert_eq!(p.segments[0].outputs, [mid]);
+    assert_eq!(p.segments[1].outputs, [f.outputs()[0].val]);
+    assert!(p.segments[1].release.contains(&mid) || p.segments[0].release.contains(&mid));
+    assert_eq!(p.segments[1].params.kind(), SchedulerKind::Reduction);
+    let text = p.to_string();
+    assert!(
+        text.contains("(segmented)") && text.contains("inputs:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn host_scalars_are_part_of_the_plan() {
+    // full([n * 2], x.size(0)) + iota: the length is computed on the host.
+    let mut fd = FusionDefinition::new();
+    let n = fd.define_scalar(DataType::I64).unwrap();
+    let two = fd.constant(crate::ScalarValue::Int(2));
+    let m = fd.mul(n, two).unwrap();
+    let c = fd.constant(crate::ScalarValue::Float(1.5));
+    let t = fd.full(&[Size::Val(m)], c, DataType::F32).unwrap();
+    fd.add_output(t).unwrap();
+    let f = fd.finish().unwrap();
+    let info = RuntimeInfo {
+        device: DeviceInfo::h100_for_tests(),
+        inputs: vec![InputInfo::Scalar(crate::ScalarValue::Int(512))],
+    };
+    let p = plan(&f, &info).unwrap();
+    let host = p.host.as_ref().expect("a host program");
+    assert_eq!(host.computed().len(), 1);
+    assert!(p.to_string().contains("host scalars"), "{p}");
+    // The kernel fusion takes the computed length as its second input.
+    assert_eq!(p.segments[0].inputs.len(), 2);
+}
+
+#[test]
+fn plans_serialize_as_records() {
+    let f = crate::workloads::softmax(DataType::F32).unwrap();
+    let p = plan(&f, &h100(&[(DataType::F32, &[256, 1024])])).unwrap();
+    let json = serde_json::to_string(&p).unwrap();
+    let back: PlanRecord = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, p.record());
+    let k = back.segments[0].kernel.as_ref().unwrap();
+    assert!(k.cuda.contains("extern \"C\" __global__"), "{}", k.cuda);
+    assert!(!k.wide);
+}
+
+#[test]
+fn decisions_for_new_sizes_say_whether_a_plan_serves_them() {
+    let f = crate::workloads::gelu_tanh(DataType::BF16).unwrap();
+    let planner = FusionPlanner::new(f);
+    let small = h100(&[(DataType::BF16, &[1024, 1024])]);
+    let d = planner.decide(&small, None, false).unwrap();
+    let p = planner.lower(&d).unwrap();
+    assert!(d.same_kernels(&p));
+    // The same layout at other sizes may or may not run the same kernel; a 64-bit call
+    // never does.
+    let d_wide = planner.decide(&small, None, true).unwrap();
+    assert!(!d_wide.same_kernels(&p));
+}
+
+#[test]
+fn user_params_that_do_not_fit_are_invalid() {
+    let f = crate::workloads::softmax(DataType::F32).unwrap();
+    let planner = FusionPlanner::new(f);
+    let info = h100(&[(DataType::F32, &[256, 1024])]);
+    let err = planner
+        .decide(&info, Some(&HeuristicParams::NoOp), false)
+        .unwrap_err();
+    assert!(matches!(err, PlanError::InvalidParams(_)), "{err:?}");
+}

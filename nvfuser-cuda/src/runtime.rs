@@ -1,0 +1,550 @@
+//! A compiled execution plan and the runtime cache that keeps them.
+//!
+//! A [`Runtime`] is an [`ExecutionPlan`] (decided in `nvfuser-core`) with each of its
+//! kernels compiled and loaded. The executor keeps runtimes in a bounded LRU keyed by
+//! the call's [`InputSignature`] and sizes. Running one ([`execute`]) is the same code
+//! for one segment or many: the common case, one kernel of the whole kernel fusion,
+//! launches on the call's arguments directly; segments run in order on arguments
+//! gathered through their input maps (the call's arguments, earlier segments' outputs,
+//! extents of input tensors), and intermediates are dropped after their last reader
+//! (stream-ordered frees).
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaFunction;
+use nvfuser_core::ir::reads::{CallValues, ReadChecks};
+use nvfuser_core::plan::{Decisions, ExecutionPlan, FusionPlanner, PlannedKernel};
+use nvfuser_core::scheduler::{vector_alignment, HeuristicParams};
+use nvfuser_core::segment::SegmentValue;
+use nvfuser_core::{DataType, Fusion, ScalarValue, ValId};
+use smallvec::SmallVec;
+
+use crate::args::Arg;
+use crate::dump::Dump;
+use crate::launch::launch_kernel_with;
+use crate::profile::LaunchTimer;
+use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
+
+/// What selects a compiled runtime: device, index width, and per argument the dtype,
+/// rank, which dims are contiguous, size 1 or stride 0 (broadcast/expanded), and the
+/// alignment class of its vector accesses ([`vector_alignment`]: the largest power of
+/// two, at most 16 bytes, dividing the data address and every non-unit stride in bytes,
+/// so two views of one shape with row pitches 68 and 66 never share a kernel's 16-byte
+/// vectors). Sizes are not part of it: a new batch size reuses the runtime when the
+/// heuristics pick the same kernel. Packed into words so a lookup compares a few
+/// integers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputSignature(SmallVec<[u64; 8]>);
+
+impl InputSignature {
+    /// The signature of a call (arguments already checked).
+    pub fn of(device: &Device, args: &[Arg<'_>]) -> InputSignature {
+        let mut words: SmallVec<[u64; 8]> = SmallVec::new();
+        let mut wide = false;
+        words.push(device.ordinal().map_or(u64::MAX, |o| o as u64));
+        for arg in args {
+            match arg {
+                Arg::Tensor(t) => {
+                    wide |= crate::launch::extent_elements(t) >= 1 << 31;
+                    // What vector accesses compiled for this call assume: the address
+                    // and every row pitch aligned to this many bytes (a view of pitch 66
+                    // f32s must not reuse the 16-byte vectors compiled for pitch 68).
+                    let align = vector_alignment(
+                        t.data_alignment() as u64,
+                        t.sizes(),
+                        t.strides(),
+                        t.dtype().size_bytes(),
+                    )
+                    .trailing_zeros() as u64;
+                    words.push(dtype_code(t.dtype()) | (t.rank() as u64) << 8 | align << 16);
+                    let (sizes, strides) = (t.sizes(), t.strides());
+                    let mut word = 0u64;
+                    let mut used = 0;
+                    let mut expected = 1usize;
+                    for axis in (0..sizes.len()).rev() {
+                        let bits = (strides[axis] == expected) as u64
+                            | ((sizes[axis] == 1) as u64) << 1
+                            | ((strides[axis] == 0) as u64) << 2;
+                        expected = strides[axis].saturating_mul(sizes[axis]);
+                        word |= bits << (3 * used);
+                        used += 1;
+                        if used == 21 {
+                            words.push(word);
+                            (word, used) = (0, 0);
+                        }
+                    }
+                    words.push(word);
+                }
+                Arg::Scalar(s) => words.push(dtype_code(s.natural_dtype()) | 1 << 63),
+            }
+        }
+        words[0] |= (wide as u64) << 62;
+        InputSignature(words)
+    }
+
+    /// True when the kernel needs 64-bit index math.
+    pub(crate) fn wide(&self) -> bool {
+        self.0[0] & (1 << 62) != 0
+    }
+}
+
+fn dtype_code(d: DataType) -> u64 {
+    d as u64 + 1
+}
+
+/// The sizes of every tensor argument, flattened (with a rank marker per tensor, so
+/// `[2, 3]` and `[2], [3]` differ), and the values of the scalar arguments that sizes
+/// are made of (`extent_scalars[i]`: argument `i` appears in an extent, e.g. the length
+/// of a `full`), since heuristics and kernels were planned for them. Other scalars (a
+/// seed, an `eps`) do not select a runtime.
+pub(crate) fn call_sizes(args: &[Arg<'_>], extent_scalars: &[bool]) -> SmallVec<[u64; 8]> {
+    let mut out = SmallVec::new();
+    for (i, a) in args.iter().enumerate() {
+        match a {
+            Arg::Tensor(t) => {
+                out.push(u64::MAX - t.rank() as u64);
+                out.extend(t.sizes().iter().map(|&s| s as u64));
+            }
+            Arg::Scalar(s) if extent_scalars.get(i) == Some(&true) => {
+                out.push(u64::MAX - 64);
+                out.push(s.as_i64().map_or(u64::MAX, |v| v as u64));
+            }
+            Arg::Scalar(_) => {}
+        }
+    }
+    out
+}
+
+/// One cache entry: the layout signature, the sizes of the call, the params if the user
+/// gave them, the runtime and its last use.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) sig: InputSignature,
+    pub(crate) sizes: SmallVec<[u64; 8]>,
+    pub(crate) user: Option<HeuristicParams>,
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) tick: u64,
+}
+
+/// The runtimes of one executor: a bounded LRU.
+#[derive(Debug)]
+pub(crate) struct RuntimeCache {
+    capacity: usize,
+    tick: u64,
+    pub(crate) entries: Vec<Entry>,
+}
+
+impl RuntimeCache {
+    pub(crate) fn new(capacity: usize) -> RuntimeCache {
+        RuntimeCache {
+            capacity: capacity.max(1),
+            tick: 0,
+            entries: Vec::new(),
+        }
+    }
+
+    /// The runtime built for exactly this layout, these sizes and these user params.
+    pub(crate) fn find(
+        &mut self,
+        sig: &InputSignature,
+        sizes: &[u64],
+        user: Option<&HeuristicParams>,
+    ) -> Option<Arc<Runtime>> {
+        self.tick += 1;
+        let tick = self.tick;
+        let e = self
+            .entries
+            .iter_mut()
+            .find(|e| e.sizes[..] == *sizes && e.sig == *sig && e.user.as_ref() == user)?;
+        e.tick = tick;
+        Some(e.runtime.clone())
+    }
+
+    /// A runtime of the same layout and user params whose plan runs the kernels
+    /// `decided` would (other sizes, same kernels).
+    pub(crate) fn reusable(
+        &self,
+        sig: &InputSignature,
+        user: Option<&HeuristicParams>,
+        decided: &Decisions,
+    ) -> Option<Arc<Runtime>> {
+        self.entries
+            .iter()
+            .find(|e| {
+                e.sig == *sig && e.user.as_ref() == user && decided.same_kernels(&e.runtime.plan)
+            })
+            .map(|e| e.runtime.clone())
+    }
+
+    /// Adds an entry, evicting the least recently used one when full; true when one
+    /// was evicted.
+    pub(crate) fn insert(&mut self, mut entry: Entry) -> bool {
+        self.tick += 1;
+        entry.tick = self.tick;
+        let mut evicted = false;
+        if self.entries.len() >= self.capacity {
+            if let Some(lru) = (0..self.entries.len()).min_by_key(|&i| self.entries[i].tick) {
+                self.entries.swap_remove(lru);
+                evicted = true;
+            }
+        }
+        self.entries.push(entry);
+        evicted
+    }
+}
+
+/// A plan with its kernels compiled and loaded (one function per segment that
+/// launches one).
+pub(crate) struct Runtime {
+    pub(crate) plan: ExecutionPlan,
+    functions: Vec<Option<CudaFunction>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let schedulers: Vec<&str> = self.plan.segments.iter().map(|s| s.scheduler).collect();
+        f.debug_struct("Runtime")
+            .field("schedulers", &schedulers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Compiles every kernel of `plan` (in parallel through the [`KernelCache`] when
+    /// there are several) and loads them on `device`.
+    pub(crate) fn compile(device: &Device, plan: ExecutionPlan) -> Result<Runtime, CudaError> {
+        let props = device.properties().ok_or(CudaError::NotAGpu {
+            op: "FusionExecutorCache::run",
+        })?;
+        let options = NvrtcOptions::new(props.arch());
+        let sources: Vec<(String, &str)> = plan
+            .kernels()
+            .map(|k| (k.cuda_source(), k.abi.name.as_str()))
+            .collect();
+        let requests: Vec<KernelRequest<'_>> = sources
+            .iter()
+            .map(|(src, name)| KernelRequest::new(src, name, &options))
+            .collect();
+        let mut compiled = KernelCache::global().compile_many(&requests).into_iter();
+        let mut functions = Vec::with_capacity(plan.segments.len());
+        for s in &plan.segments {
+            functions.push(match &s.kernel {
+                Some(k) => {
+                    let c = compiled
+                        .next()
+                        .ok_or_else(|| CudaError::UnsupportedFusion {
+                            reason: "internal: a planned kernel was not compiled".into(),
+                        })??;
+                    Some(device.load_function(&c.kernel, &k.kernel.abi.name)?)
+                }
+                None => None,
+            });
+        }
+        drop(compiled);
+        Ok(Runtime { plan, functions })
+    }
+
+    /// The kernel and function of a plan of one kernel, for `op`s that look at one
+    /// kernel (inspection, profiling).
+    pub(crate) fn single(
+        &self,
+        op: &'static str,
+    ) -> Result<(&PlannedKernel, &CudaFunction), CudaError> {
+        let launched: Vec<(&PlannedKernel, &CudaFunction)> = self
+            .plan
+            .segments
+            .iter()
+            .zip(&self.functions)
+            .filter_map(|(s, f)| Some((s.kernel.as_ref()?, f.as_ref()?)))
+            .collect();
+        match launched.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(CudaError::UnsupportedFusion {
+                reason: format!(
+                    "{op}: the call is a no-op (every output is empty), so no kernel runs"
+                ),
+            }),
+            many => Err(CudaError::UnsupportedFusion {
+                reason: format!(
+                    "{op}: the fusion runs as {} kernels of {} segments; look at them through the plan (FusionExecutorCache::plan)",
+                    many.len(),
+                    self.plan.segments.len()
+                ),
+            }),
+        }
+    }
+
+    /// The scheduler of a one-segment plan (`segmented` otherwise).
+    pub(crate) fn scheduler(&self) -> &'static str {
+        match self.plan.segments.as_slice() {
+            [one] => one.scheduler,
+            _ => "segmented",
+        }
+    }
+}
+
+/// Runs a compiled plan on `args` (the kernel fusion's arguments, checked) and returns
+/// the kernel fusion's outputs. `timer` records the launch of a one-kernel plan.
+pub(crate) fn execute(
+    device: &Device,
+    rt: &Runtime,
+    args: &[Arg<'_>],
+    dump: &Dump,
+    timer: Option<&mut LaunchTimer>,
+) -> Result<Vec<Tensor>, CudaError> {
+    let plan = &rt.plan;
+    if !plan.segmented {
+        let (Some(segment), Some(function)) = (plan.segments.first(), rt.functions.first()) else {
+            return Err(CudaError::UnsupportedFusion {
+                reason: "internal: a plan without segments".into(),
+            });
+        };
+        return match (&segment.kernel, function) {
+            (Some(k), Some(function)) => launch_kernel_with(
+                device,
+                k.scheduled.fusion(),
+                &k.kernel,
+                function,
+                args,
+                dump,
+                timer,
+            ),
+            _ => empty_outputs(device, &segment.fusion, &ReadChecks::default(), args),
+        };
+    }
+    run_segments(device, rt, args, dump)
+}
+
+/// The segments of a segmented plan, in order; `args` are the kernel fusion's.
+fn run_segments(
+    device: &Device,
+    rt: &Runtime,
+    args: &[Arg<'_>],
+    dump: &Dump,
+) -> Result<Vec<Tensor>, CudaError> {
+    let plan = &rt.plan;
+    // Values of the kernel fusion by id: its inputs first, then every segment's outputs.
+    let mut tensors: Vec<Option<Tensor>> = vec![None; plan.num_vals];
+    let mut scalars: Vec<Option<ScalarValue>> = vec![None; plan.num_vals];
+    for (&id, arg) in plan.inputs.iter().zip(args) {
+        match arg {
+            Arg::Tensor(t) => tensors[id.index()] = Some((*t).clone()),
+            Arg::Scalar(s) => scalars[id.index()] = Some(*s),
+        }
+    }
+    for (k, (segment, function)) in plan.segments.iter().zip(&rt.functions).enumerate() {
+        let outputs = {
+            let missing = |v: ValId| {
+                CudaError::InvalidInput {
+                kernel: format!("segment {k}"),
+                what: format!(
+                    "the value {v} is not available (not an input, and no earlier segment computed it)"
+                ),
+            }
+            };
+            let lookup = |v: ValId| match (tensors.get(v.index())?, scalars[v.index()]) {
+                (Some(t), _) => Some(Arg::Tensor(t)),
+                (None, Some(s)) => Some(Arg::Scalar(s)),
+                (None, None) => None,
+            };
+            let seg_args = segment
+                .inputs
+                .iter()
+                .map(|x| match x {
+                    SegmentValue::Val(v) => lookup(*v).ok_or_else(|| missing(*v)),
+                    SegmentValue::Extent(e) => match lookup(e.tensor) {
+                        Some(Arg::Tensor(t)) => t
+                            .sizes()
+                            .get(e.axis as usize)
+                            .map(|&n| Arg::Scalar(ScalarValue::Int(n as i64)))
+                            .ok_or_else(|| missing(e.tensor)),
+                        _ => Err(missing(e.tensor)),
+                    },
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            match (&segment.kernel, function) {
+                (Some(pk), Some(function)) => launch_kernel_with(
+                    device,
+                    pk.scheduled.fusion(),
+                    &pk.kernel,
+                    function,
+                    &seg_args,
+                    dump,
+                    None,
+                )?,
+                _ => empty_outputs(device, &segment.fusion, &ReadChecks::default(), &seg_args)?,
+            }
+        };
+        for (&v, t) in segment.outputs.iter().zip(outputs) {
+            tensors[v.index()] = Some(t);
+        }
+        for v in &segment.release {
+            tensors[v.index()] = None;
+        }
+    }
+    plan.outputs
+        .iter()
+        .map(|&v| {
+            tensors[v.index()]
+                .clone()
+                .ok_or_else(|| CudaError::InvalidInput {
+                    kernel: "segmented fusion".into(),
+                    what: format!("the output {v} was computed by no segment"),
+                })
+        })
+        .collect()
+}
+
+/// Outputs of a call whose outputs are all empty: allocated, nothing launched.
+pub(crate) fn empty_outputs(
+    device: &Device,
+    f: &Fusion,
+    reads: &ReadChecks,
+    args: &[Arg<'_>],
+) -> Result<Vec<Tensor>, CudaError> {
+    let dim = |t: nvfuser_core::ValId, axis: usize| match args.get(f.input_position(t)?)? {
+        Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
+        Arg::Scalar(_) => None,
+    };
+    let scalar = |v: nvfuser_core::ValId| match args.get(f.input_position(v)?)? {
+        Arg::Scalar(s) => s.cast(f.val(v).dtype).as_i64(),
+        Arg::Tensor(_) => None,
+    };
+    let eval = |e: &nvfuser_core::ir::Extent| -> Result<i64, CudaError> {
+        e.eval(&dim, &scalar)
+            .ok_or_else(|| CudaError::InvalidTensor {
+                op: "fusion call",
+                expected: format!("an extent computable from the inputs: {e}"),
+                found: "an unbound or invalid value".into(),
+            })
+    };
+    // The same checks as a launch: a slice bound or select index out of range is an
+    // error even when the result would be empty (as on the CPU reference). Values
+    // the kernel fusion computes itself are checked on the whole fusion by
+    // `check_reads` before this.
+    let known = |e: &nvfuser_core::ir::Extent| eval(e).ok();
+    let call = CallValues {
+        extent: &known,
+        scalar: &scalar,
+    };
+    reads
+        .check(f, &call, false)
+        .map_err(crate::launch::read_error)?;
+    let size = |e: &nvfuser_core::ir::Extent| -> Result<usize, CudaError> {
+        let n = eval(e)?;
+        usize::try_from(n).map_err(|_| CudaError::InvalidTensor {
+            op: "fusion call",
+            expected: format!("a non-negative output extent {e}"),
+            found: n.to_string(),
+        })
+    };
+    f.outputs()
+        .iter()
+        .map(|o| {
+            let t = f
+                .tensor_type(o.val)
+                .ok_or_else(|| CudaError::UnsupportedFusion {
+                    reason: format!("the scalar output {}", o.val),
+                })?;
+            let sizes = t
+                .shape()
+                .map(|d| size(&d.extent))
+                .collect::<Result<Vec<_>, _>>()?;
+            device.zeros(f.val(o.val).dtype, &sizes)
+        })
+        .collect()
+}
+
+/// The checks of data-dependent reads (slice bounds, select indices, reshape sizes,
+/// gather index sizes) on the whole fusion, with its host scalars evaluated
+/// (`args` are the kernel fusion's arguments): an op only the fusion's scalar math
+/// reaches (the reshape whose size an `iota` reads), or one in a segment, is checked
+/// as the CPU reference checks it, before anything is launched.
+pub(crate) fn check_reads(planner: &FusionPlanner, args: &[Arg<'_>]) -> Result<(), CudaError> {
+    // The common case on the cached path: nothing data-dependent to check.
+    if planner.reads().is_empty() {
+        return Ok(());
+    }
+    // Original value ids: the fusion's inputs keep their positions, the host
+    // program's results follow them (the kernel fusion's own ids are renumbered).
+    let f = planner.fusion();
+    let n = f.inputs().len();
+    let position = |v: nvfuser_core::ValId| {
+        f.input_position(v).or_else(|| {
+            let host = planner.host()?;
+            host.computed().iter().position(|&c| c == v).map(|i| n + i)
+        })
+    };
+    let dim = |t: nvfuser_core::ValId, axis: usize| match args.get(position(t)?)? {
+        Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
+        Arg::Scalar(_) => None,
+    };
+    // A scalar argument or host result; a `size` the kernel does not need is
+    // evaluated from its tensor's extent.
+    fn scalar_of(
+        f: &Fusion,
+        v: nvfuser_core::ValId,
+        arg: &dyn Fn(nvfuser_core::ValId) -> Option<i64>,
+        dim: &dyn Fn(nvfuser_core::ValId, usize) -> Option<i64>,
+        depth: u32,
+    ) -> Option<i64> {
+        if let Some(x) = arg(v) {
+            return Some(x);
+        }
+        if depth > 16 {
+            return None;
+        }
+        let e = f.expr(f.val(v).definition?);
+        let sub = |w: nvfuser_core::ValId| scalar_of(f, w, arg, dim, depth + 1);
+        let operand = |k: usize| -> Option<i64> {
+            let w = *e.inputs.get(k)?;
+            match f.val(w).constant() {
+                Some(c) => c.as_i64(),
+                None => sub(w),
+            }
+        };
+        use nvfuser_core::ir::{BinaryOp, Op};
+        match e.op {
+            Op::Size { axis } => f
+                .tensor_type(*e.inputs.first()?)?
+                .shape()
+                .nth(axis)?
+                .extent
+                .eval(dim, &sub),
+            // Integer size arithmetic (`x.size(3) - 2`), wrapping like the kernels.
+            Op::Binary(b @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul))
+                if !f.val(v).dtype.is_float() =>
+            {
+                let (x, y) = (operand(0)?, operand(1)?);
+                Some(match b {
+                    BinaryOp::Add => x.wrapping_add(y),
+                    BinaryOp::Sub => x.wrapping_sub(y),
+                    _ => x.wrapping_mul(y),
+                })
+            }
+            _ => None,
+        }
+    }
+    let arg = |v: nvfuser_core::ValId| match args.get(position(v)?)? {
+        Arg::Scalar(s) => s.cast(f.val(v).dtype).as_i64(),
+        Arg::Tensor(_) => None,
+    };
+    let scalar = |v: nvfuser_core::ValId| scalar_of(f, v, &arg, &dim, 0);
+    let eval = |e: &nvfuser_core::ir::Extent| -> Result<i64, CudaError> {
+        e.eval(&dim, &scalar)
+            .ok_or_else(|| CudaError::InvalidTensor {
+                op: "fusion call",
+                expected: format!("an extent computable from the inputs: {e}"),
+                found: "an unbound or invalid value".into(),
+            })
+    };
+    let known = |e: &nvfuser_core::ir::Extent| eval(e).ok();
+    let call = CallValues {
+        extent: &known,
+        scalar: &scalar,
+    };
+    planner
+        .reads()
+        .check(f, &call, false)
+        .map_err(crate::launch::read_error)
+}
