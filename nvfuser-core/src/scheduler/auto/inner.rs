@@ -380,8 +380,98 @@ pub(crate) fn schedule_persistent(
 fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, ScheduleError> {
     let rank = p.rank;
     let outer = rank - p.k;
-    let live = f.live_exprs();
     let mut s = ScheduledFusion::new(f.clone())?;
+    let Roles {
+        loads,
+        reductions,
+        per_row,
+        full,
+        stores,
+    } = roles(&f, &mut s, rank, sp)?;
+    let reference = reductions[0];
+    let names = split_reference(&mut s, p, sp, reference)?;
+    let targets: Vec<ValId> = reductions[1..]
+        .iter()
+        .chain(&full)
+        .chain(&loads)
+        .chain(&stores)
+        .copied()
+        .filter(|&t| t != reference)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !targets.is_empty() {
+        s.transform_like(reference, &targets)?;
+    }
+    let all_full: Vec<ValId> = std::iter::once(reference)
+        .chain(targets.iter().copied())
+        .collect();
+    for &tv in &all_full {
+        for (i, name) in names.iter().enumerate() {
+            let pt = match *name {
+                "row" => ParallelType::BIDx,
+                "y" => ParallelType::TIDy,
+                "grid" => ParallelType::BIDy,
+                "tx" => ParallelType::TIDx,
+                "unroll" => ParallelType::Unroll,
+                "serial" if sp.persistent => ParallelType::Unroll,
+                _ => continue,
+            };
+            s.parallelize(tv, i as i64, pt)?;
+        }
+    }
+    let mut vectorized: Vec<ValId> = loads.iter().chain(&stores).copied().collect();
+    if sp.persistent {
+        vectorized.extend(broadcast_vector_inputs(&f).into_iter().map(|(b, _)| b));
+    }
+    let unrolled: Vec<ValId> = all_full
+        .iter()
+        .copied()
+        .filter(|t| !vectorized.contains(t))
+        .collect();
+    mark_vector_dims(&mut s, sp.v, &vectorized, &unrolled)?;
+    for &tv in &per_row {
+        if !s.schedule().tensors.contains_key(&tv) {
+            continue;
+        }
+        for _ in 1..outer {
+            s.merge(tv, 0)?;
+        }
+        if outer > 0 {
+            if sp.y > 1 {
+                s.split(tv, 0, sp.y)?;
+                s.parallelize(tv, 1, ParallelType::TIDy)?;
+            }
+            s.parallelize(tv, 0, ParallelType::BIDx)?;
+        }
+    }
+    s.inline_most()?;
+    Ok(s)
+}
+
+/// The tensors [`schedule`] treats alike, with the caches it adds for them.
+struct Roles {
+    /// Vector loads of full-rank inputs.
+    loads: Vec<ValId>,
+    /// Reduction results (Welford siblings follow the first output).
+    reductions: Vec<ValId>,
+    /// Tensors with one value per row (and forked reduction outputs).
+    per_row: Vec<ValId>,
+    /// Full-rank tensors.
+    full: Vec<ValId>,
+    /// Vector stores of full-rank outputs.
+    stores: Vec<ValId>,
+}
+
+/// Sorts the live tensors of `f` into their [`Roles`], adding the load, fork and store
+/// caches to `s`.
+fn roles(
+    f: &Fusion,
+    s: &mut ScheduledFusion,
+    rank: usize,
+    sp: &Split,
+) -> Result<Roles, ScheduleError> {
+    let live = f.live_exprs();
     let is_output = |v: ValId| f.outputs().iter().any(|o| o.val == v);
     let is_read = |v: ValId| {
         f.exprs()
@@ -468,7 +558,7 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
             .and_then(|t| t.shape().last().map(|d| d.is_broadcast_like()))
             .unwrap_or(true)
     };
-    for o in super::distinct_outputs(&f) {
+    for o in super::distinct_outputs(f) {
         if full.contains(&o) && sp.v > 1 && !inner_is_broadcast(o) {
             // A forked output already is a copy of its register tensor.
             if !forked.contains(&o) {
@@ -478,7 +568,25 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
             stores.push(o);
         }
     }
-    let reference = reductions[0];
+    Ok(Roles {
+        loads,
+        reductions,
+        per_row,
+        full,
+        stores,
+    })
+}
+
+/// Splits the reference's dims into `[row, y?, grid?, serial, unroll?, tx, v]` and
+/// returns the name of each loop dim.
+fn split_reference(
+    s: &mut ScheduledFusion,
+    p: &InnerPlan,
+    sp: &Split,
+    reference: ValId,
+) -> Result<Vec<&'static str>, ScheduleError> {
+    let rank = p.rank;
+    let outer = rank - p.k;
     // Reduced dims: merge, then [grid?, serial, unroll?, tx, v].
     // The vector is an inner split of the innermost dim, taken before the merges.
     let o = outer as i64;
@@ -499,7 +607,7 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     for _ in 1..outer {
         s.merge(reference, 0)?;
     }
-    let mut names: Vec<&str> = Vec::new();
+    let mut names: Vec<&'static str> = Vec::new();
     if outer > 0 {
         names.push("row");
         if sp.y > 1 {
@@ -508,63 +616,7 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
         }
     }
     names.extend(axes_after_rows);
-    let targets: Vec<ValId> = reductions[1..]
-        .iter()
-        .chain(&full)
-        .chain(&loads)
-        .chain(&stores)
-        .copied()
-        .filter(|&t| t != reference)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    if !targets.is_empty() {
-        s.transform_like(reference, &targets)?;
-    }
-    let all_full: Vec<ValId> = std::iter::once(reference)
-        .chain(targets.iter().copied())
-        .collect();
-    for &tv in &all_full {
-        for (i, name) in names.iter().enumerate() {
-            let pt = match *name {
-                "row" => ParallelType::BIDx,
-                "y" => ParallelType::TIDy,
-                "grid" => ParallelType::BIDy,
-                "tx" => ParallelType::TIDx,
-                "unroll" => ParallelType::Unroll,
-                "serial" if sp.persistent => ParallelType::Unroll,
-                _ => continue,
-            };
-            s.parallelize(tv, i as i64, pt)?;
-        }
-    }
-    let mut vectorized: Vec<ValId> = loads.iter().chain(&stores).copied().collect();
-    if sp.persistent {
-        vectorized.extend(broadcast_vector_inputs(&f).into_iter().map(|(b, _)| b));
-    }
-    let unrolled: Vec<ValId> = all_full
-        .iter()
-        .copied()
-        .filter(|t| !vectorized.contains(t))
-        .collect();
-    mark_vector_dims(&mut s, sp.v, &vectorized, &unrolled)?;
-    for &tv in &per_row {
-        if !s.schedule().tensors.contains_key(&tv) {
-            continue;
-        }
-        for _ in 1..outer {
-            s.merge(tv, 0)?;
-        }
-        if outer > 0 {
-            if sp.y > 1 {
-                s.split(tv, 0, sp.y)?;
-                s.parallelize(tv, 1, ParallelType::TIDy)?;
-            }
-            s.parallelize(tv, 0, ParallelType::BIDx)?;
-        }
-    }
-    s.inline_most()?;
-    Ok(s)
+    Ok(names)
 }
 
 /// The fusion with every uncorrected `var_mean` / `var` computed in two passes over the
