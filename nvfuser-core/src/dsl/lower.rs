@@ -154,34 +154,7 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
         syn::Expr::Path(p) => return lower_path(p, span, errors),
         syn::Expr::Paren(p) => return lower_expr(&p.expr, errors),
         syn::Expr::Group(g) => return lower_expr(&g.expr, errors),
-        syn::Expr::Unary(u) => {
-            let op = match u.op {
-                syn::UnOp::Neg(_) => UnOp::Neg,
-                syn::UnOp::Not(_) => UnOp::Not,
-                _ => {
-                    return unsupported(span, "dereferencing is not supported", "tensors are values: write `x`, not `*x`", errors);
-                }
-            };
-            let inner = lower_expr(&u.expr, errors);
-            if let (UnOp::Neg, ExprKind::Lit(lit)) = (op, &inner.kind) {
-                match lit {
-                    Lit::Int { value, dtype } => {
-                        return Expr {
-                            kind: ExprKind::Lit(Lit::Int { value: -value, dtype: *dtype }),
-                            span,
-                        }
-                    }
-                    Lit::Float { value, dtype } => {
-                        return Expr {
-                            kind: ExprKind::Lit(Lit::Float { value: -value, dtype: *dtype }),
-                            span,
-                        }
-                    }
-                    Lit::Bool(_) => {}
-                }
-            }
-            ExprKind::Unary { op, expr: Box::new(inner) }
-        }
+        syn::Expr::Unary(u) => return lower_unary(u, span, errors),
         syn::Expr::Binary(b) => {
             let op_span = SpanRange::of(&b.op);
             let Some(op) = bin_op(&b.op) else {
@@ -199,23 +172,7 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
                 rhs: boxed(&b.right, errors),
             }
         }
-        syn::Expr::Cast(c) => {
-            let expr = boxed(&c.expr, errors);
-            let dtype_span = SpanRange::of(&c.ty);
-            let dtype = match &*c.ty {
-                syn::Type::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
-                    dtype_of(p.path.get_ident().expect("checked"), errors)
-                }
-                _ => {
-                    errors.push(DslError::new(dtype_span, "`as` casts to a dtype").with_hint("write `x as f32` (bool, i32, i64, f16, bf16, f32, f64)"));
-                    None
-                }
-            };
-            match dtype {
-                Some(dtype) => ExprKind::Cast { expr, dtype, dtype_span },
-                None => ExprKind::Invalid,
-            }
-        }
+        syn::Expr::Cast(c) => return lower_cast(c, span, errors),
         syn::Expr::Call(c) => {
             let func = match &*c.func {
                 syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
@@ -283,8 +240,91 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
                 )
             }
         },
-        syn::Expr::Assign(_) => {
+        _ => return lower_unsupported(e, span, errors),
+    };
+    Expr { kind, span }
+}
+
+/// Lowers `-x` and `!x`; the negation of a literal folds into the literal.
+fn lower_unary(u: &syn::ExprUnary, span: SpanRange, errors: &mut Vec<DslError>) -> Expr {
+    let op = match u.op {
+        syn::UnOp::Neg(_) => UnOp::Neg,
+        syn::UnOp::Not(_) => UnOp::Not,
+        _ => {
             return unsupported(
+                span,
+                "dereferencing is not supported",
+                "tensors are values: write `x`, not `*x`",
+                errors,
+            );
+        }
+    };
+    let inner = lower_expr(&u.expr, errors);
+    if let (UnOp::Neg, ExprKind::Lit(lit)) = (op, &inner.kind) {
+        match lit {
+            Lit::Int { value, dtype } => {
+                return Expr {
+                    kind: ExprKind::Lit(Lit::Int {
+                        value: -value,
+                        dtype: *dtype,
+                    }),
+                    span,
+                }
+            }
+            Lit::Float { value, dtype } => {
+                return Expr {
+                    kind: ExprKind::Lit(Lit::Float {
+                        value: -value,
+                        dtype: *dtype,
+                    }),
+                    span,
+                }
+            }
+            Lit::Bool(_) => {}
+        }
+    }
+    Expr {
+        kind: ExprKind::Unary {
+            op,
+            expr: Box::new(inner),
+        },
+        span,
+    }
+}
+
+/// Lowers `x as dtype`; the target must be a plain dtype name.
+fn lower_cast(c: &syn::ExprCast, span: SpanRange, errors: &mut Vec<DslError>) -> Expr {
+    let expr = boxed(&c.expr, errors);
+    let dtype_span = SpanRange::of(&c.ty);
+    let dtype = match &*c.ty {
+        syn::Type::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+            dtype_of(p.path.get_ident().expect("checked"), errors)
+        }
+        _ => {
+            errors.push(
+                DslError::new(dtype_span, "`as` casts to a dtype")
+                    .with_hint("write `x as f32` (bool, i32, i64, f16, bf16, f32, f64)"),
+            );
+            None
+        }
+    };
+    let kind = match dtype {
+        Some(dtype) => ExprKind::Cast {
+            expr,
+            dtype,
+            dtype_span,
+        },
+        None => ExprKind::Invalid,
+    };
+    Expr { kind, span }
+}
+
+/// Lowers the Rust expressions the language lacks: each is reported with what to write
+/// instead (after `?` and `&`, which are reported, the operand is still lowered).
+fn lower_unsupported(e: &syn::Expr, span: SpanRange, errors: &mut Vec<DslError>) -> Expr {
+    match e {
+        syn::Expr::Assign(_) => {
+            unsupported(
                 span,
                 "assignment is not supported: values in a fusion are immutable",
                 "bind a new value instead: let x = ...; (shadowing is allowed)",
@@ -292,7 +332,7 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
             )
         }
         syn::Expr::ForLoop(_) | syn::Expr::While(_) | syn::Expr::Loop(_) | syn::Expr::Break(_) | syn::Expr::Continue(_) => {
-            return unsupported(
+            unsupported(
                 span,
                 "loops are not supported: a fusion body is straight-line dataflow",
                 "express iteration with tensor ops: reductions (x.sum([1])), broadcasts, elementwise ops",
@@ -300,7 +340,7 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
             )
         }
         syn::Expr::If(_) => {
-            return unsupported(
+            unsupported(
                 span,
                 "`if` is not supported: a fusion body has no control flow",
                 "select elementwise with where_(cond, a, b)",
@@ -308,7 +348,7 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
             )
         }
         syn::Expr::Match(_) => {
-            return unsupported(
+            unsupported(
                 span,
                 "`match` is not supported: a fusion body has no control flow",
                 "select elementwise with where_(cond, a, b)",
@@ -316,7 +356,7 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
             )
         }
         syn::Expr::Closure(_) => {
-            return unsupported(
+            unsupported(
                 span,
                 "closures are not supported in a fusion body",
                 "write the expression inline, or define another fn in the fusion! block",
@@ -328,14 +368,14 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
                 DslError::new(SpanRange::of(&t.question_token), "`?` is not supported: ops are checked when the fusion is built")
                     .with_hint("remove the `?`"),
             );
-            return lower_expr(&t.expr, errors);
+            lower_expr(&t.expr, errors)
         }
         syn::Expr::Macro(m) => {
             errors.push(macro_error(SpanRange::of(m)));
-            ExprKind::Invalid
+            invalid(span)
         }
         syn::Expr::Return(_) => {
-            return unsupported(
+            unsupported(
                 span,
                 "`return` is not supported",
                 "the last expression of the body (without a semicolon) is the fusion's output",
@@ -347,10 +387,10 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
                 DslError::new(SpanRange::of(&r.and_token), "references are not supported: tensors are values in a fusion")
                     .with_hint("write `x` instead of `&x`"),
             );
-            return lower_expr(&r.expr, errors);
+            lower_expr(&r.expr, errors)
         }
         syn::Expr::Index(_) => {
-            return unsupported(
+            unsupported(
                 span,
                 "indexing is not supported",
                 "use x.select(axis, i), x.slice([..]) or x.index_select(axis, indices)",
@@ -358,24 +398,23 @@ pub(crate) fn lower_expr(e: &syn::Expr, errors: &mut Vec<DslError>) -> Expr {
             )
         }
         syn::Expr::Block(_) | syn::Expr::Unsafe(_) | syn::Expr::Async(_) | syn::Expr::Const(_) | syn::Expr::TryBlock(_) => {
-            return unsupported(span, "blocks are not supported in a fusion body", "use `let` statements", errors)
+            unsupported(span, "blocks are not supported in a fusion body", "use `let` statements", errors)
         }
         syn::Expr::Repeat(_) => {
-            return unsupported(span, "array repeat expressions (`[x; n]`) are not supported", "write the elements out", errors)
+            unsupported(span, "array repeat expressions (`[x; n]`) are not supported", "write the elements out", errors)
         }
         syn::Expr::Infer(_) => {
-            return unsupported(span, "`_` is not a value", "`_` is allowed in patterns (let _ = ...) and in dims", errors)
+            unsupported(span, "`_` is not a value", "`_` is allowed in patterns (let _ = ...) and in dims", errors)
         }
         _ => {
-            return unsupported(
+            unsupported(
                 span,
                 "this expression is not supported in a fusion body",
                 "a fusion body has let statements, operators, `as` casts, literals and op calls",
                 errors,
             )
         }
-    };
-    Expr { kind, span }
+    }
 }
 
 fn lower_arg(e: &syn::Expr, errors: &mut Vec<DslError>) -> Arg {

@@ -13,10 +13,13 @@
 //! with [`ScheduledFusion::replay`]. Tensors the schedule adds get ids after the
 //! fusion's values, in call order, so a replay gives the same ids.
 
+mod cache;
 mod domain;
 mod error;
+mod inline;
 mod ops;
 mod print;
+mod propagate;
 mod validate;
 
 use std::collections::BTreeMap;

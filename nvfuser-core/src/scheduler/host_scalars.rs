@@ -208,58 +208,12 @@ fn build_program(
     host: &[bool],
     computed: &[ValId],
 ) -> Option<HostScalarProgram> {
-    // The cone of `computed`, back to inputs, constants and `size` expressions.
-    let mut in_cone = vec![false; f.num_vals()];
-    let mut stack: Vec<ValId> = computed.to_vec();
-    let mut exprs: Vec<ExprId> = Vec::new();
-    let mut sizes: Vec<ValId> = Vec::new();
-    // Input dims read by the extents of sizes of computed tensors.
-    let mut derived_dims: Vec<(ValId, u32)> = Vec::new();
-    while let Some(v) = stack.pop() {
-        if std::mem::replace(&mut in_cone[v.index()], true) {
-            continue;
-        }
-        let Some(def) = f.val(v).definition.filter(|_| host[v.index()]) else {
-            continue;
-        };
-        let e = f.expr(def);
-        if let Op::Size { axis } = e.op {
-            let extent = &f.tensor_type(*e.inputs.first()?)?.shape().nth(axis)?.extent;
-            let mut closed = true;
-            extent.for_each_val(&mut |w| closed &= is_input[w.index()]);
-            if closed {
-                sizes.push(v);
-            } else {
-                // The size of a computed tensor (a slice to a computed bound): its
-                // extent is computed by the program from the input dims it reads and
-                // the host values it names.
-                let mut ok = true;
-                extent.for_each_val(&mut |w| {
-                    if f.val(w).is_tensor() {
-                        ok &= is_input[w.index()];
-                    } else {
-                        ok &=
-                            is_input[w.index()] || host[w.index()] || f.val(w).constant().is_some();
-                        stack.push(w);
-                    }
-                });
-                if !ok {
-                    return None;
-                }
-                collect_dims(extent, &mut derived_dims);
-                exprs.push(def);
-            }
-        } else {
-            exprs.push(def);
-            stack.extend(e.inputs.iter().copied());
-        }
-    }
-    exprs.sort_unstable();
-    exprs.dedup();
-    sizes.sort_unstable();
-    derived_dims.sort_unstable();
-    derived_dims.dedup();
-
+    let Cone {
+        in_cone,
+        exprs,
+        sizes,
+        derived_dims,
+    } = cone(f, is_input, host, computed)?;
     let positions: FxHashMap<ValId, (usize, DataType)> = f
         .inputs()
         .iter()
@@ -366,6 +320,79 @@ fn build_program(
         positions,
         computed: computed.to_vec(),
         num_args: f.inputs().len(),
+    })
+}
+
+/// The host part of the cone of a host-scalar program's outputs.
+struct Cone {
+    /// Per value: whether the cone reaches it.
+    in_cone: Vec<bool>,
+    /// The expressions the program recomputes, arena order.
+    exprs: Vec<ExprId>,
+    /// The `size` values whose extents the call's own sizes and scalars give, sorted.
+    sizes: Vec<ValId>,
+    /// Input dims read by the extents of sizes of computed tensors, sorted.
+    derived_dims: Vec<(ValId, u32)>,
+}
+
+/// The cone of `computed`, back to inputs, constants and `size` expressions; `None`
+/// when the size of a computed tensor reads something the host does not know.
+fn cone(f: &Fusion, is_input: &[bool], host: &[bool], computed: &[ValId]) -> Option<Cone> {
+    let mut in_cone = vec![false; f.num_vals()];
+    let mut stack: Vec<ValId> = computed.to_vec();
+    let mut exprs: Vec<ExprId> = Vec::new();
+    let mut sizes: Vec<ValId> = Vec::new();
+    // Input dims read by the extents of sizes of computed tensors.
+    let mut derived_dims: Vec<(ValId, u32)> = Vec::new();
+    while let Some(v) = stack.pop() {
+        if std::mem::replace(&mut in_cone[v.index()], true) {
+            continue;
+        }
+        let Some(def) = f.val(v).definition.filter(|_| host[v.index()]) else {
+            continue;
+        };
+        let e = f.expr(def);
+        if let Op::Size { axis } = e.op {
+            let extent = &f.tensor_type(*e.inputs.first()?)?.shape().nth(axis)?.extent;
+            let mut closed = true;
+            extent.for_each_val(&mut |w| closed &= is_input[w.index()]);
+            if closed {
+                sizes.push(v);
+            } else {
+                // The size of a computed tensor (a slice to a computed bound): its
+                // extent is computed by the program from the input dims it reads and
+                // the host values it names.
+                let mut ok = true;
+                extent.for_each_val(&mut |w| {
+                    if f.val(w).is_tensor() {
+                        ok &= is_input[w.index()];
+                    } else {
+                        ok &=
+                            is_input[w.index()] || host[w.index()] || f.val(w).constant().is_some();
+                        stack.push(w);
+                    }
+                });
+                if !ok {
+                    return None;
+                }
+                collect_dims(extent, &mut derived_dims);
+                exprs.push(def);
+            }
+        } else {
+            exprs.push(def);
+            stack.extend(e.inputs.iter().copied());
+        }
+    }
+    exprs.sort_unstable();
+    exprs.dedup();
+    sizes.sort_unstable();
+    derived_dims.sort_unstable();
+    derived_dims.dedup();
+    Some(Cone {
+        in_cone,
+        exprs,
+        sizes,
+        derived_dims,
     })
 }
 

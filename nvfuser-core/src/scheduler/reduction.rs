@@ -24,39 +24,7 @@ use crate::sched::{ParallelType, ScheduledFusion};
 /// Schedules a fusion of inner reductions and pointwise ops (see the module
 /// documentation).
 pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError> {
-    // The common rank and number of reduced innermost dims.
-    let live = fusion.live_exprs();
-    let mut shape: Option<(usize, usize)> = None;
-    for (id, e) in fusion.exprs() {
-        if !live[id.index()] {
-            continue;
-        }
-        let Some(axes) = reduction_axes(&e.op) else {
-            continue;
-        };
-        let r = logical_rank(fusion, e.outputs[0]).unwrap_or(0);
-        let k = axes.len();
-        let inner = axes.iter().enumerate().all(|(i, &a)| a == r - k + i);
-        if !inner {
-            return not_supported(format!(
-                "{} over axes {axes:?} of a rank-{r} tensor (only the innermost dims can be reduced)",
-                e.op.name()
-            ));
-        }
-        match shape {
-            None => shape = Some((r, k)),
-            Some(s) if s != (r, k) => {
-                return not_supported(format!(
-                    "reductions of different shapes (rank {} over {} inner dims, and rank {r} over {k})",
-                    s.0, s.1
-                ))
-            }
-            Some(_) => {}
-        }
-    }
-    let Some((rank, k)) = shape else {
-        return not_supported("no reduction (use the pointwise schedule)");
-    };
+    let (rank, k) = reduced_shape(fusion)?;
     let outer = rank - k;
 
     let rewritten = recompute_per_use(&push_broadcasts(fusion))?;
@@ -65,47 +33,11 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
         .or_else(not_supported)?;
     let live = f.live_exprs();
 
-    // Classify computed tensors and check broadcasts.
-    let mut full: Vec<ValId> = Vec::new();
-    let mut per_row: Vec<ValId> = Vec::new();
-    // Welford-style reductions (var, var_mean, welford) count as a mean: no rfactor.
-    let mut reductions: Vec<(ValId, ReductionOp)> = Vec::new();
-    for (id, e) in f.exprs() {
-        if !live[id.index()] {
-            continue;
-        }
-        let out = e.outputs[0];
-        let r = logical_rank(f, out).unwrap_or(0);
-        if let Op::Reduction { op, .. } = &e.op {
-            reductions.push((out, *op));
-            continue;
-        }
-        if is_welford(&e.op) {
-            // Siblings follow the first output's transforms.
-            reductions.push((out, ReductionOp::Mean));
-            continue;
-        }
-        if let Op::Broadcast { mask } = &e.op {
-            let input = e.inputs[0];
-            let trailing =
-                mask.len() == rank && mask.iter().enumerate().all(|(i, &m)| m == (i >= outer));
-            if f.input_position(input).is_none() && !trailing {
-                return not_supported(format!(
-                    "{out} broadcasts the computed value {input} along dims {:?}; only per-row values can be broadcast along the reduced dims (and fusion inputs in any way)",
-                    mask.iter().enumerate().filter(|(_, &m)| m).map(|(i, _)| i).collect::<Vec<_>>()
-                ));
-            }
-        }
-        if r == rank {
-            full.push(out);
-        } else if r == outer {
-            per_row.push(out);
-        } else {
-            return not_supported(format!(
-                "{out} has {r} dims; expected {rank} (like the reduction inputs) or {outer} (per-row values)"
-            ));
-        }
-    }
+    let Classes {
+        mut full,
+        mut per_row,
+        mut reductions,
+    } = classify(f, &live, rank, outer)?;
 
     let mut s = ScheduledFusion::new(rewritten.clone())?;
     // An output that other tensors also read gets a register copy (`cache_fork`, as the
@@ -185,4 +117,106 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     }
     s.inline_most()?;
     Ok(s)
+}
+
+/// The common rank and number of reduced innermost dims of the fusion's reductions.
+fn reduced_shape(fusion: &Fusion) -> Result<(usize, usize), DefaultScheduleError> {
+    let live = fusion.live_exprs();
+    let mut shape: Option<(usize, usize)> = None;
+    for (id, e) in fusion.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let Some(axes) = reduction_axes(&e.op) else {
+            continue;
+        };
+        let r = logical_rank(fusion, e.outputs[0]).unwrap_or(0);
+        let k = axes.len();
+        let inner = axes.iter().enumerate().all(|(i, &a)| a == r - k + i);
+        if !inner {
+            return not_supported(format!(
+                "{} over axes {axes:?} of a rank-{r} tensor (only the innermost dims can be reduced)",
+                e.op.name()
+            ));
+        }
+        match shape {
+            None => shape = Some((r, k)),
+            Some(s) if s != (r, k) => {
+                return not_supported(format!(
+                    "reductions of different shapes (rank {} over {} inner dims, and rank {r} over {k})",
+                    s.0, s.1
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    let Some((rank, k)) = shape else {
+        return not_supported("no reduction (use the pointwise schedule)");
+    };
+    Ok((rank, k))
+}
+
+/// The live computed tensors of a reduction fusion, by how the schedule treats them.
+struct Classes {
+    /// Full tensors (rank `r`, like the reduction inputs).
+    full: Vec<ValId>,
+    /// Per-row tensors (rank `r - k`, like the reduction results).
+    per_row: Vec<ValId>,
+    /// Reduction results with their op; Welford-style reductions (var, var_mean,
+    /// welford) count as a mean: no rfactor.
+    reductions: Vec<(ValId, ReductionOp)>,
+}
+
+/// Classifies the computed tensors of `f` and checks its broadcasts.
+fn classify(
+    f: &Fusion,
+    live: &[bool],
+    rank: usize,
+    outer: usize,
+) -> Result<Classes, DefaultScheduleError> {
+    let mut full: Vec<ValId> = Vec::new();
+    let mut per_row: Vec<ValId> = Vec::new();
+    // Welford-style reductions (var, var_mean, welford) count as a mean: no rfactor.
+    let mut reductions: Vec<(ValId, ReductionOp)> = Vec::new();
+    for (id, e) in f.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let out = e.outputs[0];
+        let r = logical_rank(f, out).unwrap_or(0);
+        if let Op::Reduction { op, .. } = &e.op {
+            reductions.push((out, *op));
+            continue;
+        }
+        if is_welford(&e.op) {
+            // Siblings follow the first output's transforms.
+            reductions.push((out, ReductionOp::Mean));
+            continue;
+        }
+        if let Op::Broadcast { mask } = &e.op {
+            let input = e.inputs[0];
+            let trailing =
+                mask.len() == rank && mask.iter().enumerate().all(|(i, &m)| m == (i >= outer));
+            if f.input_position(input).is_none() && !trailing {
+                return not_supported(format!(
+                    "{out} broadcasts the computed value {input} along dims {:?}; only per-row values can be broadcast along the reduced dims (and fusion inputs in any way)",
+                    mask.iter().enumerate().filter(|(_, &m)| m).map(|(i, _)| i).collect::<Vec<_>>()
+                ));
+            }
+        }
+        if r == rank {
+            full.push(out);
+        } else if r == outer {
+            per_row.push(out);
+        } else {
+            return not_supported(format!(
+                "{out} has {r} dims; expected {rank} (like the reduction inputs) or {outer} (per-row values)"
+            ));
+        }
+    }
+    Ok(Classes {
+        full,
+        per_row,
+        reductions,
+    })
 }

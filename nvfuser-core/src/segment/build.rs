@@ -21,6 +21,9 @@ use crate::ir::{
 };
 use crate::DataType;
 
+/// Segment ids of extents, by `(tensor, axis)`.
+type ExtentMap = FxHashMap<(ValId, u32), ValId>;
+
 /// A built segment.
 pub(crate) struct Built {
     pub fusion: Fusion,
@@ -38,9 +41,48 @@ pub(crate) struct Built {
 /// returns `outputs` (original values produced by `exprs`). Expressions that contribute
 /// to no output are left out.
 pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built {
-    let f = g.fusion;
     let exprs = prune(g, exprs, outputs);
+    let r = reads(g, exprs);
+    let (map, ext_map) = number(g.fusion, &r);
+    let fusion = segment_fusion(g, &r, &map, &ext_map, outputs);
+    let Reads {
+        value_inputs,
+        extents,
+        all,
+        ..
+    } = r;
+    let mut inputs: Vec<SegmentValue> =
+        value_inputs.iter().map(|&v| SegmentValue::Val(v)).collect();
+    inputs.extend(
+        extents
+            .iter()
+            .map(|&(tensor, axis)| SegmentValue::Extent(ExtentRef { tensor, axis })),
+    );
+    Built {
+        fusion,
+        inputs,
+        outputs: outputs.to_vec(),
+        exprs: all,
+        map,
+    }
+}
 
+/// What a segment reads and computes, before any id is assigned.
+struct Reads {
+    /// Original values it reads but does not compute, sorted.
+    value_inputs: Vec<ValId>,
+    /// Constants it uses, sorted.
+    constants: Vec<ValId>,
+    /// The extents `(tensor, axis)` it needs of tensors it does not receive, sorted.
+    extents: Vec<(ValId, u32)>,
+    /// The expressions it copies (the scalar cones included), arena order.
+    all: Vec<ExprId>,
+}
+
+/// Finds what the segment of `exprs` reads: its inputs, constants and extents, and the
+/// scalar cones it recomputes.
+fn reads(g: &Graph<'_>, exprs: Vec<ExprId>) -> Reads {
+    let f = g.fusion;
     let mut produced: FxHashSet<ValId> = FxHashSet::default();
     for &e in &exprs {
         produced.extend(f.expr(e).outputs.iter().copied());
@@ -105,7 +147,22 @@ pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built
     all.extend(cone);
     all.sort_unstable();
     all.dedup();
+    Reads {
+        value_inputs,
+        constants,
+        extents,
+        all,
+    }
+}
 
+/// Segment ids of the original values and extents the segment holds.
+fn number(f: &Fusion, r: &Reads) -> (FxHashMap<ValId, ValId>, ExtentMap) {
+    let Reads {
+        value_inputs,
+        constants,
+        extents,
+        all,
+    } = r;
     // Ids: inputs first (in input order), then constants, then expression outputs in
     // expression order, all assigned before any type is remapped.
     let mut map: FxHashMap<ValId, ValId> = FxHashMap::default();
@@ -115,31 +172,49 @@ pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built
         next += 1;
         ValId::new(next - 1)
     };
-    for &v in &value_inputs {
+    for &v in value_inputs {
         map.insert(v, fresh());
     }
-    for &d in &extents {
+    for &d in extents {
         ext_map.insert(d, fresh());
     }
-    for &c in &constants {
+    for &c in constants {
         map.insert(c, fresh());
     }
-    for &e in &all {
+    for &e in all {
         for &o in &f.expr(e).outputs {
             map.insert(o, fresh());
         }
     }
+    (map, ext_map)
+}
 
+/// The segment's fusion: its inputs (received tensors declared contiguous), extent
+/// scalars, constants, the copied expressions with remapped types, and its outputs.
+fn segment_fusion(
+    g: &Graph<'_>,
+    r: &Reads,
+    map: &FxHashMap<ValId, ValId>,
+    ext_map: &ExtentMap,
+    outputs: &[ValId],
+) -> Fusion {
+    let f = g.fusion;
+    let Reads {
+        value_inputs,
+        constants,
+        extents,
+        all,
+    } = r;
     let mut fusion = Fusion::new();
     fusion.segment = true;
-    for &v in &value_inputs {
+    for &v in value_inputs {
         let val = f.val(v);
         let kind = match &val.kind {
             ValKind::Tensor(t) if !g.is_input[v.index()] => {
                 let dims: Vec<IterDomain> = t
                     .shape()
                     .map(|d| IterDomain {
-                        extent: remap_extent(&d.extent, &map, &ext_map),
+                        extent: remap_extent(&d.extent, map, ext_map),
                         kind: match d.kind {
                             IterKind::Expanded => IterKind::Iteration,
                             k => k,
@@ -148,7 +223,7 @@ pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built
                     .collect();
                 ValKind::Tensor(TensorType::contiguous(dims))
             }
-            ValKind::Tensor(t) => ValKind::Tensor(remap_type(t, &map, &ext_map)),
+            ValKind::Tensor(t) => ValKind::Tensor(remap_type(t, map, ext_map)),
             ValKind::Scalar(c) => ValKind::Scalar(*c),
         };
         fusion.push_val(Val {
@@ -157,14 +232,14 @@ pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built
             definition: None,
         });
     }
-    for _ in &extents {
+    for _ in extents {
         fusion.push_val(Val {
             dtype: DataType::I64,
             kind: ValKind::Scalar(None),
             definition: None,
         });
     }
-    for &c in &constants {
+    for &c in constants {
         let mut val = f.val(c).clone();
         val.definition = None;
         fusion.push_val(val);
@@ -172,13 +247,13 @@ pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built
     fusion.inputs = (0..(value_inputs.len() + extents.len()) as u32)
         .map(ValId::new)
         .collect();
-    for &e in &all {
+    for &e in all {
         let expr = f.expr(e);
         let mut outs: SmallVec<[ValId; 1]> = SmallVec::new();
         for &o in &expr.outputs {
             let val = f.val(o);
             let kind = match &val.kind {
-                ValKind::Tensor(t) => ValKind::Tensor(remap_type(t, &map, &ext_map)),
+                ValKind::Tensor(t) => ValKind::Tensor(remap_type(t, map, ext_map)),
                 ValKind::Scalar(c) => ValKind::Scalar(*c),
             };
             outs.push(fusion.push_val(Val {
@@ -201,21 +276,7 @@ pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built
             alias_of: None,
         })
         .collect();
-
-    let mut inputs: Vec<SegmentValue> =
-        value_inputs.iter().map(|&v| SegmentValue::Val(v)).collect();
-    inputs.extend(
-        extents
-            .iter()
-            .map(|&(tensor, axis)| SegmentValue::Extent(ExtentRef { tensor, axis })),
-    );
-    Built {
-        fusion,
-        inputs,
-        outputs: outputs.to_vec(),
-        exprs: all,
-        map,
-    }
+    fusion
 }
 
 /// `exprs` (nodes) without the ones that contribute to none of `outputs`.

@@ -34,6 +34,8 @@ use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PersistentParams, ReductionParams};
 use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
 
+pub(crate) use super::rewrites::{divide_by_reciprocal, two_pass_moments};
+
 /// The fusion-level analysis.
 pub(crate) struct InnerPlan {
     /// Broadcasts pushed to the inputs (same inputs and outputs as the fusion).
@@ -380,8 +382,98 @@ pub(crate) fn schedule_persistent(
 fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, ScheduleError> {
     let rank = p.rank;
     let outer = rank - p.k;
-    let live = f.live_exprs();
     let mut s = ScheduledFusion::new(f.clone())?;
+    let Roles {
+        loads,
+        reductions,
+        per_row,
+        full,
+        stores,
+    } = roles(&f, &mut s, rank, sp)?;
+    let reference = reductions[0];
+    let names = split_reference(&mut s, p, sp, reference)?;
+    let targets: Vec<ValId> = reductions[1..]
+        .iter()
+        .chain(&full)
+        .chain(&loads)
+        .chain(&stores)
+        .copied()
+        .filter(|&t| t != reference)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !targets.is_empty() {
+        s.transform_like(reference, &targets)?;
+    }
+    let all_full: Vec<ValId> = std::iter::once(reference)
+        .chain(targets.iter().copied())
+        .collect();
+    for &tv in &all_full {
+        for (i, name) in names.iter().enumerate() {
+            let pt = match *name {
+                "row" => ParallelType::BIDx,
+                "y" => ParallelType::TIDy,
+                "grid" => ParallelType::BIDy,
+                "tx" => ParallelType::TIDx,
+                "unroll" => ParallelType::Unroll,
+                "serial" if sp.persistent => ParallelType::Unroll,
+                _ => continue,
+            };
+            s.parallelize(tv, i as i64, pt)?;
+        }
+    }
+    let mut vectorized: Vec<ValId> = loads.iter().chain(&stores).copied().collect();
+    if sp.persistent {
+        vectorized.extend(broadcast_vector_inputs(&f).into_iter().map(|(b, _)| b));
+    }
+    let unrolled: Vec<ValId> = all_full
+        .iter()
+        .copied()
+        .filter(|t| !vectorized.contains(t))
+        .collect();
+    mark_vector_dims(&mut s, sp.v, &vectorized, &unrolled)?;
+    for &tv in &per_row {
+        if !s.schedule().tensors.contains_key(&tv) {
+            continue;
+        }
+        for _ in 1..outer {
+            s.merge(tv, 0)?;
+        }
+        if outer > 0 {
+            if sp.y > 1 {
+                s.split(tv, 0, sp.y)?;
+                s.parallelize(tv, 1, ParallelType::TIDy)?;
+            }
+            s.parallelize(tv, 0, ParallelType::BIDx)?;
+        }
+    }
+    s.inline_most()?;
+    Ok(s)
+}
+
+/// The tensors [`schedule`] treats alike, with the caches it adds for them.
+struct Roles {
+    /// Vector loads of full-rank inputs.
+    loads: Vec<ValId>,
+    /// Reduction results (Welford siblings follow the first output).
+    reductions: Vec<ValId>,
+    /// Tensors with one value per row (and forked reduction outputs).
+    per_row: Vec<ValId>,
+    /// Full-rank tensors.
+    full: Vec<ValId>,
+    /// Vector stores of full-rank outputs.
+    stores: Vec<ValId>,
+}
+
+/// Sorts the live tensors of `f` into their [`Roles`], adding the load, fork and store
+/// caches to `s`.
+fn roles(
+    f: &Fusion,
+    s: &mut ScheduledFusion,
+    rank: usize,
+    sp: &Split,
+) -> Result<Roles, ScheduleError> {
+    let live = f.live_exprs();
     let is_output = |v: ValId| f.outputs().iter().any(|o| o.val == v);
     let is_read = |v: ValId| {
         f.exprs()
@@ -468,7 +560,7 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
             .and_then(|t| t.shape().last().map(|d| d.is_broadcast_like()))
             .unwrap_or(true)
     };
-    for o in super::distinct_outputs(&f) {
+    for o in super::distinct_outputs(f) {
         if full.contains(&o) && sp.v > 1 && !inner_is_broadcast(o) {
             // A forked output already is a copy of its register tensor.
             if !forked.contains(&o) {
@@ -478,7 +570,25 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
             stores.push(o);
         }
     }
-    let reference = reductions[0];
+    Ok(Roles {
+        loads,
+        reductions,
+        per_row,
+        full,
+        stores,
+    })
+}
+
+/// Splits the reference's dims into `[row, y?, grid?, serial, unroll?, tx, v]` and
+/// returns the name of each loop dim.
+fn split_reference(
+    s: &mut ScheduledFusion,
+    p: &InnerPlan,
+    sp: &Split,
+    reference: ValId,
+) -> Result<Vec<&'static str>, ScheduleError> {
+    let rank = p.rank;
+    let outer = rank - p.k;
     // Reduced dims: merge, then [grid?, serial, unroll?, tx, v].
     // The vector is an inner split of the innermost dim, taken before the merges.
     let o = outer as i64;
@@ -499,7 +609,7 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     for _ in 1..outer {
         s.merge(reference, 0)?;
     }
-    let mut names: Vec<&str> = Vec::new();
+    let mut names: Vec<&'static str> = Vec::new();
     if outer > 0 {
         names.push("row");
         if sp.y > 1 {
@@ -508,206 +618,7 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
         }
     }
     names.extend(axes_after_rows);
-    let targets: Vec<ValId> = reductions[1..]
-        .iter()
-        .chain(&full)
-        .chain(&loads)
-        .chain(&stores)
-        .copied()
-        .filter(|&t| t != reference)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    if !targets.is_empty() {
-        s.transform_like(reference, &targets)?;
-    }
-    let all_full: Vec<ValId> = std::iter::once(reference)
-        .chain(targets.iter().copied())
-        .collect();
-    for &tv in &all_full {
-        for (i, name) in names.iter().enumerate() {
-            let pt = match *name {
-                "row" => ParallelType::BIDx,
-                "y" => ParallelType::TIDy,
-                "grid" => ParallelType::BIDy,
-                "tx" => ParallelType::TIDx,
-                "unroll" => ParallelType::Unroll,
-                "serial" if sp.persistent => ParallelType::Unroll,
-                _ => continue,
-            };
-            s.parallelize(tv, i as i64, pt)?;
-        }
-    }
-    let mut vectorized: Vec<ValId> = loads.iter().chain(&stores).copied().collect();
-    if sp.persistent {
-        vectorized.extend(broadcast_vector_inputs(&f).into_iter().map(|(b, _)| b));
-    }
-    let unrolled: Vec<ValId> = all_full
-        .iter()
-        .copied()
-        .filter(|t| !vectorized.contains(t))
-        .collect();
-    mark_vector_dims(&mut s, sp.v, &vectorized, &unrolled)?;
-    for &tv in &per_row {
-        if !s.schedule().tensors.contains_key(&tv) {
-            continue;
-        }
-        for _ in 1..outer {
-            s.merge(tv, 0)?;
-        }
-        if outer > 0 {
-            if sp.y > 1 {
-                s.split(tv, 0, sp.y)?;
-                s.parallelize(tv, 1, ParallelType::TIDy)?;
-            }
-            s.parallelize(tv, 0, ParallelType::BIDx)?;
-        }
-    }
-    s.inline_most()?;
-    Ok(s)
-}
-
-/// The fusion with every uncorrected `var_mean` / `var` computed in two passes over the
-/// row: `mean = mean(x)`, then `var = mean((x - mean)²)`. With the row in registers the
-/// second pass reads no memory, and two plain block reductions replace a Welford update
-/// (a division per element) and a Welford combine. An f32 mean accumulates in f64.
-/// Outputs keep their ids; a nonzero correction keeps the Welford form.
-pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
-    use crate::dtype::DataType;
-    use crate::ir::{BinaryOp, Expr, IterDomain, ReductionOp, TensorType, Val, ValKind};
-    use smallvec::smallvec;
-    let mut nf = f.clone();
-    nf.exprs.clear();
-    for v in nf.vals.iter_mut() {
-        v.definition = None;
-    }
-    let full_type = |x: ValId, broadcast_axes: &[usize]| -> Option<TensorType> {
-        let t = f.tensor_type(x)?;
-        let dims: Vec<IterDomain> = t
-            .shape()
-            .enumerate()
-            .map(|(i, d)| {
-                if broadcast_axes.contains(&i) {
-                    IterDomain::broadcast()
-                } else {
-                    d.clone()
-                }
-            })
-            .collect();
-        Some(TensorType::contiguous(dims))
-    };
-    for (_, e) in f.exprs() {
-        let (axes, var, mean) = match &e.op {
-            Op::VarMean {
-                axes,
-                correction: 0,
-            } => (axes.clone(), e.outputs[0], Some(e.outputs[1])),
-            Op::Var {
-                axes,
-                correction: 0,
-            } => (axes.clone(), e.outputs[0], None),
-            _ => {
-                nf.push_expr(e.clone());
-                continue;
-            }
-        };
-        let x = e.inputs[0];
-        let (Some(bt), Some(ft)) = (full_type(x, &axes), full_type(x, &[])) else {
-            nf.push_expr(e.clone());
-            continue;
-        };
-        let dtype = f.val(var).dtype;
-        let mean = mean.unwrap_or_else(|| {
-            nf.push_val(Val {
-                dtype,
-                kind: f.val(var).kind.clone(),
-                definition: None,
-            })
-        });
-        let tensor = |nf: &mut Fusion, t: &TensorType| {
-            nf.push_val(Val {
-                dtype,
-                kind: ValKind::Tensor(t.clone()),
-                definition: None,
-            })
-        };
-        let rank = ft.domain.len();
-        // An f32 mean is accumulated in f64 and rounded once, as the reference's: an
-        // f32 sum overflows for rows near f32::MAX (a LayerNorm of them gave NaN where
-        // the reference and PyTorch's Welford give the bias), and rounds a constant
-        // row's mean away from its value. One conversion and one f64 add per element
-        // cost nothing in a memory-bound kernel.
-        let wide = dtype == DataType::F32 && f.val(x).dtype == DataType::F32;
-        let (src, dst) = if wide {
-            let xd = nf.push_val(Val {
-                dtype: DataType::F64,
-                kind: ValKind::Tensor(ft.clone()),
-                definition: None,
-            });
-            nf.push_expr(Expr {
-                op: Op::Cast,
-                inputs: smallvec![x],
-                outputs: smallvec![xd],
-            });
-            let md = nf.push_val(Val {
-                dtype: DataType::F64,
-                kind: f.val(var).kind.clone(),
-                definition: None,
-            });
-            (xd, md)
-        } else {
-            (x, mean)
-        };
-        nf.push_expr(Expr {
-            op: Op::Reduction {
-                op: ReductionOp::Mean,
-                axes: axes.clone(),
-            },
-            inputs: smallvec![src],
-            outputs: smallvec![dst],
-        });
-        if wide {
-            // The mean is a cast of the f64 reduction: its dims are the kept ones.
-            if let Some(t) = f.tensor_type(mean) {
-                let kept = TensorType::contiguous(t.shape().cloned().collect());
-                nf.vals[mean.index()].kind = ValKind::Tensor(kept);
-            }
-            nf.push_expr(Expr {
-                op: Op::Cast,
-                inputs: smallvec![dst],
-                outputs: smallvec![mean],
-            });
-        }
-        let mb = tensor(&mut nf, &bt);
-        nf.push_expr(Expr {
-            op: Op::Broadcast {
-                mask: (0..rank).map(|i| axes.contains(&i)).collect(),
-            },
-            inputs: smallvec![mean],
-            outputs: smallvec![mb],
-        });
-        let d = tensor(&mut nf, &ft);
-        nf.push_expr(Expr {
-            op: Op::Binary(BinaryOp::Sub),
-            inputs: smallvec![x, mb],
-            outputs: smallvec![d],
-        });
-        let d2 = tensor(&mut nf, &ft);
-        nf.push_expr(Expr {
-            op: Op::Binary(BinaryOp::Mul),
-            inputs: smallvec![d, d],
-            outputs: smallvec![d2],
-        });
-        nf.push_expr(Expr {
-            op: Op::Reduction {
-                op: ReductionOp::Mean,
-                axes,
-            },
-            inputs: smallvec![d2],
-            outputs: smallvec![var],
-        });
-    }
-    nf
+    Ok(names)
 }
 
 /// Broadcasts of fusion inputs that keep the input's innermost dim as the output's
@@ -730,67 +641,4 @@ pub(crate) fn broadcast_vector_inputs(f: &Fusion) -> Vec<(ValId, ValId)> {
         })
         .map(|(_, e)| (e.outputs[0], e.inputs[0]))
         .collect()
-}
-
-/// The fusion with every float division by a broadcast per-row value
-/// (`x / broadcast(s)`, softmax's normalization) turned into a multiplication by the
-/// row's reciprocal, computed once per row: an IEEE division per element costs about
-/// ten instructions, a multiplication one. The result may differ from the division in
-/// the last bit of f32. Outputs keep their ids.
-pub(crate) fn divide_by_reciprocal(f: &Fusion) -> Fusion {
-    use crate::ir::{BinaryOp, Expr, TensorType, UnaryOp, Val, ValKind};
-    use smallvec::smallvec;
-    let mut nf = f.clone();
-    nf.exprs.clear();
-    for v in nf.vals.iter_mut() {
-        v.definition = None;
-    }
-    for (_, e) in f.exprs() {
-        let per_row_divisor = match &e.op {
-            Op::Binary(BinaryOp::Div) if f.val(e.outputs[0]).dtype.is_float() => {
-                let b = e.inputs[1];
-                f.val(b).definition.and_then(|d| {
-                    let be = f.expr(d);
-                    let src = be.inputs[0];
-                    let computed = f.input_position(src).is_none() && f.val(src).is_tensor();
-                    (matches!(be.op, Op::Broadcast { .. })
-                        && computed
-                        && f.val(src).dtype == f.val(b).dtype)
-                        .then(|| (be.op.clone(), src, b))
-                })
-            }
-            _ => None,
-        };
-        let Some((bcast, src, b)) = per_row_divisor else {
-            nf.push_expr(e.clone());
-            continue;
-        };
-        // Fresh values shaped like `like` (reduction dims dropped: a pointwise result).
-        let fresh = |nf: &mut Fusion, like: ValId| {
-            let t = f.tensor_type(like).expect("a tensor");
-            nf.push_val(Val {
-                dtype: f.val(like).dtype,
-                kind: ValKind::Tensor(TensorType::contiguous(t.shape_dims())),
-                definition: None,
-            })
-        };
-        let r = fresh(&mut nf, src);
-        nf.push_expr(Expr {
-            op: Op::Unary(UnaryOp::Reciprocal),
-            inputs: smallvec![src],
-            outputs: smallvec![r],
-        });
-        let rb = fresh(&mut nf, b);
-        nf.push_expr(Expr {
-            op: bcast,
-            inputs: smallvec![r],
-            outputs: smallvec![rb],
-        });
-        nf.push_expr(Expr {
-            op: Op::Binary(BinaryOp::Mul),
-            inputs: smallvec![e.inputs[0], rb],
-            outputs: e.outputs.clone(),
-        });
-    }
-    nf
 }

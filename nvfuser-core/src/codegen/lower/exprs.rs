@@ -1,0 +1,397 @@
+//! Expressions: the value an expression computes at the current indices, its operands
+//! converted to the math's type, C++ literals, and the statement that stores it
+//! (an assignment or a vectorized copy, under its predicates).
+
+use std::collections::HashMap;
+use std::ops::{Add, Mul};
+
+use super::indexing::shape_doms;
+use super::reductions::is_reduction;
+use super::{logical_ext, scalar_name, unsupported, Lower};
+use crate::codegen::abi::cuda_type;
+use crate::codegen::index::Idx;
+use crate::codegen::kir::{Requirement, Stmt};
+use crate::dtype::{promote, DataType, Operand, ScalarValue};
+use crate::ir::{BinaryOp, BinaryRule, Distribution, Op, TernaryOp, UnaryRule, ValId};
+use crate::sched::{DomId, MemoryType, ParallelType, SExpr, SchedResult};
+
+impl Lower<'_> {
+    pub(super) fn operand(
+        &self,
+        e: &SExpr,
+        v: ValId,
+        to: DataType,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<String> {
+        let val = self.sf.fusion().get_val(v);
+        let (text, from) = if self.s.tensors.contains_key(&v) {
+            (self.read(e, v, cidx)?, self.t(v).dtype)
+        } else {
+            match val {
+                Some(x) => match x.constant() {
+                    Some(c) => return Ok(literal(c, to)),
+                    None => (scalar_name(v.id()), x.dtype),
+                },
+                None => return unsupported(format!("unknown value {v}")),
+            }
+        };
+        Ok(if from == to {
+            text
+        } else {
+            format!("({})({text})", cuda_type(to))
+        })
+    }
+
+    /// `v` as an operand of math whose type is `sem`, in `sem`'s computation type: a
+    /// tensor of another type converts as a cast to `sem` would first (an `i32` meeting
+    /// `f16` math rounds to `f16`), a scalar does not (PyTorch keeps scalars in its
+    /// `f32` opmath type); see the evaluator's spec.
+    fn operand_in(
+        &self,
+        e: &SExpr,
+        v: ValId,
+        sem: DataType,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<String> {
+        let to = sem.compute_type();
+        let half = matches!(sem, DataType::F16 | DataType::BF16);
+        let from = self.val_dtype_any(v);
+        if half && self.s.tensors.contains_key(&v) && from != sem && from != DataType::Bool {
+            let inner = self.operand(e, v, from, cidx)?;
+            return Ok(format!(
+                "({})(({})({inner}))",
+                cuda_type(to),
+                cuda_type(sem)
+            ));
+        }
+        self.operand(e, v, to, cidx)
+    }
+
+    fn value(&self, e: &SExpr, cidx: &HashMap<DomId, Idx>) -> SchedResult<String> {
+        let out_dt = self.t(e.output).dtype;
+        let ins = &e.inputs;
+        let promoted = |ids: &[ValId]| -> DataType {
+            let ops: Vec<Operand> = ids
+                .iter()
+                .map(|&v| Operand {
+                    dtype: self.val_dtype_any(v),
+                    is_scalar: !self.s.tensors.contains_key(&v),
+                })
+                .collect();
+            promote(&ops).unwrap_or(out_dt)
+        };
+        Ok(match &e.op {
+            // Float to integer: the explicit rule for NaN and out-of-range values.
+            Op::Cast
+                if !out_dt.is_float()
+                    && out_dt != DataType::Bool
+                    && self.val_dtype_any(ins[0]).is_float() =>
+            {
+                let pd = self.val_dtype_any(ins[0]);
+                let wide = pd == DataType::F64;
+                let x = self.operand(
+                    e,
+                    ins[0],
+                    if wide { DataType::F64 } else { DataType::F32 },
+                    cidx,
+                )?;
+                match (out_dt, wide) {
+                    (DataType::I32, false) => format!("nvf_f2i32_f32({x})"),
+                    (DataType::I32, true) => format!("nvf_f2i32_f64({x})"),
+                    _ => format!("nvf_f2i64({x})"),
+                }
+            }
+            Op::Set
+            | Op::SegmentSet
+            | Op::Cast
+            | Op::Broadcast { .. }
+            | Op::Expand { .. }
+            | Op::Permute { .. }
+            | Op::Squeeze { .. } => {
+                let p = ins[0];
+                let pd = self.val_dtype_any(p);
+                self.operand(e, p, pd, cidx)?
+            }
+            Op::Unary(u) => {
+                let inp = self.val_dtype_any(ins[0]);
+                let sem = match u.rule() {
+                    UnaryRule::FloatMath | UnaryRule::FloatOnly => out_dt,
+                    _ => inp,
+                };
+                format!(
+                    "nvf_{}({})",
+                    u.name(),
+                    self.operand_in(e, ins[0], sem, cidx)?
+                )
+            }
+            Op::Binary(b) => {
+                let sem = match b.rule() {
+                    BinaryRule::FloatMath => out_dt,
+                    _ => promoted(&ins[..2]),
+                };
+                let (x, y) = (
+                    self.operand_in(e, ins[0], sem, cidx)?,
+                    self.operand_in(e, ins[1], sem, cidx)?,
+                );
+                match (self.int_division(e), self.check_code(e), infix(*b)) {
+                    (Some(helper), Some(code), _) => format!("{helper}(nvf_err, {code}, {x}, {y})"),
+                    (_, _, Some(op)) => format!("{x} {op} {y}"),
+                    _ => format!("nvf_{}({x}, {y})", b.name()),
+                }
+            }
+            Op::Ternary(t) => match t {
+                TernaryOp::Where => {
+                    let cond = self.operand(e, ins[0], DataType::Bool, cidx)?;
+                    format!(
+                        "{cond} ? {} : {}",
+                        self.operand_in(e, ins[1], out_dt, cidx)?,
+                        self.operand_in(e, ins[2], out_dt, cidx)?
+                    )
+                }
+                _ => {
+                    let a: Vec<String> = ins
+                        .iter()
+                        .map(|&v| self.operand_in(e, v, out_dt, cidx))
+                        .collect::<SchedResult<_>>()?;
+                    match t {
+                        TernaryOp::Lerp => format!("{0} + {2} * ({1} - {0})", a[0], a[1], a[2]),
+                        TernaryOp::Clamp => format!("nvf_clamp({}, {}, {})", a[0], a[1], a[2]),
+                        TernaryOp::Threshold => {
+                            format!("{0} > {1} ? {0} : {2}", a[0], a[1], a[2])
+                        }
+                        TernaryOp::Addcmul => {
+                            format!("{} + {} * {} * {}", a[0], a[3], a[1], a[2])
+                        }
+                        TernaryOp::Where => unreachable!("handled above"),
+                    }
+                }
+            },
+            Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Cat { .. }
+            | Op::Reshape { .. }
+            | Op::Select { .. }
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::TakeAlongAxis { .. } => self.resize_value(e, cidx)?,
+            Op::Full { .. } => self.operand(e, ins[0], out_dt.compute_type(), cidx)?,
+            Op::Iota { .. } => {
+                let c = out_dt.compute_type();
+                let d = &self.t(e.output).domain;
+                let i = cidx.get(&d.root[0]).cloned().unwrap_or(Idx::Const(0));
+                format!(
+                    "{} + ({})({i}) * {}",
+                    self.operand(e, ins[0], c, cidx)?,
+                    cuda_type(c),
+                    self.operand(e, ins[1], c, cidx)?
+                )
+            }
+            Op::Rand { dist, .. } => {
+                let d = &self.t(e.output).domain;
+                let mut lin = Idx::Const(0);
+                for &r in &shape_doms(d) {
+                    let x = cidx.get(&r).cloned().unwrap_or(Idx::Const(0));
+                    lin = lin.mul(logical_ext(d.dom(r))).add(x);
+                }
+                let seed = self.operand(e, ins[2], DataType::I64, cidx)?;
+                let off = self.operand(e, ins[3], DataType::I64, cidx)?;
+                let wide = out_dt == DataType::F64;
+                let uniform_t = format!("nvf_uniform<{}>", cuda_type(out_dt));
+                let (f, pt) = match (dist, wide) {
+                    (Distribution::Uniform, false) => (uniform_t.as_str(), DataType::F32),
+                    (Distribution::Uniform, true) => ("nvf_uniform_f64_op", DataType::F64),
+                    (Distribution::Normal, false) => ("nvf_normal_f32", DataType::F64),
+                    (Distribution::Normal, true) => ("nvf_normal_f64", DataType::F64),
+                };
+                format!(
+                    "{f}((unsigned long long)({seed}), (unsigned long long)({off}), (unsigned long long)({lin}), {}, {})",
+                    self.operand(e, ins[0], pt, cidx)?,
+                    self.operand(e, ins[1], pt, cidx)?
+                )
+            }
+            other => {
+                return unsupported(format!(
+                    "lowering of {} is not implemented yet",
+                    other.name()
+                ))
+            }
+        })
+    }
+
+    pub(super) fn emit_expr(&mut self, ei: usize, out: &mut Vec<Stmt>) -> SchedResult<()> {
+        let e = &self.s.exprs[ei];
+        let tv = e.output;
+        let t = self.t(tv);
+        if is_reduction(&t.domain) {
+            self.emit_reduction_init(ei, out)?;
+            self.emit_accumulate(ei, out)?;
+            return self.emit_reduction_finish(ei, out);
+        }
+        let cidx = self.consumer_indices(tv);
+        // Register math on register operands needs no bounds predicate: an element
+        // outside the tensor is computed from values that are never read back (every
+        // load into registers, every store and every reduction stays predicated), and
+        // skipping the condition keeps index arithmetic out of the math loop. Checked
+        // expressions (integer division) stay predicated: an element outside the tensor
+        // must not report an error.
+        let register_only = t.memory == MemoryType::Local
+            && !self.check_site.contains_key(&tv)
+            && !matches!(
+                e.op,
+                Op::Reshape { .. }
+                    | Op::Permute { .. }
+                    | Op::Slice { .. }
+                    | Op::Pad { .. }
+                    | Op::Cat { .. }
+                    | Op::IndexSelect { .. }
+                    | Op::Select { .. }
+                    | Op::Gather { .. }
+                    | Op::TakeAlongAxis { .. }
+            )
+            && e.inputs.iter().all(|&i| {
+                self.s
+                    .tensors
+                    .get(&i)
+                    .is_none_or(|it| it.memory == MemoryType::Local)
+            });
+        let mut cond = if register_only {
+            Vec::new()
+        } else {
+            self.predicates(tv, &cidx, false)
+        };
+        if t.memory == MemoryType::Global {
+            cond.extend(self.thread_guards(tv));
+        }
+        let lhs = format!("T{}[{}]", tv.id(), self.store_offset(tv, &cidx)?);
+        let vec = t
+            .domain
+            .loop_dims
+            .last()
+            .map(|&l| t.domain.dom(l))
+            .filter(|d| d.parallel == ParallelType::Vectorize);
+        let stmt = if let Some(vd) = vec {
+            let width = vd.extent.as_const().unwrap_or(1);
+            let p = e.inputs[0];
+            let src = self.read(e, p, &cidx)?;
+            for g in [p, tv] {
+                let gt = self.t(g);
+                if gt.memory != MemoryType::Global {
+                    continue;
+                }
+                if let Some(&last) = shape_doms(&gt.domain).last() {
+                    let x = gt.domain.dom(last).extent.clone();
+                    if x.as_const().is_none() {
+                        self.requirements.push(Requirement::Divisible {
+                            extent: x,
+                            by: width,
+                            why: format!("vectorized access of T{} by {width}", g.id()),
+                        });
+                    }
+                }
+                self.requirements.push(Requirement::Aligned {
+                    tensor: g,
+                    bytes: width as usize * gt.dtype.size_bytes(),
+                });
+            }
+            Stmt::VecCopy {
+                dtype: t.dtype,
+                width,
+                dst: format!("&{lhs}"),
+                src: format!("&{src}"),
+            }
+        } else {
+            let rhs = self.value(e, &cidx)?;
+            Stmt::Assign {
+                lhs,
+                rhs: format!("({})({rhs})", cuda_type(t.dtype)),
+            }
+        };
+        out.push(if cond.is_empty() {
+            stmt
+        } else {
+            Stmt::If {
+                cond,
+                body: vec![stmt],
+            }
+        });
+        Ok(())
+    }
+}
+
+fn infix(b: BinaryOp) -> Option<&'static str> {
+    use BinaryOp::*;
+    Some(match b {
+        Add => "+",
+        Sub => "-",
+        Mul => "*",
+        Div | TrueDiv => "/",
+        Eq => "==",
+        Ne => "!=",
+        Lt => "<",
+        Le => "<=",
+        Gt => ">",
+        Ge => ">=",
+        LogicalAnd => "&&",
+        LogicalOr => "||",
+        BitwiseAnd => "&",
+        BitwiseOr => "|",
+        BitwiseXor => "^",
+        ShiftLeft => "<<",
+        ShiftRight => ">>",
+        _ => return None,
+    })
+}
+
+/// A C++ literal of `v` in type `to` (a compute type: never f16/bf16 unless cast).
+pub(super) fn literal(v: ScalarValue, to: DataType) -> String {
+    match to {
+        DataType::Bool => format!("{}", v.as_f64() != 0.0),
+        DataType::I32 => {
+            // `-2147483648` is the negation of a `long` literal in C++: spell i32::MIN
+            // as an `int` expression.
+            let i = v.cast(DataType::I32).as_i64().unwrap_or(0);
+            if i == i64::from(i32::MIN) {
+                "(-2147483647 - 1)".into()
+            } else {
+                format!("{i}")
+            }
+        }
+        DataType::I64 => {
+            let i = v.cast(DataType::I64).as_i64().unwrap_or(0);
+            if i == i64::MIN {
+                "(-9223372036854775807LL - 1)".into()
+            } else {
+                format!("{i}LL")
+            }
+        }
+        DataType::F64 => {
+            let x = v.as_f64();
+            if x.is_nan() {
+                "__longlong_as_double(0x7ff8000000000000LL)".into()
+            } else if x.is_infinite() {
+                format!(
+                    "{}__longlong_as_double(0x7ff0000000000000LL)",
+                    if x < 0.0 { "-" } else { "" }
+                )
+            } else {
+                format!("{x:?}")
+            }
+        }
+        DataType::F32 => {
+            let x = v.as_f64() as f32;
+            if x.is_nan() {
+                "__int_as_float(0x7fc00000)".into()
+            } else if x.is_infinite() {
+                format!(
+                    "{}__int_as_float(0x7f800000)",
+                    if x < 0.0 { "-" } else { "" }
+                )
+            } else {
+                format!("{x:?}f")
+            }
+        }
+        DataType::F16 | DataType::BF16 => {
+            format!("({})({})", cuda_type(to), literal(v, DataType::F32))
+        }
+    }
+}

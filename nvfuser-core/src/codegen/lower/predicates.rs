@@ -1,0 +1,89 @@
+//! Predicates: bounds checks of root indices where a split is not provably divisible,
+//! and the thread and block guards of global writes.
+
+use std::collections::{HashMap, HashSet};
+
+use super::reductions::red_parallel;
+use super::{ext, Lower};
+use crate::codegen::index::Idx;
+use crate::ir::{IterKind, ValId};
+use crate::sched::{DomId, DomTransform, TensorDomain};
+
+impl Lower<'_> {
+    /// Bounds checks of the root indices of `tv` (reduction roots only if `with_red`).
+    pub(super) fn predicates(
+        &self,
+        tv: ValId,
+        cidx: &HashMap<DomId, Idx>,
+        with_red: bool,
+    ) -> Vec<String> {
+        let d = &self.t(tv).domain;
+        let mut out = Vec::new();
+        for &r in &d.root {
+            let dom = d.dom(r);
+            if dom.kind == IterKind::Broadcast || (!with_red && dom.kind == IterKind::Reduction) {
+                continue;
+            }
+            if needs_predicate(d, r) {
+                if let Some(i) = cidx.get(&r) {
+                    out.push(format!("{} < {}", i, ext(&dom.extent)));
+                }
+            }
+        }
+        out
+    }
+
+    /// `threadIdx.x == 0`-style guards for a global write of `tv`.
+    pub(super) fn thread_guards(&self, tv: ValId) -> Vec<String> {
+        let d = &self.t(tv).domain;
+        let mut out = Vec::new();
+        for &p in self.bound.keys() {
+            let used = d.loop_dims.iter().any(|&l| {
+                let x = d.dom(l);
+                x.parallel == p && x.kind != IterKind::Broadcast && x.kind != IterKind::Reduction
+            });
+            // A grid reduction's result is written by the last block, whichever it is.
+            let grid_reduced = p.is_bid() && red_parallel(d, p);
+            if !used && !grid_reduced {
+                out.push(format!("{} == 0", p.cuda_index().unwrap_or("0")));
+            }
+        }
+        out
+    }
+}
+
+/// True when some split below root dim `r` is not provably divisible.
+fn needs_predicate(d: &TensorDomain, r: DomId) -> bool {
+    let mut below: HashSet<DomId> = HashSet::from([r]);
+    for tr in &d.transforms {
+        match tr {
+            DomTransform::Split {
+                input,
+                outer,
+                inner,
+                factor,
+                ..
+            } => {
+                if !below.contains(input) {
+                    continue;
+                }
+                let e = &d.dom(*input).extent;
+                let divisible = match (e.as_const(), factor.as_const()) {
+                    (Some(a), Some(b)) => b != 0 && a % b == 0,
+                    _ => false,
+                };
+                if !divisible && d.dom(*input).kind != IterKind::Broadcast {
+                    return true;
+                }
+                below.insert(*outer);
+                below.insert(*inner);
+            }
+            DomTransform::Merge { outer, inner, out } => {
+                if below.contains(outer) || below.contains(inner) {
+                    below.insert(*out);
+                }
+            }
+        }
+    }
+    false
+}

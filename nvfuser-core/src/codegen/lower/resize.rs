@@ -1,0 +1,264 @@
+//! Resize and indexing ops (slice, pad, cat, reshape, select, index_select, gather,
+//! take_along_axis): the input's indices computed from the output's, with bounds
+//! conditions where an element may come from nowhere.
+
+use std::collections::HashMap;
+use std::ops::{Add, Div, Mul, Rem};
+
+use super::indexing::{forward_indices, shape_doms};
+use super::{ext, logical_ext, logical_extent, unsupported, Lower};
+use crate::codegen::abi::cuda_type;
+use crate::codegen::index::Idx;
+use crate::dtype::DataType;
+use crate::ir::{Extent, IterKind, Op, SizeArg, SliceRange, ValId};
+use crate::sched::{DomId, MemoryType, SExpr, SchedResult, ScheduleError};
+
+impl Lower<'_> {
+    /// Reads tensor `p` (global or shared) at the given indices of its shape dims.
+    fn read_at(&self, e: &SExpr, p: ValId, shape_idx: &[Idx]) -> SchedResult<String> {
+        let pt = self.t(p);
+        match pt.memory {
+            MemoryType::Global => Ok(self.element(p, &self.global_offset(p, shape_idx))),
+            MemoryType::Shared => {
+                let pd = &pt.domain;
+                let mut pidx: HashMap<DomId, Idx> = HashMap::new();
+                for (j, &pdim) in shape_doms(pd).iter().enumerate() {
+                    let i = if pd.dom(pdim).kind != IterKind::Broadcast {
+                        shape_idx.get(j).cloned().unwrap_or(Idx::Const(0))
+                    } else {
+                        Idx::Const(0)
+                    };
+                    pidx.insert(pdim, i);
+                }
+                forward_indices(pd, &mut pidx);
+                let off = self.local_offset(p, &|i| {
+                    pidx.get(&pd.loop_dims[i]).cloned().unwrap_or(Idx::Const(0))
+                })?;
+                Ok(format!("T{}[{off}]", p.id()))
+            }
+            MemoryType::Local => Err(ScheduleError::ResizeInputInRegisters {
+                op: e.op.name(),
+                producer: p,
+                consumer: e.output,
+            }),
+        }
+    }
+
+    /// The value of a resize or indexing op: its input's indices computed from the
+    /// output's, with bounds conditions where an element may come from nowhere.
+    pub(super) fn resize_value(
+        &self,
+        e: &SExpr,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<String> {
+        let od = &self.t(e.output).domain;
+        let oi: Vec<Idx> = od
+            .root
+            .iter()
+            .map(|r| {
+                if od.dom(*r).kind != IterKind::Broadcast {
+                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
+                } else {
+                    Idx::Const(0)
+                }
+            })
+            .collect();
+        let oext: Vec<Idx> = od.root.iter().map(|r| logical_ext(od.dom(*r))).collect();
+        let x = e.inputs[0];
+        let xd = &self.t(x).domain;
+        let xext: Vec<Extent> = shape_doms(xd)
+            .iter()
+            .map(|&d| logical_extent(xd.dom(d)))
+            .collect();
+        match &e.op {
+            Op::Slice { ranges } => self.slice_value(e, ranges, &xext, &oi),
+            Op::Pad { widths } => self.pad_value(e, widths, &xext, &oi, cidx),
+            Op::Cat { axis } => self.cat_value(e, *axis, &oi),
+            Op::Reshape { .. } => self.reshape_value(e, &xext, &oi, &oext),
+            Op::Select { axis, index } => self.select_value(e, *axis, *index, &xext, &oi, cidx),
+            Op::IndexSelect { axis } | Op::Gather { axis } | Op::TakeAlongAxis { axis } => {
+                self.indexed_value(e, *axis, &xext, &oi)
+            }
+            other => unsupported(format!("{} is not a resize op", other.name())),
+        }
+    }
+
+    /// `slice`: in = start + out * step, start normalized like the builder's extents.
+    fn slice_value(
+        &self,
+        e: &SExpr,
+        ranges: &[SliceRange],
+        xext: &[Extent],
+        oi: &[Idx],
+    ) -> SchedResult<String> {
+        let size_arg = |a: SizeArg| -> Extent {
+            match a {
+                SizeArg::Const(c) => Extent::Const(c),
+                SizeArg::Input(k) => Extent::Scalar(e.inputs[k as usize]),
+            }
+        };
+        let xi: Vec<Idx> = ranges
+            .iter()
+            .zip(xext)
+            .zip(oi)
+            .map(|((r, size), o)| {
+                let start = match r.start {
+                    SizeArg::Const(c) if c < 0 => {
+                        (size.clone() + Extent::Const(c)).max(Extent::Const(0))
+                    }
+                    // 0 <= start: min(0, size) is 0.
+                    SizeArg::Const(0) => Extent::Const(0),
+                    a => size_arg(a).min(size.clone()),
+                };
+                ext(&start).add(o.clone().mul(Idx::Const(r.step)))
+            })
+            .collect();
+        self.read_at(e, e.inputs[0], &xi)
+    }
+
+    /// `pad`: in = out - before; outside 0 <= in < size, the pad value.
+    fn pad_value(
+        &self,
+        e: &SExpr,
+        widths: &[(i64, i64)],
+        xext: &[Extent],
+        oi: &[Idx],
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<String> {
+        let out_dt = self.t(e.output).dtype;
+        let mut conds = Vec::new();
+        let mut xi = Vec::new();
+        for ((&(lo, hi), size), o) in widths.iter().zip(xext).zip(oi) {
+            if lo == 0 && hi == 0 {
+                xi.push(o.clone());
+                continue;
+            }
+            let i = Idx::Sub(Box::new(o.clone()), Box::new(Idx::Const(lo)));
+            let i = if lo == 0 { o.clone() } else { i };
+            if lo > 0 {
+                conds.push(format!("{o} >= {lo}"));
+            }
+            if hi > 0 {
+                conds.push(format!("{i} < {}", ext(size)));
+            }
+            xi.push(i);
+        }
+        let fill = self.operand(e, e.inputs[1], out_dt, cidx)?;
+        let v = self.read_at(e, e.inputs[0], &xi)?;
+        Ok(if conds.is_empty() {
+            v
+        } else {
+            format!("({}) ? {v} : {fill}", conds.join(" && "))
+        })
+    }
+
+    /// `cat`: the input whose range along `axis` holds the output index.
+    fn cat_value(&self, e: &SExpr, axis: usize, oi: &[Idx]) -> SchedResult<String> {
+        let mut offset = Extent::Const(0);
+        let mut pieces = Vec::new();
+        for &p in e.inputs.iter() {
+            let pd = &self.t(p).domain;
+            let pshape = shape_doms(pd);
+            let len = logical_extent(pd.dom(pshape[axis]));
+            let mut xi = oi.to_vec();
+            xi[axis] = if offset == Extent::Const(0) {
+                oi[axis].clone()
+            } else {
+                Idx::Sub(Box::new(oi[axis].clone()), Box::new(ext(&offset)))
+            };
+            offset = offset + len;
+            pieces.push((ext(&offset), self.read_at(e, p, &xi)?));
+        }
+        let mut v = pieces.pop().map(|(_, r)| r).unwrap_or_default();
+        while let Some((end, r)) = pieces.pop() {
+            v = format!("{} < {end} ? {r} : ({v})", oi[axis]);
+        }
+        Ok(v)
+    }
+
+    /// `reshape`, row-major: the output index linearized, then split over the input dims.
+    fn reshape_value(
+        &self,
+        e: &SExpr,
+        xext: &[Extent],
+        oi: &[Idx],
+        oext: &[Idx],
+    ) -> SchedResult<String> {
+        let mut lin = Idx::Const(0);
+        for (o, n) in oi.iter().zip(oext) {
+            lin = lin.mul(n.clone()).add(o.clone());
+        }
+        let mut xi = vec![Idx::Const(0); xext.len()];
+        let mut inner = Idx::Const(1);
+        for j in (0..xext.len()).rev() {
+            let n = ext(&xext[j]);
+            xi[j] = lin.clone().div(inner.clone()).rem(n.clone());
+            if j == 0 {
+                xi[j] = lin.clone().div(inner.clone());
+            }
+            inner = inner.mul(n);
+        }
+        self.read_at(e, e.inputs[0], &xi)
+    }
+
+    /// `select`: the output's indices with the selected index inserted at `axis` (a
+    /// negative constant counts from the end, a scalar index wraps).
+    fn select_value(
+        &self,
+        e: &SExpr,
+        axis: usize,
+        index: SizeArg,
+        xext: &[Extent],
+        oi: &[Idx],
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<String> {
+        let size = ext(&xext[axis]);
+        let i = match index {
+            SizeArg::Const(c) if c < 0 => ext(&(xext[axis].clone() + Extent::Const(c))),
+            SizeArg::Const(c) => Idx::Const(c),
+            SizeArg::Input(k) => {
+                let v = self.operand(e, e.inputs[k as usize], DataType::I64, cidx)?;
+                Idx::var(format!("nvf_wrap_index({v}, {size})"))
+            }
+        };
+        let mut xi = oi.to_vec();
+        xi.insert(axis, i);
+        self.read_at(e, e.inputs[0], &xi)
+    }
+
+    /// `index_select`, `gather` and `take_along_axis`: the input read at the index
+    /// tensor's value along `axis`, zero (and the error flag set) where it is outside.
+    fn indexed_value(
+        &self,
+        e: &SExpr,
+        axis: usize,
+        xext: &[Extent],
+        oi: &[Idx],
+    ) -> SchedResult<String> {
+        let out_dt = self.t(e.output).dtype;
+        let idx_of = |v: String| Idx::var(format!("(nvfuser_index_t)({v})"));
+        let index = e.inputs[1];
+        let raw = match &e.op {
+            Op::IndexSelect { .. } => self.read_at(e, index, &[oi[axis].clone()])?,
+            _ => self.read_at(e, index, oi)?,
+        };
+        let size = ext(&xext[axis]);
+        let i = idx_of(raw.clone());
+        let mut xi = oi.to_vec();
+        xi[axis] = i.clone();
+        // An index outside the input reads nothing (the element is zero) and sets the
+        // error flag, checked in the index's own type (before the narrowing to the index
+        // type); the CPU reference rejects such an index.
+        let check = match self.check_code(e) {
+            Some(code) => {
+                format!("nvf_check_index(nvf_err, {code}, (long long)({raw}), (long long)({size}))")
+            }
+            None => format!("nvf_in_range({i}, {size})"),
+        };
+        Ok(format!(
+            "{check} ? {} : ({})(0)",
+            self.read_at(e, e.inputs[0], &xi)?,
+            cuda_type(out_dt)
+        ))
+    }
+}
