@@ -15,15 +15,17 @@
 //! with `define_tensor_spec` (the declared layout), constants with `constant_of` on first
 //! use, and name value `vN` of the fusion `__nvf_vN`.
 
-use nvfuser_core::builder::{FusionDefinition, Size, Slice};
-use nvfuser_core::ir::{Expr, Fusion, Op, SizeArg, ValId, ValKind};
+use nvfuser_core::builder::{FusionDefinition, Size};
+use nvfuser_core::ir::{Expr, Fusion, SizeArg, ValId, ValKind};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
 
 use crate::paths::{self, private};
 
+mod call;
 mod input;
 
+use call::Operands;
 use input::InputSpec;
 
 /// A fusion as builder calls.
@@ -229,7 +231,6 @@ impl Replayer<'_> {
     /// call appended exactly this expression.
     fn expr(&mut self, e: &Expr) -> Result<(), String> {
         self.constants(e)?;
-        let fd = local_fd();
         let ins: Vec<ValId> = e
             .inputs
             .iter()
@@ -241,266 +242,14 @@ impl Replayer<'_> {
             .first()
             .map(|&o| self.src.val(o).dtype)
             .ok_or("an expression without outputs")?;
-        let arity = |n: usize| -> Result<(), String> {
-            if ins.len() == n {
-                Ok(())
-            } else {
-                Err(format!("{} operands, expected {n}", ins.len()))
-            }
-        };
-        let axes_i64 = |axes: &[usize]| -> (Vec<i64>, TokenStream) {
-            let v: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
-            let t: Vec<TokenStream> = v.iter().map(|&a| paths::int(a)).collect();
-            (v, quote!(&[#(#t),*]))
+        let operands = Operands {
+            ins,
+            names,
+            out_dtype,
         };
         let before = self.fd.fusion().num_exprs();
-        let b = &mut self.fd;
-        let err = |e: nvfuser_core::Error| e.to_string();
         // (the replayed outputs, the call's tokens)
-        let (outs, call): (Vec<ValId>, TokenStream) = match &e.op {
-            Op::Unary(u) => {
-                arity(1)?;
-                let op = op_variant("UnaryOp", format!("{u:?}"));
-                let x = &names[0];
-                (
-                    vec![b.unary(*u, ins[0]).map_err(err)?],
-                    quote!(#fd.unary(#op, #x)),
-                )
-            }
-            Op::Binary(o) => {
-                arity(2)?;
-                let op = op_variant("BinaryOp", format!("{o:?}"));
-                let (x, y) = (&names[0], &names[1]);
-                (
-                    vec![b.binary(*o, ins[0], ins[1]).map_err(err)?],
-                    quote!(#fd.binary(#op, #x, #y)),
-                )
-            }
-            Op::Ternary(t) => {
-                arity(t.arity())?;
-                let op = op_variant("TernaryOp", format!("{t:?}"));
-                (
-                    vec![b.ternary(*t, &ins).map_err(err)?],
-                    quote!(#fd.ternary(#op, &[#(#names),*])),
-                )
-            }
-            Op::Cast => {
-                arity(1)?;
-                let (x, d) = (&names[0], paths::dtype(out_dtype));
-                (
-                    vec![b.cast(ins[0], out_dtype).map_err(err)?],
-                    quote!(#fd.cast(#x, #d)),
-                )
-            }
-            Op::Set => {
-                arity(1)?;
-                let x = &names[0];
-                (vec![b.set(ins[0]).map_err(err)?], quote!(#fd.set(#x)))
-            }
-            Op::SegmentSet => {
-                arity(1)?;
-                let x = &names[0];
-                (
-                    vec![b.segment_set(ins[0]).map_err(err)?],
-                    quote!(#fd.segment_set(#x)),
-                )
-            }
-            Op::Reduction { op, axes } => {
-                arity(1)?;
-                let rop = op_variant("ReductionOp", format!("{op:?}"));
-                let (a, at) = axes_i64(axes);
-                let x = &names[0];
-                (
-                    vec![b.reduction(*op, ins[0], &a, false).map_err(err)?],
-                    quote!(#fd.reduction(#rop, #x, #at, false)),
-                )
-            }
-            Op::Var { axes, correction } => {
-                arity(1)?;
-                let (a, at) = axes_i64(axes);
-                let (x, c) = (&names[0], paths::int(*correction));
-                (
-                    vec![b.var(ins[0], &a, *correction, false).map_err(err)?],
-                    quote!(#fd.var(#x, #at, #c, false)),
-                )
-            }
-            Op::VarMean { axes, correction } => {
-                arity(1)?;
-                let (a, at) = axes_i64(axes);
-                let (x, c) = (&names[0], paths::int(*correction));
-                let (var, mean) = b.var_mean(ins[0], &a, *correction, false).map_err(err)?;
-                (vec![var, mean], quote!(#fd.var_mean(#x, #at, #c, false)))
-            }
-            Op::Welford { axes } => {
-                arity(1)?;
-                let (a, at) = axes_i64(axes);
-                let x = &names[0];
-                let (mean, var_sum, count) = b.welford(ins[0], &a).map_err(err)?;
-                (vec![mean, var_sum, count], quote!(#fd.welford(#x, #at)))
-            }
-            Op::Broadcast { mask } => {
-                arity(1)?;
-                let x = &names[0];
-                (
-                    vec![b.broadcast(ins[0], mask).map_err(err)?],
-                    quote!(#fd.broadcast(#x, &[#(#mask),*])),
-                )
-            }
-            Op::Expand { sizes } | Op::Reshape { sizes } => {
-                let (s, st) = self.sizes(e, sizes)?;
-                let x = &names[0];
-                let b = &mut self.fd;
-                if matches!(e.op, Op::Expand { .. }) {
-                    (
-                        vec![b.expand(ins[0], &s).map_err(err)?],
-                        quote!(#fd.expand(#x, #st)),
-                    )
-                } else {
-                    (
-                        vec![b.reshape(ins[0], &s).map_err(err)?],
-                        quote!(#fd.reshape(#x, #st)),
-                    )
-                }
-            }
-            Op::Permute { perm } => {
-                arity(1)?;
-                let (p, pt) = axes_i64(perm);
-                let x = &names[0];
-                (
-                    vec![b.permute(ins[0], &p).map_err(err)?],
-                    quote!(#fd.permute(#x, #pt)),
-                )
-            }
-            Op::Squeeze { axes } => {
-                arity(1)?;
-                let (a, at) = axes_i64(axes);
-                let x = &names[0];
-                (
-                    vec![b.squeeze(ins[0], &a).map_err(err)?],
-                    quote!(#fd.squeeze(#x, #at)),
-                )
-            }
-            Op::Slice { ranges } => {
-                let slice = private("Slice");
-                let mut rs = Vec::new();
-                let mut ts = Vec::new();
-                for r in ranges {
-                    let (start, stop) = (self.size(e, r.start)?, self.size(e, r.stop)?);
-                    let (st, sp, step) = (&start.tokens, &stop.tokens, paths::int(r.step));
-                    ts.push(quote!(#slice::step(#st, #sp, #step)));
-                    rs.push(Slice::step(start.size, stop.size, r.step));
-                }
-                let x = &names[0];
-                (
-                    vec![self.fd.slice(ins[0], &rs).map_err(err)?],
-                    quote!(#fd.slice(#x, &[#(#ts),*])),
-                )
-            }
-            Op::Pad { widths } => {
-                arity(2)?;
-                let w = widths.iter().map(|&(lo, hi)| {
-                    let (lo, hi) = (paths::int(lo), paths::int(hi));
-                    quote!((#lo, #hi))
-                });
-                let (x, v) = (&names[0], &names[1]);
-                (
-                    vec![b.pad(ins[0], widths, ins[1]).map_err(err)?],
-                    quote!(#fd.pad(#x, &[#(#w),*], #v)),
-                )
-            }
-            Op::Cat { axis } => {
-                let a = paths::int(*axis as i64);
-                (
-                    vec![b.cat(&ins, *axis as i64).map_err(err)?],
-                    quote!(#fd.cat(&[#(#names),*], #a)),
-                )
-            }
-            Op::Full { sizes } => {
-                let (s, st) = self.sizes(e, sizes)?;
-                let (v, d) = (&names[0], paths::dtype(out_dtype));
-                (
-                    vec![self.fd.full(&s, ins[0], out_dtype).map_err(err)?],
-                    quote!(#fd.full(#st, #v, #d)),
-                )
-            }
-            Op::Iota { length } => {
-                let len = self.size(e, *length)?;
-                let lt = &len.tokens;
-                let (start, step, d) = (&names[0], &names[1], paths::dtype(out_dtype));
-                (
-                    vec![self
-                        .fd
-                        .iota(len.size, ins[0], ins[1], out_dtype)
-                        .map_err(err)?],
-                    quote!(#fd.iota(#lt, #start, #step, #d)),
-                )
-            }
-            Op::Rand { dist, sizes } => {
-                let (s, st) = self.sizes(e, sizes)?;
-                let (a, bb, seed, off) = (&names[0], &names[1], &names[2], &names[3]);
-                let d = paths::dtype(out_dtype);
-                let b = &mut self.fd;
-                let (x, method) = match dist {
-                    nvfuser_core::ir::Distribution::Uniform => (
-                        b.uniform(&s, ins[0], ins[1], ins[2], ins[3], out_dtype),
-                        quote!(uniform),
-                    ),
-                    nvfuser_core::ir::Distribution::Normal => (
-                        b.normal(&s, ins[0], ins[1], ins[2], ins[3], out_dtype),
-                        quote!(normal),
-                    ),
-                };
-                (
-                    vec![x.map_err(err)?],
-                    quote!(#fd.#method(#st, #a, #bb, #seed, #off, #d)),
-                )
-            }
-            Op::IndexSelect { axis } => {
-                arity(2)?;
-                let (x, i, a) = (&names[0], &names[1], paths::int(*axis as i64));
-                (
-                    vec![b.index_select(ins[0], *axis as i64, ins[1]).map_err(err)?],
-                    quote!(#fd.index_select(#x, #a, #i)),
-                )
-            }
-            Op::Select { axis, index } => {
-                let idx = self.size(e, *index)?;
-                let (x, a, it) = (&names[0], paths::int(*axis as i64), &idx.tokens);
-                (
-                    vec![self
-                        .fd
-                        .select(ins[0], *axis as i64, idx.size)
-                        .map_err(err)?],
-                    quote!(#fd.select(#x, #a, #it)),
-                )
-            }
-            Op::Gather { axis } => {
-                arity(2)?;
-                let (x, i, a) = (&names[0], &names[1], paths::int(*axis as i64));
-                (
-                    vec![b.gather(ins[0], *axis as i64, ins[1]).map_err(err)?],
-                    quote!(#fd.gather(#x, #a, #i)),
-                )
-            }
-            Op::TakeAlongAxis { axis } => {
-                arity(2)?;
-                let (x, i, a) = (&names[0], &names[1], paths::int(*axis as i64));
-                (
-                    vec![b
-                        .take_along_axis(ins[0], ins[1], *axis as i64)
-                        .map_err(err)?],
-                    quote!(#fd.take_along_axis(#x, #i, #a)),
-                )
-            }
-            Op::Size { axis } => {
-                arity(1)?;
-                let (x, a) = (&names[0], paths::int(*axis as i64));
-                (
-                    vec![b.size(ins[0], *axis as i64).map_err(err)?],
-                    quote!(#fd.size(#x, #a)),
-                )
-            }
-        };
+        let (outs, call) = self.call(e, &operands)?;
         // The call must have appended exactly this expression.
         let after = self.fd.fusion().num_exprs();
         if after != before + 1 {
@@ -543,13 +292,6 @@ impl Replayer<'_> {
         }
         Ok(())
     }
-}
-
-/// `::nvfuser::__private::<Enum>::<Variant>`.
-fn op_variant(ty: &str, variant: String) -> TokenStream {
-    let ty = private(ty);
-    let v = Ident::new(&variant, Span::call_site());
-    quote!(#ty::#v)
 }
 
 #[cfg(test)]

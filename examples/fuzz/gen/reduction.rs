@@ -1,0 +1,176 @@
+//! Reduction steps: sum, product, max, min and mean over random axes, and the variance
+//! family (var, var_mean, welford). Each has its proposal and its builder call.
+
+use nvfuser::prelude::*;
+
+use super::{Ax, Gen, Meta, Red, Step};
+
+impl Gen {
+    /// A reduction of a non-boolean tensor; a product only of a bounded float, a mean
+    /// only of a float.
+    pub(super) fn propose_reduce(&mut self) -> Option<Step> {
+        let a = self.pick_tensor(|m| !m.dims.is_empty() && m.dtype != DataType::Bool)?;
+        let axes = self.axes_of(self.metas[a].dims.len());
+        let keep = self.rng.chance(50);
+        let float = self.metas[a].dtype.is_float();
+        let red = match self.rng.below(6) {
+            0 if float && self.metas[a].bound <= 20.0 => Red::Prod,
+            1 => Red::Max,
+            2 => Red::Min,
+            3 if float => Red::Mean,
+            _ => Red::Sum,
+        };
+        Some(Step::Reduce(red, a, axes, keep))
+    }
+
+    /// A variance, var_mean or welford of a float of moderate magnitude.
+    pub(super) fn propose_variance(&mut self) -> Option<Step> {
+        let a = self.pick_tensor(|m| !m.dims.is_empty() && m.dtype.is_float() && m.bound < 1e3)?;
+        let axes = self.axes_of(self.metas[a].dims.len());
+        Some(match self.rng.below(3) {
+            0 => Step::Var(a, axes, self.rng.below(2) as i64, self.rng.chance(50)),
+            1 => Step::VarMean(a, axes, self.rng.below(2) as i64, self.rng.below(2)),
+            _ => Step::Welford(a, axes, self.rng.below(3)),
+        })
+    }
+
+    pub(super) fn make_reduce(
+        &mut self,
+        red: Red,
+        a: usize,
+        axes: &[i64],
+        keep: bool,
+    ) -> Option<(ValId, Meta)> {
+        let (x, m) = self.operand(a)?;
+        let v = match red {
+            Red::Sum => self.fd.sum(x, axes, keep),
+            Red::Prod => {
+                // Products of values near 1 stay finite. An f32 product is
+                // accumulated in f32 on the GPU but in f64 by the reference (the
+                // value model), so its factors stay within 1 +- 2^-16: over the
+                // largest universe (2^21 elements) the product stays below e^32,
+                // far from f32's range, where the two would part (inf against a
+                // finite value). f16/bf16 results round to their dtype on both
+                // sides, and f64 is f64 on both.
+                let t = self.fd.tanh(x).ok()?;
+                let f32_math = self.fd.fusion().val(t).dtype == DataType::F32;
+                let k = self
+                    .fd
+                    .constant(if f32_math { 1.0 / 65536.0 } else { 0.01 });
+                let t = self.fd.mul(t, k).ok()?;
+                let one = self.fd.constant(1.0);
+                let t = self.fd.add(t, one).ok()?;
+                self.fd.prod(t, axes, keep)
+            }
+            Red::Max => self.fd.max(x, axes, keep),
+            Red::Min => self.fd.min(x, axes, keep),
+            Red::Mean => self.fd.mean(x, axes, keep),
+        }
+        .ok()?;
+        let dtype = self.fd.fusion().val(v).dtype;
+        let dims = reduced_dims(&m.dims, axes, keep);
+        let exact = m.exact && (matches!(red, Red::Max | Red::Min) || !dtype.is_float());
+        let bound = match red {
+            Red::Sum => m.bound * 4096.0,
+            Red::Prod => 1e30,
+            _ => m.bound,
+        };
+        Some((
+            v,
+            Meta {
+                dims,
+                dtype,
+                scalar: false,
+                exact,
+                bound,
+            },
+        ))
+    }
+
+    pub(super) fn make_var(
+        &mut self,
+        a: usize,
+        axes: &[i64],
+        corr: i64,
+        keep: bool,
+    ) -> Option<(ValId, Meta)> {
+        let (x, m) = self.operand(a)?;
+        let v = self.fd.var(x, axes, corr, keep).ok()?;
+        let dtype = self.fd.fusion().val(v).dtype;
+        Some((
+            v,
+            Meta {
+                dims: reduced_dims(&m.dims, axes, keep),
+                dtype,
+                scalar: false,
+                exact: false,
+                bound: m.bound * m.bound,
+            },
+        ))
+    }
+
+    pub(super) fn make_var_mean(
+        &mut self,
+        a: usize,
+        axes: &[i64],
+        corr: i64,
+        pick: usize,
+    ) -> Option<(ValId, Meta)> {
+        let (x, m) = self.operand(a)?;
+        let (var, mean) = self.fd.var_mean(x, axes, corr, false).ok()?;
+        let v = if pick == 0 { var } else { mean };
+        let dtype = self.fd.fusion().val(v).dtype;
+        Some((
+            v,
+            Meta {
+                dims: reduced_dims(&m.dims, axes, false),
+                dtype,
+                scalar: false,
+                exact: false,
+                bound: m.bound * m.bound,
+            },
+        ))
+    }
+
+    pub(super) fn make_welford(
+        &mut self,
+        a: usize,
+        axes: &[i64],
+        pick: usize,
+    ) -> Option<(ValId, Meta)> {
+        let (x, m) = self.operand(a)?;
+        let (mean, var_sum, count) = self.fd.welford(x, axes).ok()?;
+        let v = [mean, var_sum, count][pick];
+        let dtype = self.fd.fusion().val(v).dtype;
+        Some((
+            v,
+            Meta {
+                dims: reduced_dims(&m.dims, axes, false),
+                dtype,
+                scalar: false,
+                exact: pick == 2,
+                bound: m.bound * m.bound * 4096.0,
+            },
+        ))
+    }
+}
+
+/// The shape left by reducing `axes` (negative ones count from the end): the reduced
+/// dims become broadcast dims when kept, and go otherwise.
+fn reduced_dims(dims: &[Ax], axes: &[i64], keep: bool) -> Vec<Ax> {
+    let r = dims.len() as i64;
+    let norm: Vec<usize> = axes
+        .iter()
+        .map(|&a| if a < 0 { (a + r) as usize } else { a as usize })
+        .collect();
+    dims.iter()
+        .enumerate()
+        .filter_map(|(i, &d)| {
+            if norm.contains(&i) {
+                keep.then_some(Ax::B)
+            } else {
+                Some(d)
+            }
+        })
+        .collect()
+}
