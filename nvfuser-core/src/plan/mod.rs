@@ -306,9 +306,11 @@ impl FusionPlanner {
             });
         }
         if self.segmented.get().is_none() && forced_boundary(&self.kernel) {
-            self.segment(PlanError::Segmentation(
+            // A boundary that does not split the fusion (its two sides merge back into
+            // one segment) leaves it to the registry as one kernel.
+            let _ = self.segment(PlanError::Segmentation(
                 "a segment_set boundary is read by another expression".into(),
-            ))?;
+            ));
         }
         if self.segmented.get().is_none() {
             match Registry::standard().decide(&self.kernel, info) {
