@@ -11,9 +11,15 @@
 //!   when a program queues several fusions before reading a result.
 //!
 //! The executor path is `exec.run(&gpu, &[a, b])`: argument checks, input signature,
-//! runtime lookup, output allocation (no memset), ABI packing into inline storage,
-//! `cuLaunchKernel`; the bare path is `cuLaunchKernel` of the same function with
-//! parameters packed once beforehand for a preallocated output.
+//! runtime lookup, output allocation (from the device's caching pool, no memset), ABI
+//! packing into inline storage, `cuLaunchKernel`; the bare path is `cuLaunchKernel` of
+//! the same function with parameters packed once beforehand for a preallocated output.
+//!
+//! Both are measured on the two kinds of device: [`Device::cuda`] (the legacy default
+//! stream) and [`Device::cuda_with_own_stream`]. On the latter, the same call is also
+//! captured into a CUDA graph ([`Device::capture`]), alone and 16 times in a row, and the
+//! graph's replay is timed (per captured call), with the output checked against the
+//! eager call's.
 //!
 //! Run: `cargo run --release --example host_overhead` (needs a GPU and NVRTC; on a
 //! machine without a GPU it says so and exits successfully).
@@ -72,13 +78,14 @@ fn tensor_ref(t: &Tensor) -> Option<ArgRef<'_>> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let device = match Device::cuda(0) {
+    let legacy = match Device::cuda(0) {
         Ok(d) => d,
         Err(e) => {
             println!("host_overhead needs a GPU; none is usable here ({e}). Nothing to measure.");
             return Ok(());
         }
     };
+    let own = Device::cuda_with_own_stream(0)?;
     let mut fd = FusionDefinition::new();
     let a = fd.define_tensor(DataType::F32, &[-1])?;
     let b = fd.define_tensor(DataType::F32, &[-1])?;
@@ -87,22 +94,74 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let y = fd.add(t, b)?;
     fd.add_output(y)?;
     let exec = FusionExecutorCache::new(fd.finish()?);
+    println!("a * 2 + b on {N} f32, median of {CALLS} calls after {WARMUP} warm-up calls");
+    println!("| device | path | synchronized, us per call | queued, us per call |");
+    println!("|---|---|---|---|");
+    for (label, device) in [("legacy stream", &legacy), ("own stream", &own)] {
+        let ta = device.tensor_from_host(&HostTensor::random(DataType::F32, &[N], 1))?;
+        let tb = device.tensor_from_host(&HostTensor::random(DataType::F32, &[N], 2))?;
+        let args = [Arg::from(&ta), Arg::from(&tb)];
+        // The first call compiles; the rest hit the runtime cache.
+        let eager = exec.run(device, &args)?.remove(0).to_vec::<f32>()?;
+        let mut run = || -> Result<(), Box<dyn std::error::Error>> {
+            drop(exec.run(device, &args)?);
+            Ok(())
+        };
+        let exec_sync = measure(device, true, &mut run)?;
+        let exec_queued = measure(device, false, &mut run)?;
+        let (bare_sync, bare_queued) = bare(device, &exec, &ta, &tb)?;
+        println!("| {label} | executor run (cached) | {exec_sync:.2} | {exec_queued:.2} |");
+        println!("| {label} | bare launch | {bare_sync:.2} | {bare_queued:.2} |");
+        println!(
+            "| {label} | executor overhead | {:.2} | {:.2} |",
+            exec_sync - bare_sync,
+            exec_queued - bare_queued
+        );
+        if !std::ptr::eq(device, &own) {
+            continue;
+        }
+        for calls in [1usize, 16] {
+            let (graph, outs) = device.capture(|| {
+                (0..calls)
+                    .map(|_| exec.run(device, &args).map(|mut o| o.remove(0)))
+                    .collect::<Result<Vec<Tensor>, _>>()
+            })?;
+            graph.replay()?;
+            for o in &outs {
+                if o.to_vec::<f32>()? != eager {
+                    return Err("a graph replay gave other values than the eager call".into());
+                }
+            }
+            let mut replay = || -> Result<(), Box<dyn std::error::Error>> {
+                graph.replay()?;
+                Ok(())
+            };
+            let per = calls as f64;
+            let g_sync = measure(device, true, &mut replay)? / per;
+            let g_queued = measure(device, false, &mut replay)? / per;
+            println!(
+                "| {label} | graph replay of {calls} captured call(s), per call | {g_sync:.2} | {g_queued:.2} |"
+            );
+        }
+    }
+    let stats = exec.stats();
+    println!(
+        "runtime cache: {} miss(es), {} reuse(s), {} hits",
+        stats.misses, stats.reuses, stats.hits
+    );
+    Ok(())
+}
 
-    let ta = device.tensor_from_host(&HostTensor::random(DataType::F32, &[N], 1))?;
-    let tb = device.tensor_from_host(&HostTensor::random(DataType::F32, &[N], 2))?;
-    let args = [Arg::from(&ta), Arg::from(&tb)];
-
-    // The first call compiles; the rest hit the runtime cache.
-    exec.run(&device, &args)?;
-    let mut run = || -> Result<(), Box<dyn std::error::Error>> {
-        drop(exec.run(&device, &args)?);
-        Ok(())
-    };
-    let exec_sync = measure(&device, true, &mut run)?;
-    let exec_queued = measure(&device, false, &mut run)?;
-
-    // Bare launch of the same kernel, parameters packed once by the kernel's ABI.
-    let (kernel, function) = exec.kernel_and_function(&device, &args)?;
+/// The bare launch of the executor's kernel on `device`: parameters packed once by the
+/// kernel's ABI for a preallocated output; returns (synchronized, queued) medians.
+fn bare(
+    device: &Device,
+    exec: &FusionExecutorCache,
+    ta: &Tensor,
+    tb: &Tensor,
+) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let args = [Arg::from(ta), Arg::from(tb)];
+    let (kernel, function) = exec.kernel_and_function(device, &args)?;
     let fusion = exec.fusion();
     let out = device.zeros(DataType::F32, [N])?;
     let (ia, ib, io) = (
@@ -115,8 +174,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .abi
         .pack_into(
             |id| match id {
-                _ if id == ia => tensor_ref(&ta),
-                _ if id == ib => tensor_ref(&tb),
+                _ if id == ia => tensor_ref(ta),
+                _ if id == ib => tensor_ref(tb),
                 _ if id == io => tensor_ref(&out),
                 _ => None,
             },
@@ -128,7 +187,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The kernel's own launch dims for these sizes (whichever scheduler made it).
     let dim = |t: nvfuser_core::ValId, axis: usize| -> Option<i64> {
         let i = fusion.input_position(t)?;
-        [&ta, &tb][i].sizes().get(axis).map(|&s| s as i64)
+        [ta, tb][i].sizes().get(axis).map(|&s| s as i64)
     };
     let launch_dims = |e: &[nvfuser_core::ir::Extent; 3]| -> Result<[u32; 3], String> {
         let mut d = [1u32; 3];
@@ -146,29 +205,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // SAFETY: the parameters were packed by the kernel's own ABI for live buffers
         // (`ta`, `tb`, `out`) of N elements, and grid and block are the kernel's own
         // launch dims for these sizes.
-        unsafe { launch_raw(&device, &function, grid, block, params.as_mut_slice())? };
+        unsafe { launch_raw(device, &function, grid, block, params.as_mut_slice())? };
         Ok(())
     };
-    let bare_sync = measure(&device, true, &mut bare)?;
-    let bare_queued = measure(&device, false, &mut bare)?;
-
-    let stats = exec.stats();
-    println!(
-        "a * 2 + b on {N} f32 (kernel {}, grid {grid:?}, block {block:?}), median of {CALLS} calls after {WARMUP} warm-up calls",
-        kernel.abi.name
-    );
-    println!("| path | synchronized, us per call | queued, us per call |");
-    println!("|---|---|---|");
-    println!("| executor run (cached) | {exec_sync:.2} | {exec_queued:.2} |");
-    println!("| bare launch | {bare_sync:.2} | {bare_queued:.2} |");
-    println!(
-        "| executor overhead | {:.2} | {:.2} |",
-        exec_sync - bare_sync,
-        exec_queued - bare_queued
-    );
-    println!(
-        "runtime cache: {} miss(es), {} hits",
-        stats.misses, stats.hits
-    );
-    Ok(())
+    Ok((
+        measure(device, true, &mut bare)?,
+        measure(device, false, &mut bare)?,
+    ))
 }

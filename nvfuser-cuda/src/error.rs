@@ -236,6 +236,13 @@ pub enum CudaError {
         reason: String,
     },
 
+    /// A CUDA graph capture could not start or failed ([`crate::Device::capture`]).
+    #[error("CUDA graph capture: {reason}")]
+    Capture {
+        /// What went wrong, in plain words.
+        reason: String,
+    },
+
     /// User-given heuristic params are out of range or do not fit the call.
     #[error("invalid heuristic params: {reason}")]
     InvalidParams {

@@ -70,6 +70,24 @@ impl ErrorState {
         Ok(ptr)
     }
 
+    /// Allocates the buffer now if it was not yet (before a capture, so that no
+    /// allocation happens inside it).
+    pub(crate) fn ensure(&self, stream: &Arc<CudaStream>) -> Result<(), CudaError> {
+        let mut buffer = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
+        if buffer.is_none() {
+            let b = stream
+                .alloc_zeros::<u64>(ERROR_WORDS)
+                .map_err(|e| CudaError::driver("cuMemAllocAsync (error buffer)", e))?;
+            *buffer = Some(b);
+        }
+        Ok(())
+    }
+
+    /// Marks the buffer as possibly set (a graph replay may have run checked kernels).
+    pub(crate) fn mark_pending(&self) {
+        self.pending.store(true, Ordering::Release);
+    }
+
     /// Reads the buffer back if a checked kernel was launched since the last read
     /// (waiting for the work queued on `stream`); a set flag is returned as a
     /// [`CudaError::DeviceAssert`] and cleared.

@@ -12,7 +12,9 @@
 //! [`DeviceProperties`] are read from the driver at that moment.
 
 pub(crate) mod errors;
+mod graph;
 mod module;
+pub(crate) mod pool;
 mod properties;
 
 use std::fmt;
@@ -21,7 +23,9 @@ use std::sync::{Arc, Mutex, Once, Weak};
 
 use cudarc::driver::{CudaContext, CudaModule, CudaStream};
 
+pub use graph::CudaGraphRun;
 pub use module::cubin_runs_on;
+pub use pool::DEFAULT_CACHED_BYTES;
 pub use properties::DeviceProperties;
 
 use crate::driver;
@@ -65,12 +69,80 @@ pub(crate) struct CudaDevice {
     pub(crate) modules: Mutex<Vec<Weak<CudaModule>>>,
     /// The error buffer of kernels with device-side checks (see `errors`).
     pub(crate) errors: errors::ErrorState,
+    /// The caching allocator of this crate's buffers, on `alloc_stream` (see `pool`).
+    pub(crate) pool: Arc<pool::Pool>,
+    /// The pool of the capture in progress on this device's stream, if any.
+    pub(crate) capture: Mutex<Option<Arc<pool::Pool>>>,
+    /// True while `capture` is set (checked without the lock on every allocation).
+    pub(crate) capturing: std::sync::atomic::AtomicBool,
+    /// True when the stream is this device's own (not the legacy default stream).
+    pub(crate) own_stream: bool,
 }
 
 impl CudaDevice {
     /// `cuda:N (name)`, for messages.
     pub(crate) fn label(&self) -> String {
         format!("cuda:{} ({})", self.ordinal, self.properties.name)
+    }
+}
+
+/// Opens GPU `ordinal`: its primary context, the stream this crate orders its work on
+/// (the legacy default stream, or a new stream when `own_stream`), and its pool.
+fn open(ordinal: usize, own_stream: bool) -> Result<CudaDevice, CudaError> {
+    let context =
+        CudaContext::new(ordinal).map_err(|e| CudaError::driver("CudaContext::new", e))?;
+    let properties = DeviceProperties::query(&context)?;
+    // A second handle on the same primary context, private to this crate, for its own
+    // allocations. cudarc creates two events per allocation while event tracking is on,
+    // but only consults them once a context object has created a stream of its own
+    // ("multi-stream mode"); this object has tracking off, and the public context
+    // (`cuda_context`) keeps cudarc's defaults for whatever users do with it.
+    let private =
+        CudaContext::new(ordinal).map_err(|e| CudaError::driver("CudaContext::new", e))?;
+    // SAFETY: cudarc's contract is that the user orders work across streams. This crate
+    // queues everything it allocates, writes, reads and frees on the one stream below
+    // (launches included), so that stream orders all of it.
+    unsafe { private.disable_event_tracking() };
+    let (stream, alloc_stream) = if own_stream {
+        let s = private
+            .new_stream()
+            .map_err(|e| CudaError::driver("cuStreamCreate", e))?;
+        (s.clone(), s)
+    } else {
+        // The legacy default stream: it orders this crate's work with every other
+        // blocking stream on the device, the safe default while tensors are shared with
+        // other libraries.
+        (context.default_stream(), private.default_stream())
+    };
+    Ok(CudaDevice {
+        ordinal,
+        context,
+        stream,
+        pool: pool::Pool::new(alloc_stream.clone(), pool::DEFAULT_CACHED_BYTES),
+        alloc_stream,
+        properties,
+        modules: Mutex::new(Vec::new()),
+        errors: errors::ErrorState::default(),
+        capture: Mutex::new(None),
+        capturing: std::sync::atomic::AtomicBool::new(false),
+        own_stream,
+    })
+}
+
+impl CudaDevice {
+    /// The pool new buffers come from: the capture's while one is in progress.
+    pub(crate) fn allocator(&self) -> Arc<pool::Pool> {
+        if self.capturing.load(std::sync::atomic::Ordering::Acquire) {
+            if let Some(p) = self
+                .capture
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
+                return p.clone();
+            }
+        }
+        self.pool.clone()
     }
 }
 
@@ -106,40 +178,31 @@ impl Device {
                 kind: Kind::Cuda(Arc::clone(device)),
             });
         }
-        let context =
-            CudaContext::new(ordinal).map_err(|e| CudaError::driver("CudaContext::new", e))?;
-        let properties = DeviceProperties::query(&context)?;
-        // The legacy default stream: it orders this crate's work with every other
-        // blocking stream on the device, the safe default while tensors are shared with
-        // other libraries. The executor may move to a dedicated stream.
-        let stream = context.default_stream();
-        // A second handle on the same primary context, private to this crate, for its
-        // own allocations. cudarc creates two events per allocation while event
-        // tracking is on, but only consults them once a context object has created a
-        // stream of its own ("multi-stream mode"); this object never creates one and is
-        // never handed out, so the events would only cost two driver calls to create
-        // and two to destroy per allocation. The public context (`cuda_context`) keeps
-        // cudarc's defaults for whatever users do with it.
-        let private =
-            CudaContext::new(ordinal).map_err(|e| CudaError::driver("CudaContext::new", e))?;
-        // SAFETY: cudarc's contract is that the user orders work across streams. This
-        // context object only ever uses its default stream, which is the same CUDA
-        // stream (the legacy default stream) that `stream` launches on, so everything
-        // allocated, written, read and freed through it is ordered by that one stream.
-        unsafe { private.disable_event_tracking() };
-        let alloc_stream = private.default_stream();
-        let device = Arc::new(CudaDevice {
-            ordinal,
-            context,
-            stream,
-            alloc_stream,
-            properties,
-            modules: Mutex::new(Vec::new()),
-            errors: errors::ErrorState::default(),
-        });
+        let device = Arc::new(open(ordinal, false)?);
         opened.push(Arc::clone(&device));
         Ok(Device {
             kind: Kind::Cuda(device),
+        })
+    }
+
+    /// GPU `ordinal` with a stream of its own: a new non-blocking stream, where this
+    /// `Device` (and every clone of it) queues its uploads, downloads, allocations and
+    /// launches. Unlike [`Device::cuda`]'s legacy default stream, such a stream can be
+    /// captured into a CUDA graph ([`Device::capture`]), and its work runs concurrently
+    /// with other streams. Tensors of one `Device` are ordered on its stream only: pass
+    /// them to another `Device` of the same GPU after [`Device::synchronize`]. Errors as
+    /// [`Device::cuda`].
+    pub fn cuda_with_own_stream(ordinal: usize) -> Result<Device, CudaError> {
+        let info = driver::probe()?;
+        if !u32::try_from(ordinal).is_ok_and(|i| i < info.device_count) {
+            return Err(CudaError::InvalidDeviceIndex {
+                requested: ordinal,
+                count: info.device_count,
+            });
+        }
+        driver::check_device_symbols()?;
+        Ok(Device {
+            kind: Kind::Cuda(Arc::new(open(ordinal, true)?)),
         })
     }
 
@@ -241,6 +304,20 @@ impl Device {
             free_bytes: free,
             total_bytes: total,
         })
+    }
+
+    /// Bytes of device memory this crate keeps cached for reuse: blocks of dropped
+    /// tensors, handed out again to later allocations of the same size class without a
+    /// driver call (see [`DEFAULT_CACHED_BYTES`]). 0 on the CPU device.
+    pub fn cached_bytes(&self) -> usize {
+        self.gpu().map_or(0, |g| g.pool.cached_bytes())
+    }
+
+    /// Returns the cached blocks ([`Device::cached_bytes`]) to the driver, in stream
+    /// order; returns how many bytes they held. [`Device::memory_info`] sees them free
+    /// after the next [`Device::synchronize`].
+    pub fn release_cached_memory(&self) -> usize {
+        self.gpu().map_or(0, |g| g.pool.release_cached())
     }
 
     /// How many modules loaded through this device ([`Device::load_module`],

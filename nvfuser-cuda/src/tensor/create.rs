@@ -148,31 +148,31 @@ fn alloc_error<'a>(
     }
 }
 
-/// A zeroed device buffer of `num_bytes` (at least one byte is allocated: the driver
-/// rejects empty allocations, and an empty tensor still needs a buffer to point at).
-/// Allocated and zeroed in order on the device's stream, like everything else.
+/// A zero-filled device buffer of `num_bytes` (at least one), from the device's pool.
 fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, CudaError> {
-    let slice = gpu
-        .alloc_stream
-        .alloc_zeros::<u8>(num_bytes.max(1))
-        .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
-    Ok(Arc::new(slice))
+    let buffer =
+        gpu.allocator()
+            .alloc(num_bytes)
+            .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
+    buffer
+        .zero()
+        .map_err(|e| CudaError::driver("cuMemsetD8Async", e))?;
+    Ok(Arc::new(buffer))
 }
 
-/// A device buffer of `num_bytes` (at least one) with arbitrary contents.
+/// A device buffer of `num_bytes` (at least one) with arbitrary contents, from the
+/// device's pool (a block of a dropped tensor when one of its size class is cached).
+/// The buffer is only ever read as plain bytes (a download copies them into a `u8`
+/// buffer, and every element type decodes from any bit pattern), so stale contents can
+/// give wrong values but never undefined behavior; `Device::uninit` documents that a
+/// kernel must write every element before it is read, and the launcher only uses it for
+/// outputs that the kernel writes completely.
 fn alloc_uninit(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, CudaError> {
-    // SAFETY: cudarc marks `alloc` unsafe because the memory is not initialized. The
-    // buffer is only ever read as plain bytes (a download copies them into a `u8`
-    // buffer, and every element type decodes from any bit pattern), so stale contents
-    // can give wrong values but never undefined behavior; `Device::uninit` documents
-    // that a kernel must write every element before it is read, and the launcher only
-    // uses it for outputs that the kernel writes completely.
-    let slice = unsafe { gpu.alloc_stream.alloc::<u8>(num_bytes.max(1)) }.map_err(alloc_error(
-        gpu,
-        num_bytes,
-        "cuMemAllocAsync",
-    ))?;
-    Ok(Arc::new(slice))
+    let buffer =
+        gpu.allocator()
+            .alloc(num_bytes)
+            .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
+    Ok(Arc::new(buffer))
 }
 
 /// A device buffer holding a copy of `bytes`.
@@ -180,12 +180,15 @@ fn upload(gpu: &CudaDevice, bytes: &[u8]) -> Result<Arc<dyn CudaBuffer>, CudaErr
     if bytes.is_empty() {
         return alloc_zeros(gpu, 0);
     }
-    let slice = gpu.alloc_stream.clone_htod(bytes).map_err(alloc_error(
+    let buffer = gpu.allocator().alloc(bytes.len()).map_err(alloc_error(
         gpu,
         bytes.len(),
-        "cuMemcpyHtoDAsync",
+        "cuMemAllocAsync",
     ))?;
-    Ok(Arc::new(slice))
+    buffer
+        .upload(bytes)
+        .map_err(|e| CudaError::driver("cuMemcpyHtoDAsync", e))?;
+    Ok(Arc::new(buffer))
 }
 
 #[cfg(test)]

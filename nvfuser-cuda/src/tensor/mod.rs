@@ -21,7 +21,7 @@ mod create;
 mod element;
 mod host;
 mod layout;
-mod storage;
+pub(crate) mod storage;
 
 use std::fmt;
 use std::sync::Arc;
@@ -224,6 +224,76 @@ impl Tensor {
             });
         }
         Ok(T::decode(&self.contiguous_bytes()?))
+    }
+
+    /// Overwrites this contiguous GPU tensor's elements with `values`, in place: the
+    /// buffer and its address stay, so a captured graph ([`Device::capture`]) that reads
+    /// this tensor sees the new values on its next replay. The copy is queued on the
+    /// buffer's stream, after the work queued before it (`values` is read before this
+    /// returns).
+    ///
+    /// Errors: [`CudaError::NotAGpu`] on the CPU device (its tensors are immutable);
+    /// [`CudaError::DtypeMismatch`]; [`CudaError::InvalidTensor`] for a view that is not
+    /// contiguous or a length that is not the tensor's element count; driver errors.
+    pub fn write_from_slice<T: Element>(&self, values: &[T]) -> Result<(), CudaError> {
+        const OP: &str = "Tensor::write_from_slice";
+        if T::DTYPE != self.dtype {
+            return Err(CudaError::DtypeMismatch {
+                op: OP,
+                expected: self.dtype,
+                found: T::DTYPE,
+            });
+        }
+        let Storage::Cuda { buffer, address } = &self.storage else {
+            return Err(CudaError::NotAGpu { op: OP });
+        };
+        if !self.is_contiguous() || values.len() != self.numel() {
+            return Err(CudaError::tensor(
+                OP,
+                format!("a contiguous tensor and {} values", self.numel()),
+                format!(
+                    "{} values for a {} view",
+                    values.len(),
+                    if self.is_contiguous() {
+                        "contiguous"
+                    } else {
+                        "strided"
+                    }
+                ),
+            ));
+        }
+        let mut bytes = create::try_bytes(OP, byte_size(OP, values.len(), T::DTYPE)?)?;
+        T::encode(values, &mut bytes);
+        let start = self.offset() * self.dtype.size_bytes();
+        if start
+            .checked_add(bytes.len())
+            .is_none_or(|e| e > buffer.num_bytes())
+        {
+            return Err(CudaError::tensor(
+                OP,
+                format!("a byte range inside the {}-byte buffer", buffer.num_bytes()),
+                format!("{start}..{}", start.saturating_add(bytes.len())),
+            ));
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let stream = buffer.stream();
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| CudaError::driver("cuCtxSetCurrent", e))?;
+        // SAFETY: the byte range was checked against the buffer above; the copy is
+        // queued on the buffer's stream, and a copy from pageable host memory has read
+        // `bytes` when the call returns.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(
+                address + start as u64,
+                &bytes[..],
+                stream.cu_stream(),
+            )
+        }
+        .map_err(|e| CudaError::driver("cuMemcpyHtoDAsync", e))
     }
 
     /// A contiguous copy of this tensor on `device` (also when it is already there).

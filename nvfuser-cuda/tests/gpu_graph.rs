@@ -1,0 +1,173 @@
+//! The caching pool and CUDA graph capture, on the GPU: cached blocks are reused and
+//! released; captured fusion calls (one kernel, a grid reduction, segments) replay to
+//! the values the CPU reference computes, also after their inputs are rewritten in
+//! place; the blocks a graph uses are not handed to other tensors while it lives; and
+//! capture refuses what it cannot hold. Without a GPU each test says it skipped (with
+//! `NVFUSER_REQUIRE_GPU=1` it fails instead).
+
+use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
+use nvfuser_core::{DataType, Fusion, FusionDefinition};
+use nvfuser_cuda::testing::require_gpu;
+use nvfuser_cuda::{Arg, CudaError, Device, FusionExecutorCache, Tensor};
+
+/// One test at a time on the GPU (the timings and memory of one do not disturb another).
+fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn own_stream() -> Option<Device> {
+    require_gpu()?;
+    Some(Device::cuda_with_own_stream(0).unwrap_or_else(|e| panic!("a GPU is usable, but: {e}")))
+}
+
+/// relu(x) * 2 + y: one pointwise kernel.
+fn pointwise() -> Fusion {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let y = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let r = fd.relu(x).unwrap();
+    let two = fd.constant(2.0);
+    let m = fd.mul(r, two).unwrap();
+    let z = fd.add(m, y).unwrap();
+    fd.add_output(z).unwrap();
+    fd.finish().unwrap()
+}
+
+/// The sum of every element of x (a grid reduction over one long row), and a forced
+/// segment boundary before a row max: three outputs, more than one kernel.
+fn reductions() -> Fusion {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let total = fd.sum(x, &[0, 1], false).unwrap();
+    fd.add_output(total).unwrap();
+    let e = fd.exp(x).unwrap();
+    let e = fd.segment_set(e).unwrap();
+    let m = fd.max(e, &[1], false).unwrap();
+    fd.add_output(m).unwrap();
+    fd.finish().unwrap()
+}
+
+fn check(got: &Tensor, want: &HostTensor, what: &str) {
+    compare(
+        &got.to_host_tensor().unwrap(),
+        want,
+        Tolerance::new(1e-4, 1e-3),
+    )
+    .unwrap_or_else(|m| panic!("{what}: {m}"));
+}
+
+#[test]
+fn dropped_blocks_are_reused_and_released() {
+    let Some(device) = own_stream() else { return };
+    let _serial = gpu_lock();
+    let a = device.zeros(DataType::F32, [1000]).unwrap();
+    let address = a.cuda_address().unwrap();
+    drop(a);
+    assert!(device.cached_bytes() >= 4000, "{}", device.cached_bytes());
+    // The same size class gets the same block back, without a driver allocation.
+    let b = device.zeros(DataType::F32, [1001]).unwrap();
+    assert_eq!(b.cuda_address(), Some(address));
+    assert_eq!(b.to_vec::<f32>().unwrap(), vec![0.0; 1001]);
+    drop(b);
+    assert!(device.release_cached_memory() >= 4000);
+    assert_eq!(device.cached_bytes(), 0);
+}
+
+#[test]
+fn captured_calls_replay_to_the_reference_values() {
+    let Some(device) = own_stream() else { return };
+    let _serial = gpu_lock();
+    let pw = FusionExecutorCache::new(pointwise());
+    let red = FusionExecutorCache::new(reductions());
+    let (n, h) = (300, 4099);
+    let hx = HostTensor::random(DataType::F32, &[n, h], 1);
+    let hy = HostTensor::random(DataType::F32, &[n, h], 2);
+    let x = device.tensor_from_host(&hx).unwrap();
+    let y = device.tensor_from_host(&hy).unwrap();
+    // Warm up: compile both.
+    pw.run(&device, &[(&x).into(), (&y).into()]).unwrap();
+    red.run(&device, &[(&x).into()]).unwrap();
+    assert!(
+        red.segmentation().is_some(),
+        "the forced boundary segments it"
+    );
+
+    let (graph, outs) = device
+        .capture(|| {
+            let z = pw.run(&device, &[(&x).into(), (&y).into()])?.remove(0);
+            let r = red.run(&device, &[(&z).into()])?;
+            Ok((z, r))
+        })
+        .unwrap();
+    assert!(graph.nodes() >= 3, "{graph:?}");
+    let (z, r) = outs;
+    // Tensors allocated after the capture must not share the graph's blocks.
+    let others: Vec<Tensor> = (0..8)
+        .map(|k| {
+            device
+                .tensor_from_host(&HostTensor::random(DataType::F32, &[n, h], 10 + k))
+                .unwrap()
+        })
+        .collect();
+    for round in 0..2 {
+        let (hx, hy) = if round == 0 {
+            (hx.clone(), hy.clone())
+        } else {
+            let hx = HostTensor::random(DataType::F32, &[n, h], 21);
+            x.write_from_slice(&hx.to_vec::<f32>().unwrap()).unwrap();
+            (hx, hy.clone())
+        };
+        graph.replay().unwrap();
+        let want_z = evaluate(
+            &pointwise(),
+            &[EvalInput::Tensor(hx), EvalInput::Tensor(hy)],
+        )
+        .unwrap()
+        .remove(0);
+        let want_r = evaluate(&reductions(), &[EvalInput::Tensor(want_z.clone())]).unwrap();
+        check(&z, &want_z, &format!("round {round}: pointwise output"));
+        for (k, (got, want)) in r.iter().zip(&want_r).enumerate() {
+            check(got, want, &format!("round {round}: reduction output {k}"));
+        }
+    }
+    for (k, t) in others.iter().enumerate() {
+        let want = HostTensor::random(DataType::F32, &[n, h], 10 + k as u64);
+        assert_eq!(
+            t.to_host_tensor().unwrap(),
+            want,
+            "tensor {k} allocated after the capture was overwritten by a replay"
+        );
+    }
+    drop(graph);
+    // Eager calls after the graph is gone still agree.
+    let again = pw.run(&device, &[(&x).into(), (&y).into()]).unwrap();
+    check(
+        &again[0],
+        &z.to_host_tensor().unwrap(),
+        "eager after the graph",
+    );
+}
+
+#[test]
+fn capture_refuses_what_it_cannot_hold() {
+    let Some(device) = own_stream() else { return };
+    let _serial = gpu_lock();
+    let legacy = Device::cuda(0).unwrap();
+    let err = legacy.capture(|| Ok(())).unwrap_err();
+    assert!(matches!(err, CudaError::Capture { .. }), "{err}");
+    let err = Device::cpu().capture(|| Ok(())).unwrap_err();
+    assert!(matches!(err, CudaError::NotAGpu { .. }), "{err}");
+    let err = device.capture(|| Ok(())).unwrap_err();
+    assert!(err.to_string().contains("nothing was captured"), "{err}");
+    // A download inside a capture is refused by the driver, and the device still works.
+    let t = device.zeros(DataType::F32, [16]).unwrap();
+    assert!(device.capture(|| t.to_vec::<f32>()).is_err());
+    let exec = FusionExecutorCache::new(pointwise());
+    let a = device
+        .tensor_from_host(&HostTensor::random(DataType::F32, &[4, 5], 3))
+        .unwrap();
+    let out = exec.run(&device, &[Arg::from(&a), Arg::from(&a)]).unwrap();
+    assert_eq!(out[0].sizes(), &[4, 5]);
+    device.synchronize().unwrap();
+}
