@@ -29,7 +29,8 @@ use std::time::Instant;
 use nvfuser_core::codegen::abi::{ArgRef, PackedArgs};
 use nvfuser_core::eval::HostTensor;
 use nvfuser_core::{DataType, FusionDefinition};
-use nvfuser_cuda::launch::launch_raw;
+use nvfuser_cuda::args::check_args;
+use nvfuser_cuda::launch::{launch_kernel, launch_raw};
 use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
 
 const N: usize = 1024;
@@ -110,6 +111,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let exec_sync = measure(device, true, &mut run)?;
         let exec_queued = measure(device, false, &mut run)?;
         let (bare_sync, bare_queued) = bare(device, &exec, &ta, &tb)?;
+        // The launcher alone (launch checks, output allocation, packing, launch) and the
+        // argument checks alone: where the executor's time goes.
+        let plan = exec.plan(device, &args)?;
+        let (_, function) = exec.kernel_and_function(device, &args)?;
+        let pk = plan.segments[0].kernel.as_ref().ok_or("a planned kernel")?;
+        let mut launch = || -> Result<(), Box<dyn std::error::Error>> {
+            drop(launch_kernel(
+                device,
+                pk.scheduled.fusion(),
+                &pk.kernel,
+                &function,
+                &args,
+            )?);
+            Ok(())
+        };
+        let launch_queued = measure(device, false, &mut launch)?;
+        let mut checks = || -> Result<(), Box<dyn std::error::Error>> {
+            check_args(exec.fusion(), device, &args)?;
+            Ok(())
+        };
+        let checks_queued = measure(device, false, &mut checks)?;
+        println!("| {label} | launch_kernel alone | | {launch_queued:.2} |");
+        println!("| {label} | argument checks alone | | {checks_queued:.2} |");
         println!("| {label} | executor run (cached) | {exec_sync:.2} | {exec_queued:.2} |");
         println!("| {label} | bare launch | {bare_sync:.2} | {bare_queued:.2} |");
         println!(

@@ -52,6 +52,17 @@ pub(crate) fn bound_args<'a>(args: &'a [Arg<'_>]) -> SmallVec<[BoundArg<'a>; 8]>
 /// ([`bind::check_scalar`]) and every extent the fusion equates ([`bind::check_sizes`]).
 /// The segmented runtime checks the original fusion's arguments with it too.
 pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<(), CudaError> {
+    check_args_with(fusion, &bind::SizeChecks::of(fusion), device, args)
+}
+
+/// [`check_args`] with the fusion's size checks found beforehand
+/// ([`bind::SizeChecks::of`], kept by the planner): the cached call path.
+pub fn check_args_with(
+    fusion: &Fusion,
+    sizes: &bind::SizeChecks,
+    device: &Device,
+    args: &[Arg<'_>],
+) -> Result<(), CudaError> {
     const OP: &str = "fusion call";
     let inputs = fusion.inputs();
     if args.len() != inputs.len() {
@@ -102,7 +113,7 @@ pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<
     // Every extent the fusion equates (operands of one elementwise op, cat's other
     // dims, ...): a kernel indexes them all with one extent, so a mismatch would read
     // out of bounds. The same check as the CPU reference's, with the same message.
-    bind::check_sizes(fusion, &bound_args(args))?;
+    sizes.check(fusion, &bound_args(args))?;
     Ok(())
 }
 
@@ -116,7 +127,7 @@ fn bad(index: usize, expected: String, found: String) -> CudaError {
 
 /// Sizes and strides of `t` against the declaration `tt` of input `index`.
 fn check_layout(index: usize, tt: &TensorType, t: &Tensor) -> Result<(), CudaError> {
-    let dims: Vec<_> = tt.shape().collect();
+    let dims: SmallVec<[_; 8]> = tt.shape().collect();
     if dims.len() != t.rank() {
         return Err(bad(
             index,
@@ -156,7 +167,7 @@ fn check_layout(index: usize, tt: &TensorType, t: &Tensor) -> Result<(), CudaErr
     }
     // Walk the declared allocation order from the innermost dim: a dim declared
     // contiguous must have exactly stride × size of the next inner non-broadcast dim.
-    let mut order: Vec<usize> = (0..dims.len()).collect();
+    let mut order: SmallVec<[usize; 8]> = (0..dims.len()).collect();
     order.sort_by_key(|&a| tt.stride_order[a]);
     let mut expected = 1usize;
     for &axis in &order {

@@ -97,6 +97,14 @@ const DEVICE_SYMBOLS: &[&str] = &[
     "cuFuncGetAttribute",
     "cuLaunchKernel",
     "cuMemGetInfo_v2",
+    "cuStreamCreate",
+    "cuStreamBeginCapture_v2",
+    "cuStreamEndCapture",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphLaunch",
+    "cuGraphGetNodes",
+    "cuGraphExecDestroy",
+    "cuGraphDestroy",
 ];
 
 static DRIVER: OnceLock<DriverInfo> = OnceLock::new();

@@ -33,7 +33,7 @@ use nvfuser_core::segment::SegmentedFusion;
 use nvfuser_core::Fusion;
 
 pub use crate::args::Arg;
-use crate::args::{bound_args, check_args};
+use crate::args::{bound_args, check_args_with};
 use crate::dump::{Dump, DumpFlags};
 use crate::profile::{self, KernelProfile, LaunchTimer};
 pub use crate::runtime::InputSignature;
@@ -210,6 +210,11 @@ impl FusionExecutorCache {
         self.planner.segmentation()
     }
 
+    /// Checks `args` against the fusion's inputs (with the size checks found once).
+    fn check_args(&self, device: &Device, args: &[Arg<'_>]) -> Result<(), CudaError> {
+        check_args_with(self.fusion(), self.planner.size_checks(), device, args)
+    }
+
     /// The arguments of the kernel fusion: `args` (checked), then the scalars the host
     /// program computes from them.
     fn kernel_args<'s, 'a>(&self, args: &'s [Arg<'a>]) -> Result<Cow<'s, [Arg<'a>]>, CudaError> {
@@ -235,7 +240,7 @@ impl FusionExecutorCache {
 
     /// The checked kernel arguments and the runtime of a call (GPU devices only).
     fn runtime_for(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, CudaError> {
-        check_args(self.fusion(), device, args)?;
+        self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
         self.runtime(device, args, None)
     }
@@ -280,7 +285,7 @@ impl FusionExecutorCache {
         device: &Device,
         args: &[Arg<'_>],
     ) -> Result<HeuristicParams, CudaError> {
-        check_args(self.fusion(), device, args)?;
+        self.check_args(device, args)?;
         let props = device.properties().ok_or(CudaError::NotAGpu {
             op: "FusionExecutorCache::heuristics",
         })?;
@@ -332,7 +337,7 @@ impl FusionExecutorCache {
         user: Option<&HeuristicParams>,
         timer: Option<&mut LaunchTimer>,
     ) -> Result<Vec<Tensor>, CudaError> {
-        check_args(self.fusion(), device, args)?;
+        self.check_args(device, args)?;
         if !device.is_gpu() {
             return self.run_on_reference(device, args);
         }
@@ -423,7 +428,7 @@ impl FusionExecutorCache {
         let props = device.properties().ok_or(CudaError::NotAGpu {
             op: "FusionExecutorCache::run_profiled",
         })?;
-        check_args(self.fusion(), device, args)?;
+        self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
         check_reads(&self.planner, args)?;
         if self.kernel_fusion().num_exprs() == 0 {

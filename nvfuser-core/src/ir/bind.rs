@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::ir::{
     BinaryOp, Expr, ExprId, Extent, ExtentOp, Fusion, IterKind, Op, ReductionOp, SizeArg, ValId,
 };
+use smallvec::SmallVec;
 
 /// One argument of a call, as the binding checks see it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -89,88 +90,155 @@ pub(crate) struct Tie {
 /// mismatched entry makes the extents that read it unknown, and unknown extents are
 /// not compared.
 pub fn check_sizes(fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
-    let live = fusion.live_exprs();
-    // Scalars computed by `size` ops, by value id (extents may read them).
-    let mut computed: Vec<Option<i64>> = vec![None; fusion.num_vals()];
-    let mut ties = Vec::new();
-    // Max/min reductions over an empty dim, by expression (allocated on the first).
-    let mut empty: Vec<bool> = Vec::new();
-    for (id, e) in fusion.exprs() {
-        if !live[id.index()] {
-            continue;
-        }
-        if let Op::Size { axis } = e.op {
-            let value = e
-                .inputs
-                .first()
-                .and_then(|&x| fusion.tensor_type(x))
-                .and_then(|t| t.shape().nth(axis))
-                .and_then(|d| eval(fusion, args, &computed, &d.extent));
-            if let (Some(&o), Some(v)) = (e.outputs.first(), value) {
-                if let Some(slot) = computed.get_mut(o.index()) {
-                    *slot = Some(v);
+    SizeChecks::of(fusion).check(fusion, args)
+}
+
+/// What [`check_sizes`] evaluates, found once per fusion: the `size` ops whose values
+/// extents read, every pairing of two extents, and the max/min reductions, in
+/// expression order. Checking a call then evaluates extents only, without walking the
+/// fusion or allocating (the cached call path of a runtime).
+#[derive(Clone, Debug, Default)]
+pub struct SizeChecks {
+    steps: Vec<Step>,
+    /// True when some step is a max or min reduction (the empty-reduction rule runs).
+    extremes: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    /// Scalar `out` is the extent `dim` of a tensor.
+    Size { out: ValId, dim: Extent },
+    /// `a` (dim `axis` of an input of `expr`) against `b`.
+    Tie {
+        expr: ExprId,
+        a: Extent,
+        b: Extent,
+        rel: Rel,
+    },
+    /// A max or min reduction.
+    Extreme(ExprId),
+}
+
+impl SizeChecks {
+    /// The checks of `fusion` (its live expressions).
+    pub fn of(fusion: &Fusion) -> SizeChecks {
+        let live = fusion.live_exprs();
+        let mut steps = Vec::new();
+        let mut ties = Vec::new();
+        let mut extremes = false;
+        for (id, e) in fusion.exprs() {
+            if !live[id.index()] {
+                continue;
+            }
+            if let Op::Size { axis } = e.op {
+                let dim = e
+                    .inputs
+                    .first()
+                    .and_then(|&x| fusion.tensor_type(x))
+                    .and_then(|t| t.shape().nth(axis))
+                    .map(|d| d.extent.clone());
+                if let (Some(&out), Some(dim)) = (e.outputs.first(), dim) {
+                    steps.push(Step::Size { out, dim });
                 }
-            }
-            continue;
-        }
-        // max and min of no elements are not defined: refused on every device before
-        // anything runs, with the reference's error, when their values are observed
-        // (see `observed_empty_reduction`).
-        if is_max_or_min(&e.op) && reduces_empty(fusion, e, &|x| eval(fusion, args, &computed, x)) {
-            empty.resize(fusion.num_exprs(), false);
-            empty[id.index()] = true;
-        }
-        ties.clear();
-        collect_ties(fusion, e, &mut ties);
-        for t in &ties {
-            let Some(&input) = e.inputs.get(t.operand) else {
-                continue;
-            };
-            let Some(dim) = fusion
-                .tensor_type(input)
-                .and_then(|tt| tt.shape().nth(t.axis))
-            else {
-                continue;
-            };
-            if t.rel != Rel::AtMost && dim.kind == IterKind::Broadcast {
                 continue;
             }
-            if dim.extent == t.other {
-                continue;
+            if is_max_or_min(&e.op) {
+                steps.push(Step::Extreme(id));
+                extremes = true;
             }
-            let (Some(a), Some(b)) = (
-                eval(fusion, args, &computed, &dim.extent),
-                eval(fusion, args, &computed, &t.other),
-            ) else {
-                continue;
-            };
-            let ok = match t.rel {
-                Rel::Eq => a == b,
-                Rel::EqUnlessKeep => b == -1 || a == b,
-                Rel::AtMost => a <= b,
-            };
-            if !ok {
-                let relation = if t.rel == Rel::AtMost {
-                    "be at most"
-                } else {
-                    "equal"
+            ties.clear();
+            collect_ties(fusion, e, &mut ties);
+            for t in &ties {
+                let Some(&input) = e.inputs.get(t.operand) else {
+                    continue;
                 };
-                let other = match t.other {
-                    Extent::Const(c) => c.to_string(),
-                    _ => format!("{} (size {b})", describe(fusion, &t.other)),
+                let Some(dim) = fusion
+                    .tensor_type(input)
+                    .and_then(|tt| tt.shape().nth(t.axis))
+                else {
+                    continue;
                 };
-                return Err(Error::ArgumentSizes {
-                    found: format!("{}: size {a}", describe(fusion, &dim.extent)),
-                    expected: format!("{relation} {other}"),
-                    why: why(e),
+                if t.rel != Rel::AtMost && dim.kind == IterKind::Broadcast {
+                    continue;
+                }
+                if dim.extent == t.other {
+                    continue;
+                }
+                steps.push(Step::Tie {
+                    expr: id,
+                    a: dim.extent.clone(),
+                    b: t.other.clone(),
+                    rel: t.rel,
                 });
             }
         }
+        SizeChecks { steps, extremes }
     }
-    let no_elements = |v: ValId| has_no_elements(fusion, v, &|x| eval(fusion, args, &computed, x));
-    match observed_empty_reduction(fusion, &empty, &no_elements) {
-        Some(e) => Err(observed_empty_reduction_error(fusion, e)),
-        None => Ok(()),
+
+    /// Checks one call (see [`check_sizes`]); `fusion` is the fusion these checks were
+    /// found in.
+    pub fn check(&self, fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {
+        let mut computed: SmallVec<[(ValId, i64); 8]> = SmallVec::new();
+        let mut empty: Vec<bool> = Vec::new();
+        for step in &self.steps {
+            let value = |x: &Extent, computed: &[(ValId, i64)]| {
+                eval_with(
+                    fusion,
+                    args,
+                    &|v| computed.iter().find(|c| c.0 == v).map(|c| c.1),
+                    x,
+                )
+            };
+            match step {
+                Step::Size { out, dim } => {
+                    if let Some(v) = value(dim, &computed) {
+                        computed.push((*out, v));
+                    }
+                }
+                Step::Extreme(id) => {
+                    if reduces_empty(fusion, fusion.expr(*id), &|x| value(x, &computed)) {
+                        empty.resize(fusion.num_exprs(), false);
+                        empty[id.index()] = true;
+                    }
+                }
+                Step::Tie { expr, a, b, rel } => {
+                    let (Some(x), Some(y)) = (value(a, &computed), value(b, &computed)) else {
+                        continue;
+                    };
+                    let ok = match rel {
+                        Rel::Eq => x == y,
+                        Rel::EqUnlessKeep => y == -1 || x == y,
+                        Rel::AtMost => x <= y,
+                    };
+                    if !ok {
+                        let relation = if *rel == Rel::AtMost {
+                            "be at most"
+                        } else {
+                            "equal"
+                        };
+                        let other = match b {
+                            Extent::Const(c) => c.to_string(),
+                            _ => format!("{} (size {y})", describe(fusion, b)),
+                        };
+                        return Err(Error::ArgumentSizes {
+                            found: format!("{}: size {x}", describe(fusion, a)),
+                            expected: format!("{relation} {other}"),
+                            why: why(fusion.expr(*expr)),
+                        });
+                    }
+                }
+            }
+        }
+        if !self.extremes {
+            return Ok(());
+        }
+        let lookup = |v: ValId| computed.iter().find(|c| c.0 == v).map(|c| c.1);
+        let no_elements =
+            |v: ValId| has_no_elements(fusion, v, &|x| eval_with(fusion, args, &lookup, x));
+        match observed_empty_reduction(fusion, &empty, &no_elements) {
+            Some(e) => Err(observed_empty_reduction_error(fusion, e)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -270,10 +338,10 @@ pub(crate) fn empty_reduction_error(op: ReductionOp) -> Error {
 
 /// The value of `e` for these arguments: input dims and scalar inputs from `args`,
 /// scalars computed by `size` ops from `computed`.
-fn eval(
+fn eval_with(
     fusion: &Fusion,
     args: &[BoundArg<'_>],
-    computed: &[Option<i64>],
+    computed: &dyn Fn(ValId) -> Option<i64>,
     e: &Extent,
 ) -> Option<i64> {
     e.eval(
@@ -286,7 +354,7 @@ fn eval(
                 BoundArg::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
                 BoundArg::Tensor(_) => None,
             },
-            None => computed.get(v.index()).copied().flatten(),
+            None => computed(v),
         },
     )
 }

@@ -48,7 +48,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use crate::codegen::Kernel;
-use crate::ir::bind::BoundArg;
+use crate::ir::bind::{BoundArg, SizeChecks};
 use crate::ir::reads::ReadChecks;
 use crate::ir::{Fusion, OutputSource, ValId, ValKind};
 use crate::sched::ScheduledFusion;
@@ -147,6 +147,7 @@ pub struct FusionPlanner {
     extent_scalars: Vec<bool>,
     reads: ReadChecks,
     kernel_reads: ReadChecks,
+    sizes: SizeChecks,
     /// Set once no single kernel can run the kernel fusion (or given at construction).
     segmented: OnceLock<SegmentedFusion>,
 }
@@ -166,6 +167,7 @@ impl FusionPlanner {
             extent_scalars: extent_scalar_inputs(&kernel),
             reads: ReadChecks::of(&fusion),
             kernel_reads: ReadChecks::of(&kernel),
+            sizes: SizeChecks::of(&fusion),
             fusion,
             kernel,
             host,
@@ -183,6 +185,7 @@ impl FusionPlanner {
             extent_scalars: extent_scalar_inputs(&fusion),
             reads: ReadChecks::of(&fusion),
             kernel_reads: ReadChecks::of(&fusion),
+            sizes: SizeChecks::of(&fusion),
             kernel: fusion.clone(),
             fusion,
             host: None,
@@ -224,6 +227,12 @@ impl FusionPlanner {
     /// host scalars evaluated).
     pub fn reads(&self) -> &ReadChecks {
         &self.reads
+    }
+
+    /// The size checks of the fusion's arguments ([`crate::ir::bind::check_sizes`]),
+    /// found once.
+    pub fn size_checks(&self) -> &SizeChecks {
+        &self.sizes
     }
 
     /// The data-dependent reads of the kernel fusion.

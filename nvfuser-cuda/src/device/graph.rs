@@ -129,6 +129,15 @@ impl Device {
             gpu.capturing.store(false, Ordering::Release);
         }
         match result {
+            Ok((graph, _)) if graph_nodes(&graph) == 0 => {
+                drop(graph);
+                pool.retire();
+                Err(CudaError::Capture {
+                    reason:
+                        "nothing was captured (the calls queued no work on the device's stream)"
+                            .into(),
+                })
+            }
             Ok((graph, out)) => {
                 let launches = graph_nodes(&graph);
                 Ok((

@@ -133,6 +133,9 @@ impl KernelAbi {
                     out.begin_param();
                     // A rank-0 tensor carries one unused size and stride.
                     let n = (*rank).max(1);
+                    let width = self.index_type.bytes();
+                    let mut bytes = [0u8; 8 * 2 * 16];
+                    let mut used = 0;
                     for list in [sizes, strides] {
                         for k in 0..n {
                             let v = list.get(k).copied().unwrap_or(0);
@@ -140,19 +143,25 @@ impl KernelAbi {
                                 bad(format!(
                                     "{}: {v} does not fit the kernel's {}-bit index type",
                                     p.name,
-                                    8 * self.index_type.bytes()
+                                    8 * width
                                 ))
                             };
-                            match self.index_type {
+                            let le: [u8; 8] = match self.index_type {
                                 IndexType::I32 => {
-                                    out.put(&i32::try_from(v).map_err(fits)?.to_le_bytes())
+                                    let x = i32::try_from(v).map_err(fits)?.to_le_bytes();
+                                    [x[0], x[1], x[2], x[3], 0, 0, 0, 0]
                                 }
-                                IndexType::I64 => {
-                                    out.put(&i64::try_from(v).map_err(fits)?.to_le_bytes())
-                                }
+                                IndexType::I64 => i64::try_from(v).map_err(fits)?.to_le_bytes(),
+                            };
+                            if used + width > bytes.len() {
+                                out.put(&bytes[..used]);
+                                used = 0;
                             }
+                            bytes[used..used + width].copy_from_slice(&le[..width]);
+                            used += width;
                         }
                     }
+                    out.put(&bytes[..used]);
                 }
                 (ParamKind::Scalar { dtype, .. }, ArgRef::Scalar(v)) => {
                     out.begin_param();
@@ -280,16 +289,22 @@ impl PackedArgs {
 
     /// Appends bytes to the current parameter.
     fn put(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            let (w, k) = (self.len / 8, self.len % 8);
-            if w == self.words.len() {
-                self.words.push(0);
-            }
-            let mut word = self.words[w].to_ne_bytes();
-            word[k] = b;
-            self.words[w] = u64::from_ne_bytes(word);
-            self.len += 1;
+        let end = self.len + bytes.len();
+        let words = end.div_ceil(8);
+        if self.words.len() < words {
+            self.words.resize(words, 0);
         }
+        // SAFETY: a `u64` slice seen as its bytes: `u8` has no alignment or validity
+        // requirement, the length is the slice's size in bytes, and the view ends before
+        // `self.words` is used again.
+        let view = unsafe {
+            std::slice::from_raw_parts_mut(
+                self.words.as_mut_ptr().cast::<u8>(),
+                self.words.len() * 8,
+            )
+        };
+        view[self.len..end].copy_from_slice(bytes);
+        self.len = end;
         if let Some(last) = self.params.last_mut() {
             last.1 += bytes.len() as u32;
         }
