@@ -26,7 +26,7 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys, CudaStream, DriverError};
-use std::collections::HashMap as FxHashMap;
+use rustc_hash::FxHashMap;
 
 use crate::tensor::storage::CudaBuffer;
 use crate::CudaError;
