@@ -161,3 +161,58 @@ fn k(x: Tensor<bf16, [_, 1, _]>) -> Tensor<bf16, [_, _]> {
         insta::assert_snapshot!(format!("{name}_h100"), text);
     }
 }
+
+/// Whole execution plans as `NVFUSER_DUMP=plan` prints them (H100): a fusion whose
+/// kernel reads a size computed on the host (the host scalar program, one segment), and
+/// fusions that run as segments (a forced boundary; a softmax beside a column sum of
+/// its input), with their value maps.
+#[test]
+fn execution_plans_on_an_h100() {
+    let cases = [
+        (
+            "plan_host_scalars",
+            r#"
+fn k(x: Tensor<f32, [_, _]>) -> Tensor<f32, [_, _]> {
+    let r = x.reshape([x.size(0) * 2, x.size(1) / 2]);
+    r.relu()
+}
+"#,
+            vec![(DataType::F32, vec![4096, 1024])],
+        ),
+        (
+            "plan_forced_boundary",
+            r#"
+fn k(x: Tensor<bf16, [_, _]>) -> Tensor<f32, [_]> {
+    let y = ((x as f32) * 2.0f32).segment_set();
+    y.sum([1])
+}
+"#,
+            vec![(DataType::BF16, vec![8192, 4096])],
+        ),
+        (
+            "plan_two_reductions",
+            r#"
+fn k(x: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_]>) {
+    let e = (x - x.max([1], keepdim = true)).exp();
+    (e / e.sum([1], keepdim = true), x.sum([0]))
+}
+"#,
+            vec![(DataType::F32, vec![2048, 1024])],
+        ),
+    ];
+    for (name, src, shapes) in cases {
+        let fusion = nvfuser_core::dsl::build_str(src)
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"))
+            .remove(0)
+            .0;
+        let inputs: Vec<WorkloadInput> = shapes
+            .into_iter()
+            .map(|(d, s)| WorkloadInput::Tensor(d, s))
+            .collect();
+        let exec = FusionExecutorCache::new(fusion);
+        let plan = exec
+            .plan_for(&runtime_info(DeviceInfo::h100_for_tests(), &inputs), None)
+            .unwrap_or_else(|e| panic!("{name}: not planned: {e}"));
+        insta::assert_snapshot!(format!("{name}_h100"), plan.to_string());
+    }
+}
