@@ -34,18 +34,23 @@ pub mod __private {
     pub use crate::private::*;
 }
 
+/// The benchmark's fusions and inputs (tests, the benchmark and tools; not the API).
+#[doc(hidden)]
+pub use nvfuser_core::workloads;
 pub use nvfuser_core::{
-    builder, codegen, dsl, dtype, eval, ir, philox, print, sched, scheduler, segment, workloads,
+    builder, codegen, dsl, dtype, eval, ir, philox, plan, print, sched, scheduler, segment,
 };
 pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
 pub use nvfuser_cuda::{executor, launch, nvrtc, segmented};
 pub use nvfuser_cuda::{
-    Arg, Device, DeviceProperties, Element, FusionCache, FusionExecutorCache, GpuArch,
-    KernelProfile, SegmentedRuntime, Tensor,
+    Arg, CudaGraphRun, Device, DeviceProperties, Element, FusionCache, FusionExecutorCache,
+    GpuArch, KernelProfile, SegmentedRuntime, Tensor,
 };
 
-/// The error type of everything that runs: definition errors convert into it.
-pub type Error = nvfuser_cuda::CudaError;
+/// The library's error: everything that runs returns it, and definition errors
+/// (`nvfuser_core::Error`) convert into it with `?`. Match on its variants; its
+/// `Display` says what was expected and what was found.
+pub use nvfuser_cuda::CudaError as Error;
 
 /// The names most programs need.
 pub mod prelude {

@@ -19,6 +19,9 @@ pub mod scheduler;
 pub mod segment;
 #[doc(hidden)]
 pub mod testing;
+/// The benchmark's fusions and inputs, shared by tests, the benchmark and tools (not
+/// part of the library's API).
+#[doc(hidden)]
 pub mod workloads;
 
 pub use builder::{FusionDefinition, Size};

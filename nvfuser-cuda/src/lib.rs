@@ -49,11 +49,12 @@ pub mod profile;
 pub mod runtime;
 pub mod segmented;
 pub mod tensor;
+#[doc(hidden)]
 pub mod testing;
 
 pub use args::{check_args, Arg};
 pub use cache::{CacheKey, CacheOrigin, CacheStats, CachedKernel, KernelCache, KernelRequest};
-pub use device::{Device, DeviceProperties};
+pub use device::{CudaGraphRun, Device, DeviceProperties, DEFAULT_CACHED_BYTES};
 pub use driver::{DriverInfo, DriverVersion};
 pub use dump::{Dump, DumpFlags};
 pub use error::{CompileFailure, CudaError};

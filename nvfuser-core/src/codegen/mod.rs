@@ -11,6 +11,7 @@
 
 pub mod abi;
 pub mod checks;
+#[doc(hidden)]
 pub mod corpus;
 mod cuda;
 pub mod index;
