@@ -123,7 +123,7 @@ pub(crate) fn launch_kernel_with(
     function: &CudaFunction,
     args: &[Arg<'_>],
     dump: &Dump,
-    mut timer: Option<&mut LaunchTimer>,
+    timer: Option<&mut LaunchTimer>,
 ) -> Result<Vec<Tensor>, CudaError> {
     const OP: &str = "launch";
     let gpu = device.require_gpu(OP)?;
@@ -145,102 +145,9 @@ pub(crate) fn launch_kernel_with(
         .reads
         .check(fusion, &call, true)
         .map_err(read_error)?;
-
-    // Output shapes (contiguous, row-major) and launch dims, before anything is
-    // allocated.
-    let mut shapes: SmallVec<[SmallVec<[usize; 6]>; 4]> = SmallVec::new();
-    for o in fusion.outputs() {
-        let val = fusion.val(o.val);
-        let ValKind::Tensor(tt) = &val.kind else {
-            return Err(CudaError::UnsupportedDtype {
-                op: "launch (scalar output)",
-                dtype: val.dtype,
-            });
-        };
-        let mut shape = SmallVec::new();
-        for d in tt.shape() {
-            shape.push(eval(&d.extent)?.max(0) as usize);
-        }
-        shapes.push(shape);
-    }
-    let any_elements = shapes
-        .iter()
-        .any(|s| s.iter().try_fold(1usize, |a, &n| a.checked_mul(n)) != Some(0));
-    let (grid, block) = if any_elements {
-        (
-            dims(&kernel.launch.grid, &eval)?,
-            dims(&kernel.launch.block, &eval)?,
-        )
-    } else {
-        ([0; 3], [0; 3])
-    };
-    let launches = any_elements && !grid.contains(&0);
-    // A tensor of the kernel without elements (an output, an input or an intermediate)
-    // beside an output with some: the loops may follow the empty one, a serial loop of
-    // extent 0, and leave the other outputs unwritten (fuzz seed 1225086: a full sum of
-    // a [0, 255] input broadcast into a [1, 255] output).
-    let some_empty = any_elements && has_empty_tensor(fusion, args, &eval);
-    if !launches || some_empty {
-        // Zero-filled outputs are right only for outputs without elements: a non-empty
-        // output (a reduction over an empty dim, or an output smaller than the empty
-        // tensor the loops follow) would be left unwritten.
-        for (output, s) in shapes.iter().enumerate() {
-            let elements = s
-                .iter()
-                .try_fold(1usize, |a, &n| a.checked_mul(n))
-                .unwrap_or(usize::MAX);
-            if elements > 0
-                && fusion
-                    .input_position(fusion.outputs()[output].val)
-                    .is_none()
-            {
-                return Err(CudaError::EmptyLaunch { output, elements });
-            }
-        }
-    }
-    if launches {
-        let threads = block.iter().product::<u32>();
-        if threads > gpu.properties.max_threads_per_block {
-            return Err(CudaError::InvalidTensor {
-                op: OP,
-                expected: format!(
-                    "at most {} threads per block",
-                    gpu.properties.max_threads_per_block
-                ),
-                found: format!("{threads} (block {block:?})"),
-            });
-        }
-    }
-
-    // Outputs. A generated kernel writes every in-range element of every output: its
-    // loops cover each output's whole logical domain (split and merged, never
-    // narrowed), predicated only against the extents, with the launch dims covering
-    // the parallelized loops; reductions write their init value for empty rows. So
-    // when the kernel runs, outputs need no memset. When it does not run (no elements,
-    // or an empty grid), they are zeroed instead, as before.
-    // An output that is a fusion input, or a value listed earlier as an output, is not
-    // a kernel parameter of its own (the ABI lists each tensor once): it is returned as
-    // a view of that input or of the earlier output.
-    let mut outputs: Vec<Tensor> = Vec::with_capacity(shapes.len());
-    for (k, (o, shape)) in fusion.outputs().iter().zip(&shapes).enumerate() {
-        if let Some(Arg::Tensor(t)) = fusion.input_position(o.val).and_then(|p| args.get(p)) {
-            outputs.push((*t).clone());
-            continue;
-        }
-        if let Some(j) = fusion.outputs()[..k].iter().position(|e| e.val == o.val) {
-            let t = outputs[j].clone();
-            outputs.push(t);
-            continue;
-        }
-        let dtype = fusion.val(o.val).dtype;
-        let t = if launches {
-            device.uninit(dtype, shape)?
-        } else {
-            device.zeros(dtype, shape)?
-        };
-        check_index_type(kernel, &t)?;
-        outputs.push(t);
-    }
+    let shapes = output_shapes(fusion, &eval)?;
+    let (grid, block, launches) = launch_shape(gpu, fusion, kernel, args, &shapes, &eval)?;
+    let outputs = allocate_outputs(device, fusion, kernel, args, &shapes, launches)?;
     if !launches {
         return Ok(outputs);
     }
@@ -250,7 +157,6 @@ pub(crate) fn launch_kernel_with(
         &|id| fusion.get_val(id).map_or(1, |v| v.dtype.size_bytes()),
         &eval,
     )?;
-
     // Grid reductions need global work buffers: partials (any contents) and arrival
     // counters that must be zero at launch (the last block resets them). They are
     // freed when dropped below, in stream order after the kernel.
@@ -285,11 +191,173 @@ pub(crate) fn launch_kernel_with(
     if dump.launch_enabled() {
         dump_launch(dump, kernel, grid, block, args, &outputs);
     }
+    // SAFETY: `params` holds one pointer per kernel parameter, in the ABI's order, each to
+    // bytes of the parameter's type packed by `KernelAbi::pack_into` from that same
+    // description (and kept borrowed by `params`); every tensor pointer belongs to a live
+    // buffer checked against the declared layout (by the caller, through `check_args`),
+    // the kernel's requirements and its index type above, and stays allocated until the
+    // kernel has finished: inputs are freed by their owners in stream order (on this
+    // stream, or on a foreign one that `launch_ordered` makes wait for this launch),
+    // outputs and work buffers are this crate's and are freed in stream order on this
+    // stream; the launch dims were checked against the device.
+    unsafe {
+        launch_ordered(
+            device,
+            gpu,
+            function,
+            (grid, block),
+            params.as_mut_slice(),
+            args,
+            timer,
+        )?
+    };
+    drop(work_tensors);
+    Ok(outputs)
+}
 
-    // Inputs on another stream (buffers another library owns, on its own stream): the
-    // kernel waits for the work queued there, and that stream (where the owner frees
-    // or overwrites the buffer) waits for the kernel. Buffers of this crate are on the
-    // device's stream and need nothing.
+/// The shape of every output (contiguous, row-major), from the call's extents.
+fn output_shapes(
+    fusion: &Fusion,
+    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
+) -> Result<SmallVec<[SmallVec<[usize; 6]>; 4]>, CudaError> {
+    let mut shapes: SmallVec<[SmallVec<[usize; 6]>; 4]> = SmallVec::new();
+    for o in fusion.outputs() {
+        let val = fusion.val(o.val);
+        let ValKind::Tensor(tt) = &val.kind else {
+            return Err(CudaError::UnsupportedDtype {
+                op: "launch (scalar output)",
+                dtype: val.dtype,
+            });
+        };
+        let mut shape = SmallVec::new();
+        for d in tt.shape() {
+            shape.push(eval(&d.extent)?.max(0) as usize);
+        }
+        shapes.push(shape);
+    }
+    Ok(shapes)
+}
+
+/// The launch dims, and whether the kernel runs at all: not when no output has
+/// elements or the grid is empty. A call whose loops would follow an empty tensor while
+/// an output has elements is [`CudaError::EmptyLaunch`] (the caller computes it on the
+/// reference), and a block larger than the device allows is refused.
+fn launch_shape(
+    gpu: &crate::device::CudaDevice,
+    fusion: &Fusion,
+    kernel: &Kernel,
+    args: &[Arg<'_>],
+    shapes: &[SmallVec<[usize; 6]>],
+    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
+) -> Result<([u32; 3], [u32; 3], bool), CudaError> {
+    let any_elements = shapes
+        .iter()
+        .any(|s| s.iter().try_fold(1usize, |a, &n| a.checked_mul(n)) != Some(0));
+    let (grid, block) = if any_elements {
+        (
+            dims(&kernel.launch.grid, eval)?,
+            dims(&kernel.launch.block, eval)?,
+        )
+    } else {
+        ([0; 3], [0; 3])
+    };
+    let launches = any_elements && !grid.contains(&0);
+    // A tensor of the kernel without elements (an output, an input or an intermediate)
+    // beside an output with some: the loops may follow the empty one, a serial loop of
+    // extent 0, and leave the other outputs unwritten (fuzz seed 1225086: a full sum of
+    // a [0, 255] input broadcast into a [1, 255] output).
+    let some_empty = any_elements && has_empty_tensor(fusion, args, eval);
+    if !launches || some_empty {
+        // Zero-filled outputs are right only for outputs without elements: a non-empty
+        // output (a reduction over an empty dim, or an output smaller than the empty
+        // tensor the loops follow) would be left unwritten.
+        for (output, s) in shapes.iter().enumerate() {
+            let elements = s
+                .iter()
+                .try_fold(1usize, |a, &n| a.checked_mul(n))
+                .unwrap_or(usize::MAX);
+            if elements > 0
+                && fusion
+                    .input_position(fusion.outputs()[output].val)
+                    .is_none()
+            {
+                return Err(CudaError::EmptyLaunch { output, elements });
+            }
+        }
+    }
+    if launches {
+        let threads = block.iter().product::<u32>();
+        if threads > gpu.properties.max_threads_per_block {
+            return Err(CudaError::InvalidTensor {
+                op: "launch",
+                expected: format!(
+                    "at most {} threads per block",
+                    gpu.properties.max_threads_per_block
+                ),
+                found: format!("{threads} (block {block:?})"),
+            });
+        }
+    }
+    Ok((grid, block, launches))
+}
+
+/// The outputs of a launch. A generated kernel writes every in-range element of every
+/// output: its loops cover each output's whole logical domain (split and merged, never
+/// narrowed), predicated only against the extents, with the launch dims covering the
+/// parallelized loops; reductions write their init value for empty rows. So when the
+/// kernel runs, outputs need no memset; when it does not (no elements, or an empty
+/// grid), they are zeroed. An output that is a fusion input, or a value listed earlier
+/// as an output, is not a kernel parameter of its own (the ABI lists each tensor once):
+/// it is returned as a view of that input or of the earlier output.
+fn allocate_outputs(
+    device: &Device,
+    fusion: &Fusion,
+    kernel: &Kernel,
+    args: &[Arg<'_>],
+    shapes: &[SmallVec<[usize; 6]>],
+    launches: bool,
+) -> Result<Vec<Tensor>, CudaError> {
+    let mut outputs: Vec<Tensor> = Vec::with_capacity(shapes.len());
+    for (k, (o, shape)) in fusion.outputs().iter().zip(shapes).enumerate() {
+        if let Some(Arg::Tensor(t)) = fusion.input_position(o.val).and_then(|p| args.get(p)) {
+            outputs.push((*t).clone());
+            continue;
+        }
+        if let Some(j) = fusion.outputs()[..k].iter().position(|e| e.val == o.val) {
+            let t = outputs[j].clone();
+            outputs.push(t);
+            continue;
+        }
+        let dtype = fusion.val(o.val).dtype;
+        let t = if launches {
+            device.uninit(dtype, shape)?
+        } else {
+            device.zeros(dtype, shape)?
+        };
+        check_index_type(kernel, &t)?;
+        outputs.push(t);
+    }
+    Ok(outputs)
+}
+
+/// Queues the launch on the device's stream, ordered with inputs on another stream
+/// (buffers another library owns, on its own stream): the kernel waits for the work
+/// queued there, and that stream (where the owner frees or overwrites the buffer) waits
+/// for the kernel. Buffers of this crate are on the device's stream and need nothing.
+///
+/// # Safety
+///
+/// `params` must be the kernel's parameters packed by its ABI for live buffers that stay
+/// allocated until the kernel has finished, and the dims must fit the device.
+unsafe fn launch_ordered(
+    device: &Device,
+    gpu: &crate::device::CudaDevice,
+    function: &CudaFunction,
+    (grid, block): ([u32; 3], [u32; 3]),
+    params: &mut [*mut c_void],
+    args: &[Arg<'_>],
+    timer: Option<&mut LaunchTimer>,
+) -> Result<(), CudaError> {
     let stream = &gpu.stream;
     let mut foreign: SmallVec<[&Arc<CudaStream>; 2]> = SmallVec::new();
     for arg in args {
@@ -306,19 +374,12 @@ pub(crate) fn launch_kernel_with(
             .join(f)
             .map_err(|e| CudaError::driver("cuStreamWaitEvent", e))?;
     }
+    let mut timer = timer;
     if let Some(t) = timer.as_deref_mut() {
         t.before(device, grid, block)?;
     }
-    // SAFETY: `params` holds one pointer per kernel parameter, in the ABI's order, each to
-    // bytes of the parameter's type packed by `KernelAbi::pack_into` from that same
-    // description (and kept borrowed by `params`); every tensor pointer belongs to a live
-    // buffer checked against the declared layout (by the caller, through `check_args`),
-    // the kernel's requirements and its index type above, and stays allocated until the
-    // kernel has finished: inputs are freed by their owners in stream order (on this
-    // stream, or on a foreign one that waits for this launch below), outputs and work
-    // buffers are this crate's and are freed in stream order on this stream; the launch
-    // dims were checked against the device.
-    unsafe { launch_raw(device, function, grid, block, params.as_mut_slice())? };
+    // SAFETY: the caller's contract.
+    unsafe { launch_raw(device, function, grid, block, params)? };
     if let Some(t) = timer {
         t.after(device)?;
     }
@@ -326,8 +387,7 @@ pub(crate) fn launch_kernel_with(
         f.join(stream)
             .map_err(|e| CudaError::driver("cuStreamWaitEvent", e))?;
     }
-    drop(work_tensors);
-    Ok(outputs)
+    Ok(())
 }
 
 /// A call a data-dependent read refuses (see [`nvfuser_core::ir::reads`]), as the
