@@ -323,66 +323,74 @@ fn run_segments(
     dump: &Dump,
 ) -> Result<Vec<Tensor>, CudaError> {
     let plan = &rt.plan;
-    // Values of the kernel fusion by id: its inputs first, then every segment's outputs.
-    let mut tensors: Vec<Option<Tensor>> = vec![None; plan.num_vals];
-    let mut scalars: Vec<Option<ScalarValue>> = vec![None; plan.num_vals];
-    for (&id, arg) in plan.inputs.iter().zip(args) {
+    let chain = plan
+        .segments
+        .iter()
+        .map(|s| (&s.inputs[..], &s.outputs[..], &s.release[..]));
+    let io = (&plan.inputs[..], &plan.outputs[..]);
+    run_chain(io, plan.num_vals, chain, args, &mut |k, seg_args| {
+        let segment = &plan.segments[k];
+        match (&segment.kernel, &rt.functions[k]) {
+            (Some(pk), Some(function)) => launch_kernel_with(
+                device,
+                pk.scheduled.fusion(),
+                &pk.kernel,
+                function,
+                seg_args,
+                dump,
+                None,
+            ),
+            _ => empty_outputs(device, &segment.fusion, &ReadChecks::default(), seg_args),
+        }
+    })
+}
+
+/// One segment of a chain: its input map, the values its outputs are, and the values
+/// no later segment reads.
+pub(crate) type ChainLink<'s> = (&'s [SegmentValue], &'s [ValId], &'s [ValId]);
+
+/// Runs segment `k` of a chain on its gathered arguments.
+pub(crate) type RunSegment<'r> =
+    dyn FnMut(usize, &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> + 'r;
+
+/// Runs a chain of segments in order: values by id (the fusion's `inputs` bound to
+/// `args`, then every segment's outputs), each segment's arguments gathered through its
+/// input map ([`gather_segment_args`]) and passed to `run`, values released after their
+/// last reader; returns the values of `outputs`. Shared by the plan runtime and the
+/// segment-by-segment runtime of the CPU device.
+pub(crate) fn run_chain<'s>(
+    (inputs, outputs): (&[ValId], &[ValId]),
+    num_vals: usize,
+    chain: impl Iterator<Item = ChainLink<'s>>,
+    args: &[Arg<'_>],
+    run: &mut RunSegment<'_>,
+) -> Result<Vec<Tensor>, CudaError> {
+    let mut tensors: Vec<Option<Tensor>> = vec![None; num_vals];
+    let mut scalars: Vec<Option<ScalarValue>> = vec![None; num_vals];
+    for (&id, arg) in inputs.iter().zip(args) {
         match arg {
             Arg::Tensor(t) => tensors[id.index()] = Some((*t).clone()),
             Arg::Scalar(s) => scalars[id.index()] = Some(*s),
         }
     }
-    for (k, (segment, function)) in plan.segments.iter().zip(&rt.functions).enumerate() {
-        let outputs = {
-            let missing = |v: ValId| {
-                CudaError::InvalidInput {
-                kernel: format!("segment {k}"),
-                what: format!(
-                    "the value {v} is not available (not an input, and no earlier segment computed it)"
-                ),
-            }
-            };
+    for (k, (seg_inputs, seg_outputs, release)) in chain.enumerate() {
+        let produced = {
             let lookup = |v: ValId| match (tensors.get(v.index())?, scalars[v.index()]) {
                 (Some(t), _) => Some(Arg::Tensor(t)),
                 (None, Some(s)) => Some(Arg::Scalar(s)),
                 (None, None) => None,
             };
-            let seg_args = segment
-                .inputs
-                .iter()
-                .map(|x| match x {
-                    SegmentValue::Val(v) => lookup(*v).ok_or_else(|| missing(*v)),
-                    SegmentValue::Extent(e) => match lookup(e.tensor) {
-                        Some(Arg::Tensor(t)) => t
-                            .sizes()
-                            .get(e.axis as usize)
-                            .map(|&n| Arg::Scalar(ScalarValue::Int(n as i64)))
-                            .ok_or_else(|| missing(e.tensor)),
-                        _ => Err(missing(e.tensor)),
-                    },
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            match (&segment.kernel, function) {
-                (Some(pk), Some(function)) => launch_kernel_with(
-                    device,
-                    pk.scheduled.fusion(),
-                    &pk.kernel,
-                    function,
-                    &seg_args,
-                    dump,
-                    None,
-                )?,
-                _ => empty_outputs(device, &segment.fusion, &ReadChecks::default(), &seg_args)?,
-            }
+            let seg_args = gather_segment_args(k, seg_inputs, &lookup)?;
+            run(k, &seg_args)?
         };
-        for (&v, t) in segment.outputs.iter().zip(outputs) {
+        for (&v, t) in seg_outputs.iter().zip(produced) {
             tensors[v.index()] = Some(t);
         }
-        for v in &segment.release {
+        for v in release {
             tensors[v.index()] = None;
         }
     }
-    plan.outputs
+    outputs
         .iter()
         .map(|&v| {
             tensors[v.index()]
@@ -391,6 +399,37 @@ fn run_segments(
                     kernel: "segmented fusion".into(),
                     what: format!("the output {v} was computed by no segment"),
                 })
+        })
+        .collect()
+}
+
+/// The arguments of segment `index`, in its input order, gathered through its input
+/// map: `lookup` gives a value (an input of the segmented fusion, or an earlier
+/// segment's output); an extent is read from the sizes of the input tensor that
+/// `lookup` returns.
+pub(crate) fn gather_segment_args<'a>(
+    index: usize,
+    inputs: &[SegmentValue],
+    lookup: &dyn Fn(ValId) -> Option<Arg<'a>>,
+) -> Result<Vec<Arg<'a>>, CudaError> {
+    let missing = |v: ValId| CudaError::InvalidInput {
+        kernel: format!("segment {index}"),
+        what: format!(
+            "the value {v} is not available (not an input, and no earlier segment computed it)"
+        ),
+    };
+    inputs
+        .iter()
+        .map(|x| match x {
+            SegmentValue::Val(v) => lookup(*v).ok_or_else(|| missing(*v)),
+            SegmentValue::Extent(e) => match lookup(e.tensor) {
+                Some(Arg::Tensor(t)) => t
+                    .sizes()
+                    .get(e.axis as usize)
+                    .map(|&n| Arg::Scalar(ScalarValue::Int(n as i64)))
+                    .ok_or_else(|| missing(e.tensor)),
+                _ => Err(missing(e.tensor)),
+            },
         })
         .collect()
 }

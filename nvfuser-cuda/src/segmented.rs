@@ -40,12 +40,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
-use nvfuser_core::segment::{SegmentValue, SegmentedFusion};
-use nvfuser_core::{Fusion, ScalarValue, ValId};
+use nvfuser_core::segment::SegmentedFusion;
+use nvfuser_core::{Fusion, ValId};
 
 use crate::args::{check_args, Arg};
 use crate::dump::Dump;
 use crate::executor::{runtime_info_for, ExecutorStats, FusionExecutorCache};
+use crate::runtime::{gather_segment_args, run_chain};
 use crate::{CudaError, Device, Tensor};
 
 /// Runs a fusion as a sequence of segments (see the module documentation).
@@ -158,27 +159,7 @@ impl SegmentedRuntime {
         index: usize,
         lookup: &dyn Fn(ValId) -> Option<Arg<'a>>,
     ) -> Result<Vec<Arg<'a>>, CudaError> {
-        let seg = self.segment(index)?;
-        let missing = |v: ValId| {
-            CudaError::InvalidInput {
-            kernel: format!("segment {index}"),
-            what: format!("the original value {v} is not available (not an input, and no earlier segment computed it)"),
-        }
-        };
-        seg.inputs()
-            .iter()
-            .map(|x| match x {
-                SegmentValue::Val(v) => lookup(*v).ok_or_else(|| missing(*v)),
-                SegmentValue::Extent(e) => match lookup(e.tensor) {
-                    Some(Arg::Tensor(t)) => t
-                        .sizes()
-                        .get(e.axis as usize)
-                        .map(|&n| Arg::Scalar(ScalarValue::Int(n as i64)))
-                        .ok_or_else(|| missing(e.tensor)),
-                    _ => Err(missing(e.tensor)),
-                },
-            })
-            .collect()
+        gather_segment_args(index, self.segment(index)?.inputs(), lookup)
     }
 
     /// Runs segment `index` alone on `args` (its own inputs, in order; see
@@ -216,44 +197,20 @@ impl SegmentedRuntime {
         }
         let fusion = self.segmented.original();
         check_args(fusion, device, args)?;
-        // Original values by id: inputs first, then every segment's outputs.
-        let mut tensors: Vec<Option<Tensor>> = vec![None; fusion.num_vals()];
-        let mut scalars: Vec<Option<ScalarValue>> = vec![None; fusion.num_vals()];
-        for (&id, arg) in fusion.inputs().iter().zip(args) {
-            match arg {
-                Arg::Tensor(t) => tensors[id.index()] = Some((*t).clone()),
-                Arg::Scalar(s) => scalars[id.index()] = Some(*s),
-            }
-        }
-        for k in 0..self.executors.len() {
-            let outputs = {
-                let lookup = |v: ValId| match (&tensors[v.index()], scalars[v.index()]) {
-                    (Some(t), _) => Some(Arg::Tensor(t)),
-                    (None, Some(s)) => Some(Arg::Scalar(s)),
-                    (None, None) => None,
-                };
-                let seg_args = self.segment_args(k, &lookup)?;
-                self.executors[k].run(device, &seg_args)?
-            };
-            for (&v, t) in self.segmented.segments()[k].outputs().iter().zip(outputs) {
-                tensors[v.index()] = Some(t);
-            }
-            for v in self.segmented.release_after(k) {
-                tensors[v.index()] = None;
-            }
-        }
-        fusion
-            .outputs()
+        let outputs: Vec<ValId> = fusion.outputs().iter().map(|o| o.val).collect();
+        let chain = self
+            .segmented
+            .segments()
             .iter()
-            .map(|o| {
-                tensors[o.val.index()]
-                    .clone()
-                    .ok_or_else(|| CudaError::InvalidInput {
-                        kernel: "segmented fusion".into(),
-                        what: format!("the output {} was computed by no segment", o.val),
-                    })
-            })
-            .collect()
+            .enumerate()
+            .map(|(k, s)| (s.inputs(), s.outputs(), self.segmented.release_after(k)));
+        run_chain(
+            (fusion.inputs(), &outputs),
+            fusion.num_vals(),
+            chain,
+            args,
+            &mut |k, seg_args| self.executors[k].run(device, seg_args),
+        )
     }
 
     /// Plans every segment for the sizes it will see with `args` and compiles their
