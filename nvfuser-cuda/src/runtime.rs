@@ -1,8 +1,8 @@
 //! A compiled execution plan and the runtime cache that keeps them.
 //!
-//! A [`Runtime`] is an [`ExecutionPlan`] (decided in `nvfuser-core`) with each of its
+//! A `Runtime` is an [`ExecutionPlan`] (decided in `nvfuser-core`) with each of its
 //! kernels compiled and loaded. The executor keeps runtimes in a bounded LRU keyed by
-//! the call's [`InputSignature`] and sizes. Running one ([`execute`]) is the same code
+//! the call's [`InputSignature`] and sizes. Running one (`execute`) is the same code
 //! for one segment or many: the common case, one kernel of the whole kernel fusion,
 //! launches on the call's arguments directly; segments run in order on arguments
 //! gathered through their input maps (the call's arguments, earlier segments' outputs,

@@ -36,7 +36,7 @@ use crate::ir::{
 #[derive(Clone, Debug)]
 pub struct HostScalarSplit {
     /// The fusion the kernels run: the original inputs, then one scalar input per
-    /// value of [`HostScalarSplit::computed`]; no scalar expressions.
+    /// value of [`HostScalarProgram::computed`]; no scalar expressions.
     pub kernel: Fusion,
     /// Computes the extra arguments of the kernel fusion.
     pub program: HostScalarProgram,

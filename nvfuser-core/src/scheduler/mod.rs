@@ -53,8 +53,10 @@
 
 mod analysis;
 mod auto;
+mod contract;
 pub mod host_scalars;
 pub mod info;
+mod kind;
 pub mod outer;
 pub mod params;
 pub mod pointwise;

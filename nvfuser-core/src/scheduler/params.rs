@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::registry::SchedulerKind;
+use super::kind::SchedulerKind;
 use crate::codegen::IndexType;
 
 /// Options of the generated kernel that are not part of the schedule.

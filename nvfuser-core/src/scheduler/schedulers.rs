@@ -3,9 +3,9 @@
 //! private module `auto`, the default schedule in this module's parent).
 
 use super::auto;
+use super::contract::{Analysis, Refusal, Scheduler, SchedulerError, SchedulerKind};
 use super::info::RuntimeInfo;
 use super::params::HeuristicParams;
-use super::registry::{Analysis, Refusal, Scheduler, SchedulerError, SchedulerKind};
 use crate::ir::Fusion;
 use crate::sched::ScheduledFusion;
 

@@ -11,7 +11,7 @@
 //! view of global memory: the kernel reads it with index 0 in the removed dims (the
 //! lowering's producer map), as a broadcast of an input reads it with the broadcast
 //! dims left out. The schedulers accept exactly those squeezes
-//! ([`is_input_squeeze`](super::analysis::is_input_squeeze)).
+//! (`analysis::is_input_squeeze`).
 //!
 //! The rewritten fusion has the same inputs and outputs (same ids) and computes the same
 //! values: only where the size-1 dims are dropped moves. The squeezed copies are new

@@ -11,6 +11,7 @@ use cudarc::driver::sys::CUresult;
 use nvfuser_core::DataType;
 
 use super::layout::Layout;
+pub(crate) use super::storage::try_bytes;
 use super::storage::{CudaBuffer, HostBuffer, Storage};
 use super::{Element, Tensor};
 use crate::device::{CudaDevice, Device};
@@ -114,20 +115,6 @@ pub(super) fn byte_size(
             format!("{numel} elements of {dtype}"),
         )
     })
-}
-
-/// An empty byte vector with room for `len` bytes, reserved fallibly: a failure is an
-/// error naming the size instead of an allocation abort.
-pub(crate) fn try_bytes(op: &'static str, len: usize) -> Result<Vec<u8>, CudaError> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(len).map_err(|e| {
-        CudaError::tensor(
-            op,
-            format!("{len} bytes of host memory"),
-            format!("an allocation failure: {e}"),
-        )
-    })?;
-    Ok(out)
 }
 
 /// Maps an allocation failure to [`CudaError::OutOfMemory`] when that is what it was.

@@ -210,7 +210,7 @@ impl Storage {
                     })
             }
             Storage::Cuda { buffer, .. } => {
-                let mut out = super::create::try_bytes("read", len)?;
+                let mut out = try_bytes("read", len)?;
                 out.resize(len, 0);
                 buffer.download(start, &mut out)?;
                 Ok(Bytes::Owned(out))
@@ -234,6 +234,20 @@ impl std::ops::Deref for Bytes<'_> {
             Bytes::Owned(v) => v,
         }
     }
+}
+
+/// An empty byte vector with room for `len` bytes, reserved fallibly: a failure is an
+/// error naming the size instead of an allocation abort.
+pub(crate) fn try_bytes(op: &'static str, len: usize) -> Result<Vec<u8>, CudaError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|e| {
+        CudaError::tensor(
+            op,
+            format!("{len} bytes of host memory"),
+            format!("an allocation failure: {e}"),
+        )
+    })?;
+    Ok(out)
 }
 
 #[cfg(test)]
