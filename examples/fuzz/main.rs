@@ -37,6 +37,7 @@
 //! GPU), preceded by the refusals counted by reason. The exit status is 1 when anything
 //! failed.
 
+mod args;
 mod gen;
 mod run;
 mod shrink;

@@ -1,12 +1,14 @@
-//! Helpers shared by the GPU test files `gpu_runtime` and `gpu_default_movement`:
-//! the GPU (or a skip), dtype-aware tolerances, and a tally of outputs compared with the
-//! CPU reference evaluator. (`gpu_ops_more` has its own copy of the same structure.)
+//! Helpers shared by the GPU test files `gpu_args`, `gpu_runtime`, `gpu_default_movement`
+//! and `gpu_default_movement_errors`: the GPU (or a skip), dtype-aware tolerances, inputs
+//! (random tensors, integer scalars, in-range index tensors), fusions finished with their
+//! output, and a tally of outputs compared with the CPU reference evaluator.
+//! (`gpu_ops_more` has its own copy of the same structure.)
 
 #![allow(dead_code)]
 
 use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
 use nvfuser_core::scheduler::HeuristicParams;
-use nvfuser_core::{DataType, Fusion};
+use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, ValId};
 use nvfuser_cuda::testing::require_gpu;
 use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
 
@@ -38,6 +40,47 @@ pub fn upload(device: &Device, inputs: &[EvalInput]) -> Vec<Option<Tensor>> {
 /// Call arguments: the device tensors, or the scalars.
 pub fn args<'a>(inputs: &[EvalInput], tensors: &'a [Option<Tensor>]) -> Vec<Arg<'a>> {
     nvfuser_cuda::testing::input_args(inputs, tensors)
+}
+
+/// A tensor input of random values (`HostTensor::random` with `seed`).
+pub fn rnd(dtype: DataType, shape: &[usize], seed: u64) -> EvalInput {
+    EvalInput::Tensor(HostTensor::random(dtype, shape, seed))
+}
+
+/// An integer scalar input.
+pub fn int(v: i64) -> EvalInput {
+    EvalInput::Scalar(ScalarValue::Int(v))
+}
+
+/// An index tensor of `shape` with values in `0..bound` (of dtype i64 or i32).
+pub fn indices(dtype: DataType, shape: &[usize], bound: usize, seed: u64) -> EvalInput {
+    let n: usize = shape.iter().product();
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let values: Vec<i64> = (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound.max(1) as u64) as i64
+        })
+        .collect();
+    let t = HostTensor::from_vec(values, shape).unwrap();
+    EvalInput::Tensor(if dtype == DataType::I64 {
+        t
+    } else {
+        t.cast(dtype)
+    })
+}
+
+/// The fusion `fd` defines.
+pub fn finish(fd: FusionDefinition) -> Fusion {
+    fd.finish().unwrap()
+}
+
+/// The fusion `fd` defines, with `y` added as its output.
+pub fn out1(mut fd: FusionDefinition, y: ValId) -> Fusion {
+    fd.add_output(y).unwrap();
+    finish(fd)
 }
 
 /// Outputs compared with the CPU reference, mismatches and fusions that did not run.
