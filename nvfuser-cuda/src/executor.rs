@@ -19,7 +19,7 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::CudaFunction;
 use nvfuser_core::codegen::Kernel;
@@ -35,6 +35,7 @@ use nvfuser_core::Fusion;
 pub use crate::args::Arg;
 use crate::args::{bound_args, check_args_with};
 use crate::dump::{Dump, DumpFlags};
+use crate::launch::LaunchRecipe;
 use crate::profile::{self, KernelProfile, LaunchTimer};
 pub use crate::runtime::InputSignature;
 use crate::runtime::{call_sizes, check_reads, execute, Entry, Runtime, RuntimeCache};
@@ -242,7 +243,7 @@ impl FusionExecutorCache {
     fn runtime_for(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, CudaError> {
         self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
-        self.runtime(device, args, None)
+        Ok(self.runtime(device, args, None)?.0)
     }
 
     /// The execution plan a GPU call with these arguments runs, building its runtime if
@@ -349,8 +350,8 @@ impl FusionExecutorCache {
         } else if let Some(views) = self.no_op_outputs(args) {
             views
         } else {
-            let rt = self.runtime(device, args, user)?;
-            match execute(device, &rt, args, self.dump(), timer) {
+            let (rt, recipe) = self.runtime(device, args, user)?;
+            match execute(device, &rt, &recipe, args, self.dump(), timer) {
                 // A call whose kernel would cover no element but whose outputs have
                 // some (a reduction over an empty dim): the reference computes it.
                 Err(CudaError::EmptyLaunch { .. }) => {
@@ -436,10 +437,10 @@ impl FusionExecutorCache {
                 reason: "the fusion has no expressions, so no kernel runs to profile".into(),
             });
         }
-        let rt = self.runtime(device, args, params)?;
+        let (rt, recipe) = self.runtime(device, args, params)?;
         let (k, function) = rt.single("run_profiled")?;
         let mut timer = LaunchTimer::default();
-        let outputs = execute(device, &rt, args, self.dump(), Some(&mut timer))?;
+        let outputs = execute(device, &rt, &recipe, args, self.dump(), Some(&mut timer))?;
         let profile = KernelProfile::new(
             k.kernel.abi.name.clone(),
             rt.scheduler().to_owned(),
@@ -486,12 +487,12 @@ impl FusionExecutorCache {
         device: &Device,
         args: &[Arg<'_>],
         user: Option<&HeuristicParams>,
-    ) -> Result<Arc<Runtime>, CudaError> {
+    ) -> Result<(Arc<Runtime>, Arc<OnceLock<LaunchRecipe>>), CudaError> {
         let sig = InputSignature::of(device, args);
         let sizes = call_sizes(args, self.planner.extent_scalars());
-        if let Some(rt) = self.lock().find(&sig, &sizes, user) {
+        if let Some(found) = self.lock().find(&sig, &sizes, user) {
             self.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(rt);
+            return Ok(found);
         }
         let props = device.properties().ok_or(CudaError::NotAGpu {
             op: "FusionExecutorCache::run",
@@ -511,17 +512,19 @@ impl FusionExecutorCache {
                 Arc::new(Runtime::compile(device, plan)?)
             }
         };
+        let recipe = Arc::new(OnceLock::new());
         let evicted = self.lock().insert(Entry {
             sig,
             sizes,
             user: user.cloned(),
             runtime: rt.clone(),
+            recipe: recipe.clone(),
             tick: 0,
         });
         if evicted {
             self.evictions.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(rt)
+        Ok((rt, recipe))
     }
 
     /// The planner's decisions for a call (`info` of the kernel fusion), with every

@@ -125,38 +125,97 @@ pub(crate) fn launch_kernel_with(
     dump: &Dump,
     timer: Option<&mut LaunchTimer>,
 ) -> Result<Vec<Tensor>, CudaError> {
+    launch_recorded(device, fusion, kernel, function, args, dump, timer, None)
+}
+
+/// What a launch found from the call's sizes alone: output shapes, launch dims, whether
+/// the kernel runs, and that the index type and the kernel's requirements hold. A
+/// runtime cache entry is keyed by the layout signature (dtype, contiguity, broadcast
+/// and expanded bits, alignment class, index width) and the sizes with the scalars
+/// extents read, which is everything these depend on, so a call that hits the same
+/// entry reuses them ([`launch_recorded`]); the data-dependent reads are checked on
+/// every call.
+#[derive(Debug)]
+pub(crate) struct LaunchRecipe {
+    shapes: SmallVec<[SmallVec<[usize; 6]>; 4]>,
+    grid: [u32; 3],
+    block: [u32; 3],
+    launches: bool,
+}
+
+/// [`launch_kernel_with`], reusing the [`LaunchRecipe`] in `recipe` when it holds one
+/// (a call with the layout and sizes it was found for) and recording it there
+/// otherwise.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_recorded(
+    device: &Device,
+    fusion: &Fusion,
+    kernel: &Kernel,
+    function: &CudaFunction,
+    args: &[Arg<'_>],
+    dump: &Dump,
+    timer: Option<&mut LaunchTimer>,
+    recipe: Option<&std::sync::OnceLock<LaunchRecipe>>,
+) -> Result<Vec<Tensor>, CudaError> {
     const OP: &str = "launch";
     let gpu = device.require_gpu(OP)?;
     // Runtime values of input dims and integer scalars, by position (no maps, no
     // formatting unless an extent cannot be evaluated).
     let scalar = |v| arg_scalar(fusion, args, v);
     let eval = |e: &Extent| eval_on_args(fusion, args, e);
-    for arg in args {
-        if let Arg::Tensor(t) = arg {
-            check_index_type(kernel, t)?;
-        }
-    }
     let known = |e: &Extent| eval(e).ok();
     let call = CallValues {
         extent: &known,
         scalar: &scalar,
     };
+    let recorded = recipe.and_then(|r| r.get());
+    if recorded.is_none() {
+        for arg in args {
+            if let Arg::Tensor(t) = arg {
+                check_index_type(kernel, t)?;
+            }
+        }
+    }
     kernel
         .reads
         .check(fusion, &call, true)
         .map_err(read_error)?;
-    let shapes = output_shapes(fusion, &eval)?;
-    let (grid, block, launches) = launch_shape(gpu, fusion, kernel, args, &shapes, &eval)?;
-    let outputs = allocate_outputs(device, fusion, kernel, args, &shapes, launches)?;
-    if !launches {
+    let found;
+    let r = match recorded {
+        Some(r) => r,
+        None => {
+            let shapes = output_shapes(fusion, &eval)?;
+            let (grid, block, launches) = launch_shape(gpu, fusion, kernel, args, &shapes, &eval)?;
+            found = LaunchRecipe {
+                shapes,
+                grid,
+                block,
+                launches,
+            };
+            &found
+        }
+    };
+    let (grid, block) = (r.grid, r.block);
+    let outputs = allocate_outputs(device, fusion, kernel, args, &r.shapes, r.launches)?;
+    if !r.launches {
         return Ok(outputs);
     }
-    check_requirements(
-        kernel,
-        &|id| arg_ref(fusion, args, &outputs, id),
-        &|id| fusion.get_val(id).map_or(1, |v| v.dtype.size_bytes()),
-        &eval,
-    )?;
+    if recorded.is_none() {
+        check_requirements(
+            kernel,
+            &|id| arg_ref(fusion, args, &outputs, id),
+            &|id| fusion.get_val(id).map_or(1, |v| v.dtype.size_bytes()),
+            &eval,
+        )?;
+        if let Some(slot) = recipe {
+            let _ = slot.set(LaunchRecipe {
+                shapes: r.shapes.clone(),
+                grid,
+                block,
+                launches: r.launches,
+            });
+        }
+    }
     // Grid reductions need global work buffers: partials (any contents) and arrival
     // counters that must be zero at launch (the last block resets them). They are
     // freed when dropped below, in stream order after the kernel.

@@ -9,7 +9,7 @@
 //! extents of input tensors), and intermediates are dropped after their last reader
 //! (stream-ordered frees).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::CudaFunction;
 use nvfuser_core::ir::reads::{CallValues, ReadChecks};
@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 
 use crate::args::Arg;
 use crate::dump::Dump;
-use crate::launch::launch_kernel_with;
+use crate::launch::{launch_kernel_with, launch_recorded, LaunchRecipe};
 use crate::profile::LaunchTimer;
 use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 
@@ -123,6 +123,9 @@ pub(crate) struct Entry {
     pub(crate) sizes: SmallVec<[u64; 8]>,
     pub(crate) user: Option<HeuristicParams>,
     pub(crate) runtime: Arc<Runtime>,
+    /// What the first launch with exactly this layout and these sizes found (one
+    /// kernel plans only).
+    pub(crate) recipe: Arc<OnceLock<LaunchRecipe>>,
     pub(crate) tick: u64,
 }
 
@@ -149,7 +152,7 @@ impl RuntimeCache {
         sig: &InputSignature,
         sizes: &[u64],
         user: Option<&HeuristicParams>,
-    ) -> Option<Arc<Runtime>> {
+    ) -> Option<(Arc<Runtime>, Arc<OnceLock<LaunchRecipe>>)> {
         self.tick += 1;
         let tick = self.tick;
         let e = self
@@ -157,7 +160,7 @@ impl RuntimeCache {
             .iter_mut()
             .find(|e| e.sizes[..] == *sizes && e.sig == *sig && e.user.as_ref() == user)?;
         e.tick = tick;
-        Some(e.runtime.clone())
+        Some((e.runtime.clone(), e.recipe.clone()))
     }
 
     /// A runtime of the same layout and user params whose plan runs the kernels
@@ -288,6 +291,7 @@ impl Runtime {
 pub(crate) fn execute(
     device: &Device,
     rt: &Runtime,
+    recipe: &OnceLock<LaunchRecipe>,
     args: &[Arg<'_>],
     dump: &Dump,
     timer: Option<&mut LaunchTimer>,
@@ -300,7 +304,7 @@ pub(crate) fn execute(
             });
         };
         return match (&segment.kernel, function) {
-            (Some(k), Some(function)) => launch_kernel_with(
+            (Some(k), Some(function)) => launch_recorded(
                 device,
                 k.scheduled.fusion(),
                 &k.kernel,
@@ -308,6 +312,7 @@ pub(crate) fn execute(
                 args,
                 dump,
                 timer,
+                Some(recipe),
             ),
             _ => empty_outputs(device, &segment.fusion, &ReadChecks::default(), args),
         };
