@@ -657,7 +657,11 @@ fn arg_scalar(fusion: &Fusion, args: &[Arg<'_>], v: nvfuser_core::ValId) -> Opti
 }
 
 /// `e` evaluated on the call's arguments, or why not.
-fn eval_on_args(fusion: &Fusion, args: &[Arg<'_>], e: &Extent) -> Result<i64, CudaError> {
+pub(crate) fn eval_on_args(
+    fusion: &Fusion,
+    args: &[Arg<'_>],
+    e: &Extent,
+) -> Result<i64, CudaError> {
     e.eval(&|t, a| arg_dim(fusion, args, t, a), &|v| {
         arg_scalar(fusion, args, v)
     })

@@ -12,7 +12,7 @@
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::CudaFunction;
-use nvfuser_core::ir::reads::{CallValues, ReadChecks};
+use nvfuser_core::ir::reads::CallValues;
 use nvfuser_core::plan::{Decisions, ExecutionPlan, FusionPlanner, PlannedKernel};
 use nvfuser_core::scheduler::{vector_alignment, HeuristicParams};
 use nvfuser_core::segment::SegmentValue;
@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 
 use crate::args::Arg;
 use crate::dump::Dump;
-use crate::launch::{launch_kernel_with, launch_recorded, LaunchRecipe};
+use crate::launch::{eval_on_args, launch_kernel_with, launch_recorded, LaunchRecipe};
 use crate::profile::LaunchTimer;
 use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 
@@ -243,7 +243,6 @@ impl Runtime {
                 None => None,
             });
         }
-        drop(compiled);
         Ok(Runtime { plan, functions })
     }
 
@@ -314,7 +313,7 @@ pub(crate) fn execute(
                 timer,
                 Some(recipe),
             ),
-            _ => empty_outputs(device, &segment.fusion, &ReadChecks::default(), args),
+            _ => empty_outputs(device, &segment.fusion, args),
         };
     }
     run_segments(device, rt, args, dump)
@@ -345,7 +344,7 @@ fn run_segments(
                 dump,
                 None,
             ),
-            _ => empty_outputs(device, &segment.fusion, &ReadChecks::default(), seg_args),
+            _ => empty_outputs(device, &segment.fusion, seg_args),
         }
     })
 }
@@ -439,41 +438,16 @@ pub(crate) fn gather_segment_args<'a>(
         .collect()
 }
 
-/// Outputs of a call whose outputs are all empty: allocated, nothing launched.
+/// Outputs of a call whose outputs are all empty: allocated, nothing launched. The
+/// data-dependent reads (a slice bound or select index out of range is an error even
+/// when the result would be empty, as on the CPU reference) were checked on the whole
+/// fusion by [`check_reads`] before.
 pub(crate) fn empty_outputs(
     device: &Device,
     f: &Fusion,
-    reads: &ReadChecks,
     args: &[Arg<'_>],
 ) -> Result<Vec<Tensor>, CudaError> {
-    let dim = |t: nvfuser_core::ValId, axis: usize| match args.get(f.input_position(t)?)? {
-        Arg::Tensor(x) => x.sizes().get(axis).map(|&s| s as i64),
-        Arg::Scalar(_) => None,
-    };
-    let scalar = |v: nvfuser_core::ValId| match args.get(f.input_position(v)?)? {
-        Arg::Scalar(s) => s.cast(f.val(v).dtype).as_i64(),
-        Arg::Tensor(_) => None,
-    };
-    let eval = |e: &nvfuser_core::ir::Extent| -> Result<i64, CudaError> {
-        e.eval(&dim, &scalar)
-            .ok_or_else(|| CudaError::InvalidTensor {
-                op: "fusion call",
-                expected: format!("an extent computable from the inputs: {e}"),
-                found: "an unbound or invalid value".into(),
-            })
-    };
-    // The same checks as a launch: a slice bound or select index out of range is an
-    // error even when the result would be empty (as on the CPU reference). Values
-    // the kernel fusion computes itself are checked on the whole fusion by
-    // `check_reads` before this.
-    let known = |e: &nvfuser_core::ir::Extent| eval(e).ok();
-    let call = CallValues {
-        extent: &known,
-        scalar: &scalar,
-    };
-    reads
-        .check(f, &call, false)
-        .map_err(crate::launch::read_error)?;
+    let eval = |e: &nvfuser_core::ir::Extent| eval_on_args(f, args, e);
     let size = |e: &nvfuser_core::ir::Extent| -> Result<usize, CudaError> {
         let n = eval(e)?;
         usize::try_from(n).map_err(|_| CudaError::InvalidTensor {

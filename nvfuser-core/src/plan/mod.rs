@@ -146,7 +146,6 @@ pub struct FusionPlanner {
     forward: Option<Arc<[OutputSource]>>,
     extent_scalars: Vec<bool>,
     reads: ReadChecks,
-    kernel_reads: ReadChecks,
     sizes: SizeChecks,
     /// Set once no single kernel can run the kernel fusion (or given at construction).
     segmented: OnceLock<SegmentedFusion>,
@@ -163,17 +162,7 @@ impl FusionPlanner {
             Some((kernel, sources)) => (kernel, Some(Arc::from(sources))),
             None => (kernel, None),
         };
-        FusionPlanner {
-            extent_scalars: extent_scalar_inputs(&kernel),
-            reads: ReadChecks::of(&fusion),
-            kernel_reads: ReadChecks::of(&kernel),
-            sizes: SizeChecks::of(&fusion),
-            fusion,
-            kernel,
-            host,
-            forward,
-            segmented: OnceLock::new(),
-        }
+        Self::from_parts(fusion, kernel, host, forward)
     }
 
     /// A planner that always runs `segmented`, a segmentation made elsewhere (for
@@ -181,19 +170,28 @@ impl FusionPlanner {
     /// no forwarded outputs.
     pub fn with_segmentation(segmented: SegmentedFusion) -> FusionPlanner {
         let fusion = segmented.original().clone();
-        let planner = FusionPlanner {
-            extent_scalars: extent_scalar_inputs(&fusion),
-            reads: ReadChecks::of(&fusion),
-            kernel_reads: ReadChecks::of(&fusion),
-            sizes: SizeChecks::of(&fusion),
-            kernel: fusion.clone(),
-            fusion,
-            host: None,
-            forward: None,
-            segmented: OnceLock::new(),
-        };
+        let planner = Self::from_parts(fusion.clone(), fusion, None, None);
         let _ = planner.segmented.set(segmented);
         planner
+    }
+
+    /// The planner of `fusion` running as `kernel`, with the checks found once.
+    fn from_parts(
+        fusion: Fusion,
+        kernel: Fusion,
+        host: Option<Arc<HostScalarProgram>>,
+        forward: Option<Arc<[OutputSource]>>,
+    ) -> FusionPlanner {
+        FusionPlanner {
+            extent_scalars: extent_scalar_inputs(&kernel),
+            reads: ReadChecks::of(&fusion),
+            sizes: SizeChecks::of(&fusion),
+            fusion,
+            kernel,
+            host,
+            forward,
+            segmented: OnceLock::new(),
+        }
     }
 
     /// The fusion as defined.
@@ -233,11 +231,6 @@ impl FusionPlanner {
     /// found once.
     pub fn size_checks(&self) -> &SizeChecks {
         &self.sizes
-    }
-
-    /// The data-dependent reads of the kernel fusion.
-    pub fn kernel_reads(&self) -> &ReadChecks {
-        &self.kernel_reads
     }
 
     /// The segmentation the kernel fusion runs with, once one was needed.
