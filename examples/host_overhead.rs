@@ -31,6 +31,7 @@ use nvfuser_core::eval::HostTensor;
 use nvfuser_core::{DataType, FusionDefinition};
 use nvfuser_cuda::args::check_args;
 use nvfuser_cuda::launch::{launch_kernel, launch_raw};
+use nvfuser_cuda::profile::host;
 use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
 
 const N: usize = 1024;
@@ -140,6 +141,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "| {label} | executor overhead | {:.2} | {:.2} |",
             exec_sync - bare_sync,
             exec_queued - bare_queued
+        );
+        // Where the cached call's host time goes (means per call, clock reads included).
+        host::enable(true);
+        let mut dropping = 0.0;
+        let _ = host::take();
+        for i in 0..CALLS {
+            let outs = exec.run(device, &args)?;
+            let start = Instant::now();
+            drop(outs);
+            dropping += start.elapsed().as_secs_f64() * 1e9;
+            if i % QUEUE == QUEUE - 1 {
+                device.synchronize()?;
+            }
+        }
+        host::enable(false);
+        let (calls, phases) = host::take();
+        let split: Vec<String> = phases
+            .iter()
+            .map(|(p, ns)| format!("{} {ns:.0}", p.name()))
+            .chain(std::iter::once(format!(
+                "dropping the outputs {:.0}",
+                dropping / calls.max(1) as f64
+            )))
+            .collect();
+        println!(
+            "| {label} | split of a cached call, ns | {} |",
+            split.join(", ")
         );
         if !std::ptr::eq(device, &own) {
             continue;

@@ -36,6 +36,7 @@ pub use crate::args::Arg;
 use crate::args::{bound_args, check_args_with};
 use crate::dump::{Dump, DumpFlags};
 use crate::launch::LaunchRecipe;
+use crate::profile::host::{self, HostPhase};
 use crate::profile::{self, KernelProfile, LaunchTimer};
 pub use crate::runtime::InputSignature;
 use crate::runtime::{call_sizes, check_reads, execute, Entry, Runtime, RuntimeCache};
@@ -338,10 +339,12 @@ impl FusionExecutorCache {
         user: Option<&HeuristicParams>,
         timer: Option<&mut LaunchTimer>,
     ) -> Result<Vec<Tensor>, CudaError> {
+        host::begin();
         self.check_args(device, args)?;
         if !device.is_gpu() {
             return self.run_on_reference(device, args);
         }
+        host::end(HostPhase::ArgChecks);
         let args = &self.kernel_args(args)?[..];
         check_reads(&self.planner, args)?;
         let kernel = self.kernel_fusion();
@@ -350,7 +353,9 @@ impl FusionExecutorCache {
         } else if let Some(views) = self.no_op_outputs(args) {
             views
         } else {
+            host::end(HostPhase::HostScalars);
             let (rt, recipe) = self.runtime(device, args, user)?;
+            host::end(HostPhase::Lookup);
             match execute(device, &rt, &recipe, args, self.dump(), timer) {
                 // A call whose kernel would cover no element but whose outputs have
                 // some (a reduction over an empty dim): the reference computes it.
@@ -360,7 +365,9 @@ impl FusionExecutorCache {
                 other => other?,
             }
         };
-        self.forwarded(outputs, args)
+        let outputs = self.forwarded(outputs, args);
+        host::end(HostPhase::Finish);
+        outputs
     }
 
     /// The call computed by the CPU reference evaluator, outputs on `device`.

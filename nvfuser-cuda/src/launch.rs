@@ -29,6 +29,7 @@ use smallvec::SmallVec;
 
 use crate::args::{check_args, Arg};
 use crate::dump::Dump;
+use crate::profile::host::{self, HostPhase};
 use crate::profile::LaunchTimer;
 use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 
@@ -216,6 +217,7 @@ pub(crate) fn launch_recorded(
             });
         }
     }
+    host::end(HostPhase::Outputs);
     // Grid reductions need global work buffers: partials (any contents) and arrival
     // counters that must be zero at launch (the last block resets them). They are
     // freed when dropped below, in stream order after the kernel.
@@ -237,6 +239,7 @@ pub(crate) fn launch_recorded(
     if let Some(checks) = kernel.abi.error_checks() {
         work_addresses.push(gpu.errors.buffer_for(&gpu.alloc_stream, checks)?);
     }
+    host::end(HostPhase::WorkBuffers);
     let mut packed = PackedArgs::new();
     kernel
         .abi
@@ -250,6 +253,7 @@ pub(crate) fn launch_recorded(
     if dump.launch_enabled() {
         dump_launch(dump, kernel, grid, block, args, &outputs);
     }
+    host::end(HostPhase::Pack);
     // SAFETY: `params` holds one pointer per kernel parameter, in the ABI's order, each to
     // bytes of the parameter's type packed by `KernelAbi::pack_into` from that same
     // description (and kept borrowed by `params`); every tensor pointer belongs to a live
@@ -271,6 +275,7 @@ pub(crate) fn launch_recorded(
         )?
     };
     drop(work_tensors);
+    host::end(HostPhase::Launch);
     Ok(outputs)
 }
 

@@ -8,6 +8,8 @@
 //! size. Bandwidth is compared with the device's theoretical peak
 //! ([`crate::DeviceProperties::peak_bandwidth_gb_per_s`]).
 
+pub mod host;
+
 use std::fmt;
 
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
