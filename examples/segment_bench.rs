@@ -74,7 +74,7 @@ fn one_reduction_shape(f: &Fusion) -> std::result::Result<SchedulerKind, Rejecti
                 Some(s) if s.as_slice() != axes => {
                     return Err(Rejections(vec![Rejection {
                         kind: SchedulerKind::Default,
-                        reason: Refusal::Fusion {
+                        reason: Refusal::Other {
                             reason: "two reduction shapes".into(),
                         },
                     }]))

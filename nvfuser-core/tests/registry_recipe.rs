@@ -26,7 +26,7 @@ impl Scheduler for FlatElementwise {
             .exprs()
             .all(|(_, e)| matches!(e.op, Op::Unary(_) | Op::Binary(_) | Op::Cast));
         if !elementwise || fusion.outputs().len() != 1 {
-            return Err(Refusal::Fusion {
+            return Err(Refusal::Other {
                 reason: "not one elementwise output".into(),
             });
         }
@@ -130,7 +130,7 @@ fn a_registered_scheduler_takes_what_it_accepts() -> Result<(), Box<dyn std::err
     let rejections = registry.can_schedule(&fd.finish()?).unwrap_err();
     assert!(matches!(
         rejections.0[0].reason,
-        Refusal::Fusion { ref reason } if reason == "not one elementwise output"
+        Refusal::Other { ref reason } if reason == "not one elementwise output"
     ));
     assert!(rejections
         .0
@@ -159,5 +159,95 @@ fn params_are_checked_by_the_scheduler_that_takes_them() -> Result<(), Box<dyn s
     assert!(check_fits(&f, &HeuristicParams::Default, &call).is_ok());
     let decided = Registry::standard().decide(&f, &call)?;
     assert!(check_fits(&f, decided.params(), &call).is_ok());
+    Ok(())
+}
+
+#[test]
+fn refusals_carry_typed_reasons() -> Result<(), Box<dyn std::error::Error>> {
+    use nvfuser_core::scheduler::{
+        can_schedule_kind, ReducedSide, Rejections, SizeQuantity, SizeRefusal, SizeSubject, Takes,
+        Unfit,
+    };
+    // A row sum: the pointwise and transpose schedulers name the op they do not take
+    // (and what they take).
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let s = fd.sum(x, &[1], false)?;
+    fd.add_output(s)?;
+    let row_sum = fd.finish()?;
+    let decision = Registry::standard().decide(&row_sum, &info(&[&[64, 256]]))?;
+    assert_eq!(decision.kind(), SchedulerKind::Reduction);
+    let pointwise = can_schedule_kind(SchedulerKind::Pointwise, &row_sum).unwrap_err();
+    assert!(
+        matches!(&pointwise, Refusal::Fusion { reason: Unfit::NotPointwise { op } } if op == "sum"),
+        "{pointwise:?}"
+    );
+    assert_eq!(
+        can_schedule_kind(SchedulerKind::Transpose, &row_sum),
+        Err(Refusal::Fusion {
+            reason: Unfit::Op {
+                op: "sum".into(),
+                takes: Takes::PermuteThenPointwise
+            }
+        })
+    );
+    // A sum over the middle dim of a rank-3 tensor: both reduction analyses say why,
+    // with the axes and the side they reduce.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+    let s = fd.sum(x, &[1], false)?;
+    fd.add_output(s)?;
+    let middle = fd.finish()?;
+    match can_schedule_kind(SchedulerKind::Reduction, &middle) {
+        Err(Refusal::NoReductionShape { inner, outer }) => {
+            assert_eq!(
+                *inner,
+                Unfit::ReductionAxes {
+                    op: "sum".into(),
+                    axes: vec![1],
+                    rank: 3,
+                    side: ReducedSide::Innermost
+                }
+            );
+            assert!(
+                matches!(
+                    *outer,
+                    Unfit::ReductionAxes {
+                        side: ReducedSide::Outermost,
+                        ..
+                    }
+                ),
+                "{outer:?}"
+            );
+        }
+        other => panic!("expected both reduction analyses to refuse: {other:?}"),
+    }
+    // Sizes beyond 2^48 elements are refused before planning, with the input and shape.
+    let err = Registry::standard()
+        .decide(&row_sum, &info(&[&[1 << 25, 1 << 24]]))
+        .map(|_| ())
+        .unwrap_err();
+    let Rejections(all) = &err;
+    assert!(
+        all.iter().any(|r| r.reason
+            == Refusal::Sizes {
+                reason: SizeRefusal::TooLarge {
+                    subject: SizeSubject::Input(0),
+                    quantity: SizeQuantity::ElementCount,
+                    shape: vec![Some(1 << 25), Some(1 << 24)],
+                    limit: 1 << 48,
+                }
+            }),
+        "{err}"
+    );
+    // Refusals are data: they round-trip through serde.
+    let text = serde_json::to_string(&err)?;
+    let back: Rejections = serde_json::from_str(&text)?;
+    assert_eq!(back, err);
+    assert!(
+        err.to_string()
+            .contains("input 0: the element count of shape [33554432, 16777216]: expected at most"),
+        "{err}"
+    );
     Ok(())
 }

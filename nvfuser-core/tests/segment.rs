@@ -15,7 +15,7 @@ type Verdict = Result<SchedulerKind, Rejections>;
 fn reject(reason: &str) -> Verdict {
     Err(Rejections(vec![Rejection {
         kind: SchedulerKind::Default,
-        reason: Refusal::Fusion {
+        reason: Refusal::Other {
             reason: reason.into(),
         },
     }]))

@@ -14,7 +14,7 @@ type Rule<'a> = &'a dyn Fn(&Fusion) -> Verdict;
 fn reject(reason: &str) -> Verdict {
     Err(Rejections(vec![Rejection {
         kind: SchedulerKind::Default,
-        reason: Refusal::Fusion {
+        reason: Refusal::Other {
             reason: reason.into(),
         },
     }]))

@@ -113,7 +113,7 @@ fn no_broadcast_of_reduction(f: &Fusion) -> Verdict {
         if from && matches!(e.op, Op::Broadcast { .. }) {
             return Err(Rejections(vec![Rejection {
                 kind: SchedulerKind::Reduction,
-                reason: Refusal::Fusion {
+                reason: Refusal::Other {
                     reason: "a reduction result is broadcast".into(),
                 },
             }]));

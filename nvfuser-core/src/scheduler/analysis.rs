@@ -1,5 +1,6 @@
 //! Checks shared by both default schedules: which ops, outputs and values they accept.
 
+use super::unfit::Unfit;
 use super::{not_supported, DefaultScheduleError};
 use crate::ir::{Fusion, Op, ReductionOp, ValKind};
 
@@ -250,7 +251,7 @@ pub(crate) fn check_exactly_mapped(
     fusion: &Fusion,
     full: &[crate::ir::Extent],
     slice: &[crate::ir::Extent],
-) -> Result<(), String> {
+) -> Result<(), Unfit> {
     use crate::ir::IterKind;
     let map = ExactExtents::new(fusion);
     let live = fusion.live_exprs();
@@ -273,10 +274,12 @@ pub(crate) fn check_exactly_mapped(
         };
         for (i, (d, e)) in t.domain.iter().zip(against).enumerate() {
             if d.kind != IterKind::Broadcast && !map.same(&d.extent, e) {
-                return Err(format!(
-                    "{tv} dim {i} ({}) is not exactly mapped to the reference dim ({e}) it would be scheduled as",
-                    d.extent
-                ));
+                return Err(Unfit::NotExactlyMapped {
+                    tensor: tv,
+                    dim: i,
+                    extent: d.extent.clone(),
+                    reference: e.clone(),
+                });
             }
         }
     }
@@ -286,7 +289,7 @@ pub(crate) fn check_exactly_mapped(
 /// [`check_exactly_mapped`] against the domain of the first live reduction of `fusion`
 /// (per-row or per-column values against its dims other than `reduced`); `Ok`
 /// without a reduction. For the default reduction schedules.
-pub(crate) fn check_mapped_to_reduction(fusion: &Fusion, reduced: &[usize]) -> Result<(), String> {
+pub(crate) fn check_mapped_to_reduction(fusion: &Fusion, reduced: &[usize]) -> Result<(), Unfit> {
     let live = fusion.live_exprs();
     let Some(reference) = fusion
         .exprs()

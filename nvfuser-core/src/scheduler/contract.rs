@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::info::RuntimeInfo;
 pub use super::kind::SchedulerKind;
 use super::params::{HeuristicParams, InvalidParams};
+use super::unfit::{SizeRefusal, Unfit};
 use crate::ir::Fusion;
 use crate::sched::{ScheduleError, ScheduledFusion};
 
@@ -39,37 +40,44 @@ pub enum Refusal {
     #[error("inner: {inner}; outer: {outer}")]
     NoReductionShape {
         /// Why the inner reduction analysis refused.
-        inner: String,
+        inner: Box<Unfit>,
         /// Why the outer reduction analysis refused.
-        outer: String,
+        outer: Box<Unfit>,
     },
     /// The scheduler's analysis of the fusion refused it (the compile-time check).
     #[error("{reason}")]
     Fusion {
-        /// What it found, in plain words.
-        reason: String,
+        /// What it found.
+        reason: Unfit,
     },
     /// The call's sizes are out of range ([`RuntimeInfo::check_sizes`]).
     #[error("{reason}")]
     Sizes {
         /// Which size.
-        reason: String,
+        reason: SizeRefusal,
     },
     /// The heuristics refused these inputs (the run-time check).
     #[error("{reason}")]
     Inputs {
         /// What about the inputs.
-        reason: String,
+        reason: Unfit,
     },
     /// The default schedule does not handle the fusion.
     #[error("{reason}")]
     Default {
-        /// Its reason.
+        /// The message of its scheduling error (printed, never decided on).
         reason: String,
     },
     /// A scheduler was given another scheduler's analysis (a caller's mistake).
     #[error("the analysis of another scheduler")]
     WrongAnalysis,
+    /// A scheduler defined outside this crate (a test's, a user's) refuses in its own
+    /// words; printed, never decided on.
+    #[error("{reason}")]
+    Other {
+        /// Its reason.
+        reason: String,
+    },
     /// No scheduler of that kind is registered.
     #[error("no scheduler of this kind is registered")]
     NotRegistered,

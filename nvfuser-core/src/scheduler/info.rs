@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::unfit::{SizeQuantity, SizeRefusal, SizeSubject};
 use crate::dtype::{DataType, ScalarValue};
 use crate::ir::{Extent, Fusion, ValId, MAX_NUMEL};
 
@@ -166,26 +167,30 @@ impl RuntimeInfo {
     /// an element count above [`MAX_NUMEL`] (zeros counted as one), a negative size, a
     /// stride above `MAX_NUMEL` in magnitude on a dim longer than 1, or an extent whose
     /// computation overflows `i64` for these arguments.
-    pub fn check_sizes(&self, fusion: &Fusion) -> Result<(), String> {
-        let limit = |what: String, shape: &dyn std::fmt::Debug| {
-            format!("{what} of shape {shape:?}: expected at most {MAX_NUMEL} (2^48)")
+    pub fn check_sizes(&self, fusion: &Fusion) -> Result<(), SizeRefusal> {
+        let limit = |subject, quantity, shape: Vec<Option<i64>>| SizeRefusal::TooLarge {
+            subject,
+            quantity,
+            shape,
+            limit: MAX_NUMEL,
         };
         for (i, inp) in self.inputs.iter().enumerate() {
             let InputInfo::Tensor(t) = inp else { continue };
+            let shape = || t.sizes.iter().map(|&s| Some(s)).collect();
             let mut n: i64 = 1;
             for (&s, &st) in t.sizes.iter().zip(&t.strides) {
                 if s < 0 {
-                    return Err(format!("input {i}: size {s}: expected >= 0"));
+                    return Err(SizeRefusal::Negative { input: i, size: s });
                 }
                 if s > MAX_NUMEL || (s > 1 && st.unsigned_abs() > MAX_NUMEL as u64) {
-                    return Err(limit(
-                        format!("input {i}: a size or stride (strides {:?})", t.strides),
-                        &t.sizes,
-                    ));
+                    let strides = t.strides.clone();
+                    let q = SizeQuantity::SizeOrStride { strides };
+                    return Err(limit(SizeSubject::Input(i), q, shape()));
                 }
                 n = n.saturating_mul(s.max(1));
                 if n > MAX_NUMEL {
-                    return Err(limit(format!("input {i}: the element count"), &t.sizes));
+                    let q = SizeQuantity::ElementCount;
+                    return Err(limit(SizeSubject::Input(i), q, shape()));
                 }
             }
         }
@@ -200,21 +205,22 @@ impl RuntimeInfo {
                 let Some(s) = self.eval(fusion, &d.extent) else {
                     // Unbound (not an overflow) unless every operand is known.
                     if self.extent_operands_known(fusion, &d.extent) {
-                        return Err(format!(
-                            "{id}: extent {} overflows i64 (or divides by zero) for these inputs",
-                            d.extent
-                        ));
+                        return Err(SizeRefusal::Overflow {
+                            tensor: id,
+                            extent: d.extent.clone(),
+                        });
                     }
                     sizes.push(None);
                     continue;
                 };
                 sizes.push(Some(s));
                 if s > MAX_NUMEL {
-                    return Err(limit(format!("{id}: a dim"), &sizes));
+                    return Err(limit(SizeSubject::Tensor(id), SizeQuantity::Dim, sizes));
                 }
                 n = n.saturating_mul(s.max(1));
                 if n > MAX_NUMEL {
-                    return Err(limit(format!("{id}: the element count"), &sizes));
+                    let q = SizeQuantity::ElementCount;
+                    return Err(limit(SizeSubject::Tensor(id), q, sizes));
                 }
             }
         }

@@ -65,6 +65,7 @@ pub mod reduction;
 pub mod registry;
 mod schedulers;
 pub mod squeeze;
+mod unfit;
 
 pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
 pub use info::{
@@ -80,6 +81,7 @@ pub use registry::{
     Registry, Rejection, Rejections, Scheduler, SchedulerError, SchedulerKind,
 };
 pub use squeeze::push_squeezes;
+pub use unfit::{ReducedSide, SizeQuantity, SizeRefusal, SizeSubject, Takes, Unfit};
 
 use crate::codegen::{self, KernelOptions};
 use crate::ir::Fusion;

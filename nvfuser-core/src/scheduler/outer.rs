@@ -78,7 +78,9 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
 
     let rewritten = recompute_per_use(&push_broadcasts(fusion))?;
     let f = &rewritten;
-    super::analysis::check_mapped_to_reduction(f, &axes).or_else(not_supported)?;
+    super::analysis::check_mapped_to_reduction(f, &axes)
+        .map_err(|u| u.to_string())
+        .or_else(not_supported)?;
     let live = f.live_exprs();
     let mut full: Vec<ValId> = Vec::new();
     let mut per_out: Vec<ValId> = Vec::new();

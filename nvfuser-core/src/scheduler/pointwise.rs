@@ -79,7 +79,9 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     // dim of another extent (an output unrelated to the reference) is not this loop.
     if let Some(t) = fusion.tensor_type(reference) {
         let all: Vec<crate::ir::Extent> = t.domain.iter().map(|d| d.extent.clone()).collect();
-        super::analysis::check_exactly_mapped(fusion, &all, &[]).or_else(not_supported)?;
+        super::analysis::check_exactly_mapped(fusion, &all, &[])
+            .map_err(|u| u.to_string())
+            .or_else(not_supported)?;
     }
     if rank > 0 {
         // Groups of adjacent dims with equal classes, as (start, len).

@@ -30,6 +30,7 @@ pub fn schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultScheduleError
     let rewritten = recompute_per_use(&push_broadcasts(fusion))?;
     let f = &rewritten;
     super::analysis::check_mapped_to_reduction(f, &(outer..rank).collect::<Vec<_>>())
+        .map_err(|u| u.to_string())
         .or_else(not_supported)?;
     let live = f.live_exprs();
 

@@ -478,7 +478,7 @@ pub fn check_fits(
     info.check_sizes(fusion)
         .map_err(|reason| SchedulerError::Mismatch {
             kind: params.kind(),
-            reason,
+            reason: reason.to_string(),
         })?;
     if matches!(params, HeuristicParams::Default) {
         // Compiled for any sizes; its analysis would be the whole default schedule.

@@ -6,14 +6,15 @@ use super::auto;
 use super::contract::{Analysis, Refusal, Scheduler, SchedulerError, SchedulerKind};
 use super::info::RuntimeInfo;
 use super::params::HeuristicParams;
+use super::unfit::Unfit;
 use crate::ir::Fusion;
 use crate::sched::ScheduledFusion;
 
-fn fusion_refusal(reason: String) -> Refusal {
+fn fusion_refusal(reason: Unfit) -> Refusal {
     Refusal::Fusion { reason }
 }
 
-fn inputs_refusal(reason: String) -> Refusal {
+fn inputs_refusal(reason: Unfit) -> Refusal {
     Refusal::Inputs { reason }
 }
 
@@ -88,7 +89,10 @@ impl Scheduler for Reduction {
             Ok(p) => Ok(Analysis::new(ReductionPlan::Inner(p))),
             Err(inner) => match auto::outer::plan(fusion) {
                 Ok(p) => Ok(Analysis::new(ReductionPlan::Outer(p))),
-                Err(outer) => Err(Refusal::NoReductionShape { inner, outer }),
+                Err(outer) => Err(Refusal::NoReductionShape {
+                    inner: Box::new(inner),
+                    outer: Box::new(outer),
+                }),
             },
         }
     }

@@ -18,6 +18,7 @@
 //! (`batch`), and the row is read once into registers (`batch × vectorize` elements per
 //! thread per kept tensor) and reused by every later phase (reduction, epilogue).
 
+use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 use std::collections::BTreeSet;
 
 use super::pointwise::index_type;
@@ -67,17 +68,19 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
             continue;
         }
         if is_creation(&e.op) {
-            return Err(format!("{} in a fusion with reductions", e.op.name()));
+            return Err(Unfit::BesideReductions {
+                op: e.op.name().into(),
+            });
         }
         if matches!(e.op, Op::SegmentSet) {
-            return Err("a segment_set boundary".into());
+            return Err(Unfit::SegmentBoundary);
         }
         let Some(axes) = reduction_axes(&e.op) else {
             if !is_pointwise(&e.op) && !is_input_squeeze(fusion, e) {
-                return Err(format!(
-                    "{} (only pointwise ops, broadcasts and reductions)",
-                    e.op.name()
-                ));
+                return Err(Unfit::Op {
+                    op: e.op.name().into(),
+                    takes: Takes::PointwiseAndReductions,
+                });
             }
             continue;
         };
@@ -86,18 +89,20 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
             .map_or(0, |t| t.domain.len());
         let k = axes.len();
         if k == 0 || !axes.iter().enumerate().all(|(i, &a)| a == r - k + i) {
-            return Err(format!(
-                "{} over axes {axes:?} of a rank-{r} tensor (not the innermost dims)",
-                e.op.name()
-            ));
+            return Err(Unfit::ReductionAxes {
+                op: e.op.name().into(),
+                axes: axes.to_vec(),
+                rank: r,
+                side: ReducedSide::Innermost,
+            });
         }
         match shape {
             None => shape = Some((r, k)),
             Some(s) if s != (r, k) => {
-                return Err(format!(
-                    "reductions of different shapes (rank {} over {} inner dims, and rank {r} over {k})",
-                    s.0, s.1
-                ))
+                return Err(Unfit::ReductionShapes {
+                    first: s,
+                    second: (r, k),
+                })
             }
             Some(_) => {}
         }
@@ -110,11 +115,11 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
         grid_ok &= plain && only_output;
     }
     let (Some((rank, k)), Some(reference)) = (shape, reference) else {
-        return Err("no reduction".into());
+        return Err(Unfit::NoReduction);
     };
     let outer = rank - k;
     let pushed = push_broadcasts(fusion);
-    let s = ScheduledFusion::new(pushed.clone()).map_err(|e| e.to_string())?;
+    let s = ScheduledFusion::new(pushed.clone()).map_err(super::unschedulable)?;
     let live = pushed.live_exprs();
     let mut normalization = false;
     for (id, e) in pushed.exprs() {
@@ -129,17 +134,18 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
                 let trailing =
                     mask.len() == rank && mask.iter().enumerate().all(|(i, &m)| m == (i >= outer));
                 if !trailing {
-                    return Err(format!(
-                        "{out} broadcasts the computed value {input} along dims other than the reduced ones"
-                    ));
+                    return Err(Unfit::BroadcastAlongRows { tensor: out, input });
                 }
                 normalization = true;
             }
         }
         if r != rank && r != outer {
-            return Err(format!(
-                "{out} has {r} dims; expected {rank} (rows) or {outer} (per-row values)"
-            ));
+            return Err(Unfit::TensorRank {
+                tensor: out,
+                rank: r,
+                full: rank,
+                reduced: outer,
+            });
         }
         if r == rank && outer > 1 && reduction_axes(&e.op).is_none() {
             // Row dims are merged: a tensor must not mix broadcast and iteration dims
@@ -150,15 +156,13 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
                 .filter(|&&x| x == IterKind::Broadcast)
                 .count();
             if b != 0 && b != outer {
-                return Err(format!(
-                    "{out} is broadcast in some row dims but not others"
-                ));
+                return Err(Unfit::MixedRowBroadcast { tensor: out });
             }
         }
     }
     let t = pushed
         .tensor_type(reference)
-        .ok_or("reference is not a tensor")?;
+        .ok_or(Unfit::NoReference { value: reference })?;
     // Every tensor takes the reference's loop structure (and a persistent kernel its
     // compiled hidden size): a row of another extent is not this schedule's row.
     let all: Vec<Extent> = t.domain.iter().map(|d| d.extent.clone()).collect();
@@ -181,7 +185,7 @@ fn eval_all(p: &InnerPlan, info: &RuntimeInfo, es: &[Extent]) -> Plan<i64> {
     for e in es {
         n = n.saturating_mul(
             info.eval(&p.fusion, e)
-                .ok_or_else(|| format!("the extent {e} cannot be evaluated"))?,
+                .ok_or_else(|| Unfit::Unevaluated { extent: e.clone() })?,
         );
     }
     Ok(n)
@@ -267,9 +271,7 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
     let mut dims = Vec::new();
     for e in &p.reduced {
         if !product_dims(e, &mut dims) {
-            return Err(format!(
-                "the reduced extent {e} is not a product of input sizes"
-            ));
+            return Err(Unfit::ReducedNotProduct { extent: e.clone() });
         }
     }
     let v = vector_width(p, info)?;
@@ -289,9 +291,12 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
     // thread; keep the largest under a quarter of the thread's register budget.
     let regs_per_thread = (info.device.registers_per_sm as i64 / (threads_x.max(256))).min(255);
     if batch > MAX_BATCH || batch * v > regs_per_thread / 2 {
-        return Err(format!(
-            "a row of {h} elements needs {batch} chunks of {v} per thread at {threads_x} threads: too long to keep in registers"
-        ));
+        return Err(Unfit::RowTooLong {
+            elements: h,
+            batch,
+            vector: v,
+            threads: threads_x,
+        });
     }
     let rows_per_block = if p.rows.is_empty() {
         1

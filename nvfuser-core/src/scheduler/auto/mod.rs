@@ -14,9 +14,10 @@ use crate::ir::{Extent, ExtentOp, Fusion, IterKind, ValId, ValKind};
 use crate::sched::{ParallelType, ScheduledFusion};
 
 use super::info::{RuntimeInfo, TensorInfo};
+use super::unfit::Unfit;
 
-/// Result of a plan or heuristic: the reason in plain words on refusal.
-pub(crate) type Plan<T> = Result<T, String>;
+/// Result of a plan or heuristic: the typed reason on refusal.
+pub(crate) type Plan<T> = Result<T, Unfit>;
 
 /// Shape-dim kinds of a scheduled tensor's logical domain (reduction dims included).
 pub(crate) fn logical_kinds(s: &ScheduledFusion, tv: ValId) -> Vec<IterKind> {
@@ -191,29 +192,38 @@ pub(crate) fn distinct_outputs(f: &Fusion) -> Vec<ValId> {
 /// math runs in kernels).
 pub(crate) fn check_fusion(f: &Fusion) -> Plan<()> {
     if f.outputs().is_empty() {
-        return Err("a fusion without outputs".into());
+        return Err(Unfit::NoOutputs);
     }
     for o in f.outputs() {
-        if !f.val(o.val).is_tensor() {
-            return Err(format!("the scalar output {}", o.val));
+        let value = o.val;
+        if !f.val(value).is_tensor() {
+            return Err(Unfit::ScalarOutput { value });
         }
         if o.alias_of.is_some() {
-            return Err(format!("the in-place output {}", o.val));
+            return Err(Unfit::InPlaceOutput { value });
         }
-        if f.input_position(o.val).is_some() {
-            return Err(format!("the output {} is an input", o.val));
+        if f.input_position(value).is_some() {
+            return Err(Unfit::OutputIsInput { value });
         }
     }
     let live = f.live_exprs();
     for (id, e) in f.exprs() {
         if live[id.index()] {
             if let Some(&s) = e.outputs.iter().find(|&&o| !f.val(o).is_tensor()) {
-                return Err(format!(
-                    "the scalar expression {} defining {s} (only tensor math runs in kernels)",
-                    e.op.name()
-                ));
+                return Err(Unfit::ScalarMath {
+                    op: e.op.name().into(),
+                    value: s,
+                });
             }
         }
     }
     Ok(())
+}
+
+/// A scheduling error before any schedule (the fusion cannot be scheduled at all), as
+/// an analysis' refusal.
+pub(crate) fn unschedulable(e: crate::sched::ScheduleError) -> Unfit {
+    Unfit::Unschedulable {
+        error: e.to_string(),
+    }
 }

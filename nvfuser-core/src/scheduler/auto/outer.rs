@@ -14,6 +14,7 @@
 //! reduction). No vector loads: the lowering keeps reduction loops innermost, so a
 //! thread cannot accumulate a vector of columns inside its row loop.
 
+use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 use std::collections::BTreeSet;
 
 use super::pointwise::index_type;
@@ -49,36 +50,44 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
             continue;
         }
         if is_creation(&e.op) || matches!(e.op, Op::SegmentSet) {
-            return Err(format!("{} in a fusion with reductions", e.op.name()));
+            return Err(Unfit::BesideReductions {
+                op: e.op.name().into(),
+            });
         }
         let Some(axes) = reduction_axes(&e.op) else {
             if !is_pointwise(&e.op) && !is_input_squeeze(fusion, e) {
-                return Err(format!(
-                    "{} (only pointwise ops and reductions)",
-                    e.op.name()
-                ));
+                return Err(Unfit::Op {
+                    op: e.op.name().into(),
+                    takes: Takes::PointwiseAndPlainReductions,
+                });
             }
             continue;
         };
         if !matches!(e.op, Op::Reduction { .. }) {
-            return Err(format!(
-                "{} over outer dims (Welford reductions are inner only)",
-                e.op.name()
-            ));
+            return Err(Unfit::OuterWelford {
+                op: e.op.name().into(),
+            });
         }
         let r = fusion
             .tensor_type(e.outputs[0])
             .map_or(0, |t| t.domain.len());
         let k = axes.len();
         if !(k > 0 && k < r && axes.iter().enumerate().all(|(i, &a)| a == i)) {
-            return Err(format!(
-                "{} over axes {axes:?} of a rank-{r} tensor (not the outermost dims, or all of them)",
-                e.op.name()
-            ));
+            return Err(Unfit::ReductionAxes {
+                op: e.op.name().into(),
+                axes: axes.to_vec(),
+                rank: r,
+                side: ReducedSide::Outermost,
+            });
         }
         match shape {
             None => shape = Some((r, k)),
-            Some(s) if s != (r, k) => return Err("reductions of different shapes".into()),
+            Some(s) if s != (r, k) => {
+                return Err(Unfit::ReductionShapes {
+                    first: s,
+                    second: (r, k),
+                })
+            }
             Some(_) => {}
         }
         reference.get_or_insert(e.outputs[0]);
@@ -88,7 +97,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
             .all(|o| outputs.contains(o) && uses[o.index()].iter().all(|u| !live[u.index()]));
     }
     let (Some((rank, k)), Some(reference)) = (shape, reference) else {
-        return Err("no reduction over the outermost dims".into());
+        return Err(Unfit::NoOuterReduction);
     };
     let pushed = push_broadcasts(fusion);
     let live = pushed.live_exprs();
@@ -101,19 +110,21 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
         if let Op::Broadcast { mask } = &e.op {
             let leading = mask.len() == rank && mask.iter().enumerate().all(|(i, &m)| m == (i < k));
             if pushed.input_position(e.inputs[0]).is_none() && !leading {
-                return Err(format!("{out} broadcasts a computed value along kept dims"));
+                return Err(Unfit::BroadcastAlongKept { tensor: out });
             }
         }
         if r != rank && r != rank - k {
-            return Err(format!(
-                "{out} has {r} dims; expected {rank} or {}",
-                rank - k
-            ));
+            return Err(Unfit::TensorRank {
+                tensor: out,
+                rank: r,
+                full: rank,
+                reduced: rank - k,
+            });
         }
     }
     let t = pushed
         .tensor_type(reference)
-        .ok_or("reference is not a tensor")?;
+        .ok_or(Unfit::NoReference { value: reference })?;
     // Every full tensor takes the reference's transforms: a column of another height
     // (or a row of another width) is not this schedule's.
     let all: Vec<Extent> = t.domain.iter().map(|d| d.extent.clone()).collect();
@@ -134,7 +145,7 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
         for e in es {
             n = n.saturating_mul(
                 info.eval(&p.fusion, e)
-                    .ok_or_else(|| format!("the extent {e} cannot be evaluated"))?,
+                    .ok_or_else(|| Unfit::Unevaluated { extent: e.clone() })?,
             );
         }
         Ok(n)

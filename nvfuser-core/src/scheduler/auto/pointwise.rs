@@ -26,6 +26,7 @@ use crate::scheduler::analysis::{is_creation, is_input_squeeze, is_pointwise};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PointwiseParams};
 use crate::scheduler::recompute::push_broadcasts;
+use crate::scheduler::unfit::Unfit;
 
 /// The fusion-level analysis.
 pub(crate) struct PointwisePlan {
@@ -42,25 +43,24 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
     super::check_fusion(fusion)?;
     let live = fusion.live_exprs();
     if fusion.outputs().is_empty() {
-        return Err("a fusion without outputs".into());
+        return Err(Unfit::NoOutputs);
     }
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;
         }
         if !(is_pointwise(&e.op) || is_creation(&e.op) || is_input_squeeze(fusion, e)) {
-            return Err(format!(
-                "{} is not pointwise (pointwise takes elementwise math, casts, broadcasts, expands and full/iota/uniform/normal)",
-                e.op.name()
-            ));
+            return Err(Unfit::NotPointwise {
+                op: e.op.name().into(),
+            });
         }
         if matches!(e.op, crate::ir::Op::SegmentSet) {
-            return Err("a segment_set boundary".into());
+            return Err(Unfit::SegmentBoundary);
         }
     }
     let pushed = push_broadcasts(fusion);
-    let reference = reference_output(&pushed).ok_or("a fusion without outputs")?;
-    let s = ScheduledFusion::new(pushed.clone()).map_err(|e| e.to_string())?;
+    let reference = reference_output(&pushed).ok_or(Unfit::NoOutputs)?;
+    let s = ScheduledFusion::new(pushed.clone()).map_err(super::unschedulable)?;
     let ref_kinds = logical_kinds(&s, reference);
     let rank = ref_kinds.len();
     let mut classes: Vec<Vec<bool>> = (0..rank)
@@ -72,16 +72,20 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
         }
         let k = logical_kinds(&s, t);
         if k.len() != rank {
-            return Err(format!(
-                "{t} has {} dims but the output {reference} has {rank} (outputs of different ranks)",
-                k.len()
-            ));
+            return Err(Unfit::OutputRanks {
+                tensor: t,
+                rank: k.len(),
+                reference,
+                reference_rank: rank,
+            });
         }
         for i in 0..rank {
             if ref_kinds[i] == IterKind::Broadcast && k[i] != IterKind::Broadcast {
-                return Err(format!(
-                    "outputs of different shapes: dim {i} is broadcast in {reference} but not in {t}"
-                ));
+                return Err(Unfit::OutputShapes {
+                    dim: i,
+                    reference,
+                    tensor: t,
+                });
             }
             classes[i].push(k[i] == IterKind::Broadcast);
         }
@@ -90,7 +94,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
     // dim of another extent (an output unrelated to the reference) is not this loop.
     let ref_t = pushed
         .tensor_type(reference)
-        .ok_or("reference is not a tensor")?;
+        .ok_or(Unfit::NoReference { value: reference })?;
     let all: Vec<crate::ir::Extent> = ref_t.domain.iter().map(|d| d.extent.clone()).collect();
     crate::scheduler::analysis::check_exactly_mapped(&pushed, &all, &[])?;
     let mut groups: Vec<(usize, usize)> = Vec::new();
@@ -116,15 +120,13 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     let f = &p.fusion;
     let ref_t = f
         .tensor_type(p.reference)
-        .ok_or("reference is not a tensor")?;
+        .ok_or(Unfit::NoReference { value: p.reference })?;
     let dims: Vec<_> = ref_t.shape().cloned().collect();
     let size = |i: usize| -> Plan<i64> {
-        info.eval(f, &dims[i].extent).ok_or_else(|| {
-            format!(
-                "the extent {} of the output cannot be evaluated",
-                dims[i].extent
-            )
-        })
+        info.eval(f, &dims[i].extent)
+            .ok_or_else(|| Unfit::Unevaluated {
+                extent: dims[i].extent.clone(),
+            })
     };
     let mut numel: i64 = 1;
     for i in 0..dims.len() {
@@ -185,7 +187,7 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
             for i in bp..start + len {
                 inner = inner.saturating_mul(size(i)?);
             }
-            let (groups, gi) = axis_groups(p, bp).ok_or("no inner group")?;
+            let (groups, gi) = axis_groups(p, bp).ok_or(Unfit::NoInnerGroup)?;
             let mut outer = 1i64;
             if gi > 0 {
                 let (os, ol) = groups[gi - 1];
@@ -200,10 +202,11 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
                     z = z.saturating_mul(size(i)?);
                 }
                 if z > info.device.max_grid_dim[2] as i64 {
-                    return Err(format!(
-                        "{z} elements along dims {zs}..{} exceed the grid's z limit",
-                        zs + zl
-                    ));
+                    return Err(Unfit::GridLimit {
+                        count: z,
+                        what: format!("elements along dims {zs}..{}", zs + zl),
+                        axis: 'z',
+                    });
                 }
             }
             (bp, inner, outer, gi > 0)
@@ -213,9 +216,11 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     // Blocks along the inner part must fit the grid dim they are bound to.
     let inner_blocks = ceil_div(inner_elems, v * threads * unroll);
     if two_d && inner_blocks > info.device.max_grid_dim[1] as i64 {
-        return Err(format!(
-            "{inner_blocks} blocks along the inner dims exceed the grid's y limit"
-        ));
+        return Err(Unfit::GridLimit {
+            count: inner_blocks,
+            what: "blocks along the inner dims".into(),
+            axis: 'y',
+        });
     }
     let grid = if two_d {
         [outer_elems.max(1), inner_blocks.max(1), 1]
@@ -282,10 +287,15 @@ fn axis_groups(p: &PointwisePlan, bp: usize) -> Option<(Vec<(usize, usize)>, usi
 
 /// The size of the reference's innermost dim (vectors never cross it).
 fn innermost_size(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<i64> {
-    let t = p.fusion.tensor_type(p.reference).ok_or("no reference")?;
-    let last = t.shape().last().ok_or("a rank-0 output")?;
+    let t = p
+        .fusion
+        .tensor_type(p.reference)
+        .ok_or(Unfit::NoReference { value: p.reference })?;
+    let last = t.shape().last().ok_or(Unfit::RankZero)?;
     info.eval(&p.fusion, &last.extent)
-        .ok_or_else(|| format!("the extent {} cannot be evaluated", last.extent))
+        .ok_or_else(|| Unfit::Unevaluated {
+            extent: last.extent.clone(),
+        })
 }
 
 /// True for inputs read through a vectorized register cache: full rank, with a

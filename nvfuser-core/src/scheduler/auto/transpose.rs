@@ -16,6 +16,7 @@ use crate::sched::{MemoryType, ParallelType, ScheduleError, ScheduledFusion};
 use crate::scheduler::analysis::is_pointwise;
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, TransposeParams};
+use crate::scheduler::unfit::{Takes, Unfit};
 
 pub(crate) struct TransposePlan {
     pub fusion: Fusion,
@@ -27,11 +28,11 @@ pub(crate) struct TransposePlan {
 pub(crate) fn plan(fusion: &Fusion) -> Plan<TransposePlan> {
     super::check_fusion(fusion)?;
     if fusion.outputs().len() != 1 {
-        return Err("more than one output".into());
+        return Err(Unfit::SeveralOutputs);
     }
     let output = fusion.outputs()[0].val;
     if fusion.outputs()[0].alias_of.is_some() {
-        return Err("an in-place output".into());
+        return Err(Unfit::InPlaceOutput { value: output });
     }
     let live = fusion.live_exprs();
     let mut permute = None;
@@ -42,23 +43,24 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<TransposePlan> {
         match &e.op {
             Op::Permute { perm } => {
                 if permute.is_some() {
-                    return Err("more than one permute".into());
+                    return Err(Unfit::SeveralPermutes);
                 }
                 let x = e.inputs[0];
                 if fusion.input_position(x).is_none() {
-                    return Err("a permute of a computed value (only of a fusion input)".into());
+                    return Err(Unfit::PermuteOfComputed);
                 }
                 let rank = fusion.tensor_type(x).map_or(0, |t| t.rank());
                 if rank != 2 || perm.as_slice() != [1, 0] {
-                    return Err(format!(
-                        "a permute {perm:?} of a rank-{rank} tensor (only 2-D transposes)"
-                    ));
+                    return Err(Unfit::PermuteShape {
+                        perm: perm.to_vec(),
+                        rank,
+                    });
                 }
                 if fusion
                     .tensor_type(x)
                     .is_some_and(|t| t.shape().any(|d| d.is_broadcast_like()))
                 {
-                    return Err("a transpose of a broadcast dim".into());
+                    return Err(Unfit::BroadcastTranspose);
                 }
                 permute = Some(x);
             }
@@ -72,20 +74,20 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<TransposePlan> {
                 // the permute (checked below through ranks and the single input).
             }
             other => {
-                return Err(format!(
-                    "{} (only a permute and pointwise math after it)",
-                    other.name()
-                ))
+                return Err(Unfit::Op {
+                    op: other.name().into(),
+                    takes: Takes::PermuteThenPointwise,
+                })
             }
         }
     }
     let Some(input) = permute else {
-        return Err("no permute".into());
+        return Err(Unfit::NoPermute);
     };
     // Every other tensor input would be read untransposed: not handled.
     for &i in fusion.inputs() {
         if i != input && fusion.val(i).is_tensor() {
-            return Err(format!("the tensor input {i} besides the transposed one"));
+            return Err(Unfit::OtherInput { input: i });
         }
     }
     Ok(TransposePlan {
@@ -96,14 +98,9 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<TransposePlan> {
 }
 
 pub(crate) fn heuristics(p: &TransposePlan, info: &RuntimeInfo) -> Plan<TransposeParams> {
-    let t = info
-        .tensor(&p.fusion, p.input)
-        .ok_or("the transposed input is not bound")?;
+    let t = info.tensor(&p.fusion, p.input).ok_or(Unfit::Unbound)?;
     if t.strides.get(1) != Some(&1) {
-        return Err(
-            "the input's innermost dim is not contiguous (a permuted input: pointwise reads it)"
-                .into(),
-        );
+        return Err(Unfit::StridedTransposeInput);
     }
     let (a, b) = (t.sizes[0], t.sizes[1]);
     // 64 × 64 tiles with 4 rows of 64 threads: 3998 GB/s on an H200 for [8192, 8192]

@@ -1,0 +1,381 @@
+//! Why a tuned scheduler's analysis refuses a fusion, or its heuristics refuse a
+//! call's sizes: [`Unfit`], a typed reason with the values involved, carried by
+//! [`Refusal::Fusion`](super::Refusal::Fusion) and
+//! [`Refusal::Inputs`](super::Refusal::Inputs). Its `Display` is what
+//! `NVFUSER_DUMP=scheduler` prints; callers that decide match on the variant.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ir::{Extent, ValId};
+
+/// Which side of a tensor a scheduler reduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReducedSide {
+    /// The innermost dims (rows): the inner reduction and persistent schedulers.
+    Innermost,
+    /// The outermost dims, not all of them (columns): the outer reduction scheduler.
+    Outermost,
+}
+
+/// The ops a scheduler takes, named in a refusal of another op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Takes {
+    /// Pointwise math, broadcasts and reductions (inner reductions, normalizations).
+    PointwiseAndReductions,
+    /// Pointwise math and plain sums/min/max (outer reductions).
+    PointwiseAndPlainReductions,
+    /// One 2-D permute of an input and pointwise math after it (transpose).
+    PermuteThenPointwise,
+}
+
+impl fmt::Display for Takes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Takes::PointwiseAndReductions => "only pointwise ops, broadcasts and reductions",
+            Takes::PointwiseAndPlainReductions => "only pointwise ops and reductions",
+            Takes::PermuteThenPointwise => "only a permute and pointwise math after it",
+        })
+    }
+}
+
+/// The reason a tuned scheduler gives, with the values it is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unfit {
+    /// The fusion has no outputs.
+    #[error("a fusion without outputs")]
+    NoOutputs,
+    /// An output is a scalar (the host program computes those).
+    #[error("the scalar output {value}")]
+    ScalarOutput {
+        /// The output.
+        value: ValId,
+    },
+    /// An output is written in place into an input.
+    #[error("the in-place output {value}")]
+    InPlaceOutput {
+        /// The output.
+        value: ValId,
+    },
+    /// An output is a fusion input (forwarded, not computed).
+    #[error("the output {value} is an input")]
+    OutputIsInput {
+        /// The output.
+        value: ValId,
+    },
+    /// A live expression computes a scalar: only tensor math runs in kernels.
+    #[error("the scalar expression {op} defining {value} (only tensor math runs in kernels)")]
+    ScalarMath {
+        /// The op.
+        op: String,
+        /// The scalar it defines.
+        value: ValId,
+    },
+    /// A fusion has more than one output (transpose takes one).
+    #[error("more than one output")]
+    SeveralOutputs,
+    /// An op the scheduler does not take.
+    #[error("{op} ({takes})")]
+    Op {
+        /// The op.
+        op: String,
+        /// What the scheduler takes.
+        takes: Takes,
+    },
+    /// An op the pointwise scheduler does not take.
+    #[error("{op} is not pointwise (pointwise takes elementwise math, casts, broadcasts, expands and full/iota/uniform/normal)")]
+    NotPointwise {
+        /// The op.
+        op: String,
+    },
+    /// A creation op (full, iota, RNG) or a `segment_set` beside reductions.
+    #[error("{op} in a fusion with reductions")]
+    BesideReductions {
+        /// The op.
+        op: String,
+    },
+    /// A `segment_set`: the segmenter splits there.
+    #[error("a segment_set boundary")]
+    SegmentBoundary,
+    /// No reduction at all.
+    #[error("no reduction")]
+    NoReduction,
+    /// No reduction over the outermost dims.
+    #[error("no reduction over the outermost dims")]
+    NoOuterReduction,
+    /// A reduction over other axes than the scheduler's side.
+    #[error("{op} over axes {axes:?} of a rank-{rank} tensor (not the {})", match side { ReducedSide::Innermost => "innermost dims", ReducedSide::Outermost => "outermost dims, or all of them" })]
+    ReductionAxes {
+        /// The reduction op.
+        op: String,
+        /// Its axes.
+        axes: Vec<usize>,
+        /// Its input's rank.
+        rank: usize,
+        /// Where the scheduler reduces.
+        side: ReducedSide,
+    },
+    /// A Welford (mean/variance) reduction over outer dims.
+    #[error("{op} over outer dims (Welford reductions are inner only)")]
+    OuterWelford {
+        /// The op.
+        op: String,
+    },
+    /// Two reductions of different ranks or reduced-dim counts.
+    #[error("reductions of different shapes (rank {} over {} dims, and rank {} over {})", first.0, first.1, second.0, second.1)]
+    ReductionShapes {
+        /// (rank, reduced dims) of the first.
+        first: (usize, usize),
+        /// (rank, reduced dims) of the other.
+        second: (usize, usize),
+    },
+    /// A computed value broadcast back along dims other than the reduced ones.
+    #[error(
+        "{tensor} broadcasts the computed value {input} along dims other than the reduced ones"
+    )]
+    BroadcastAlongRows {
+        /// The broadcast.
+        tensor: ValId,
+        /// The computed value.
+        input: ValId,
+    },
+    /// A computed value broadcast along kept dims (outer reductions).
+    #[error("{tensor} broadcasts a computed value along kept dims")]
+    BroadcastAlongKept {
+        /// The broadcast.
+        tensor: ValId,
+    },
+    /// A tensor of another rank than the full and the reduced rank.
+    #[error("{tensor} has {rank} dims; expected {full} (full) or {reduced} (reduced)")]
+    TensorRank {
+        /// The tensor.
+        tensor: ValId,
+        /// Its rank.
+        rank: usize,
+        /// The reference's rank.
+        full: usize,
+        /// The rank after the reduction.
+        reduced: usize,
+    },
+    /// Merged row dims of which some are broadcast and others are not.
+    #[error("{tensor} is broadcast in some row dims but not others")]
+    MixedRowBroadcast {
+        /// The tensor.
+        tensor: ValId,
+    },
+    /// The scheduler's reference tensor is missing (an internal inconsistency).
+    #[error("the reference {value} is not a tensor")]
+    NoReference {
+        /// The value.
+        value: ValId,
+    },
+    /// A dim that would be scheduled as a reference dim of another extent.
+    #[error("{tensor} dim {dim} ({extent}) is not exactly mapped to the reference dim ({reference}) it would be scheduled as")]
+    NotExactlyMapped {
+        /// The tensor.
+        tensor: ValId,
+        /// Its dim.
+        dim: usize,
+        /// Its extent.
+        extent: Extent,
+        /// The reference dim's extent.
+        reference: Extent,
+    },
+    /// The scheduling primitives refused the fusion before any schedule.
+    #[error("{error}")]
+    Unschedulable {
+        /// The scheduling error's message.
+        error: String,
+    },
+    /// An output of another rank than the reference output.
+    #[error("{tensor} has {rank} dims but the output {reference} has {reference_rank} (outputs of different ranks)")]
+    OutputRanks {
+        /// The tensor.
+        tensor: ValId,
+        /// Its rank.
+        rank: usize,
+        /// The reference output.
+        reference: ValId,
+        /// Its rank.
+        reference_rank: usize,
+    },
+    /// A dim broadcast in the reference output but not in another tensor.
+    #[error(
+        "outputs of different shapes: dim {dim} is broadcast in {reference} but not in {tensor}"
+    )]
+    OutputShapes {
+        /// The dim.
+        dim: usize,
+        /// The reference output.
+        reference: ValId,
+        /// The other tensor.
+        tensor: ValId,
+    },
+    /// The pointwise heuristics found no group of inner dims to split (an internal
+    /// inconsistency).
+    #[error("no inner group of dims")]
+    NoInnerGroup,
+    /// A rank-0 reference output.
+    #[error("a rank-0 output")]
+    RankZero,
+    /// More than one permute (transpose).
+    #[error("more than one permute")]
+    SeveralPermutes,
+    /// A permute of a computed value (transpose reads an input).
+    #[error("a permute of a computed value (only of a fusion input)")]
+    PermuteOfComputed,
+    /// A permute other than a 2-D transpose.
+    #[error("a permute {perm:?} of a rank-{rank} tensor (only 2-D transposes)")]
+    PermuteShape {
+        /// The permutation.
+        perm: Vec<usize>,
+        /// The input's rank.
+        rank: usize,
+    },
+    /// A transpose of a broadcast dim.
+    #[error("a transpose of a broadcast dim")]
+    BroadcastTranspose,
+    /// No permute.
+    #[error("no permute")]
+    NoPermute,
+    /// Another tensor input beside the transposed one.
+    #[error("the tensor input {input} besides the transposed one")]
+    OtherInput {
+        /// The input.
+        input: ValId,
+    },
+    /// The reduced extent is not a product of input sizes (persistent kernels are
+    /// compiled for it).
+    #[error("the reduced extent {extent} is not a product of input sizes")]
+    ReducedNotProduct {
+        /// The extent.
+        extent: Extent,
+    },
+    /// An extent the call's arguments do not determine.
+    #[error("the extent {extent} cannot be evaluated")]
+    Unevaluated {
+        /// The extent.
+        extent: Extent,
+    },
+    /// The transposed input is not among the call's arguments.
+    #[error("the transposed input is not bound")]
+    Unbound,
+    /// The transposed input's innermost dim is strided.
+    #[error("the input's innermost dim is not contiguous (a permuted input: pointwise reads it)")]
+    StridedTransposeInput,
+    /// A row too long to keep on chip (the persistent scheduler streams it instead).
+    #[error("a row of {elements} elements needs {batch} chunks of {vector} per thread at {threads} threads: too long to keep in registers")]
+    RowTooLong {
+        /// Elements per row.
+        elements: i64,
+        /// Vector chunks per thread.
+        batch: i64,
+        /// Elements per vector.
+        vector: i64,
+        /// Threads per row.
+        threads: i64,
+    },
+    /// More blocks along a grid dim than the device allows.
+    #[error("{count} {what} exceed the grid's {axis} limit")]
+    GridLimit {
+        /// How many.
+        count: i64,
+        /// Of what, in words.
+        what: String,
+        /// The grid dim: `y` or `z`.
+        axis: char,
+    },
+}
+
+/// Why a call's sizes are refused before any planning
+/// ([`RuntimeInfo::check_sizes`](super::RuntimeInfo::check_sizes)).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[non_exhaustive]
+pub enum SizeRefusal {
+    /// A negative size of an input.
+    #[error("input {input}: size {size}: expected >= 0")]
+    Negative {
+        /// The input's position.
+        input: usize,
+        /// The size.
+        size: i64,
+    },
+    /// A size, stride or element count above the schedulers' limit.
+    #[error(
+        "{subject}: {quantity} of shape {}: expected at most {limit} (2^48)",
+        shape_text(shape)
+    )]
+    TooLarge {
+        /// The input or tensor.
+        subject: SizeSubject,
+        /// What is too large.
+        quantity: SizeQuantity,
+        /// Its sizes (`None`: not known for these arguments).
+        shape: Vec<Option<i64>>,
+        /// The limit.
+        limit: i64,
+    },
+    /// An extent whose computation overflows `i64` for these inputs.
+    #[error("{tensor}: extent {extent} overflows i64 (or divides by zero) for these inputs")]
+    Overflow {
+        /// The tensor.
+        tensor: ValId,
+        /// The extent.
+        extent: Extent,
+    },
+}
+
+/// Whose sizes a [`SizeRefusal`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SizeSubject {
+    /// The input at this position.
+    Input(usize),
+    /// A tensor of the fusion.
+    Tensor(ValId),
+}
+
+impl fmt::Display for SizeSubject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeSubject::Input(i) => write!(f, "input {i}"),
+            SizeSubject::Tensor(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// What a [`SizeRefusal::TooLarge`] found too large.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SizeQuantity {
+    /// A size or a stride of an input (with the input's strides).
+    SizeOrStride {
+        /// The input's strides.
+        strides: Vec<i64>,
+    },
+    /// One dim of a tensor.
+    Dim,
+    /// The element count.
+    ElementCount,
+}
+
+impl fmt::Display for SizeQuantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeQuantity::SizeOrStride { strides } => {
+                write!(f, "a size or stride (strides {strides:?})")
+            }
+            SizeQuantity::Dim => f.write_str("a dim"),
+            SizeQuantity::ElementCount => f.write_str("the element count"),
+        }
+    }
+}
+
+/// `[2, 3]`, with `?` for unknown sizes.
+fn shape_text(shape: &[Option<i64>]) -> String {
+    let dims: Vec<String> = shape
+        .iter()
+        .map(|d| d.map_or_else(|| "?".to_string(), |n| n.to_string()))
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
