@@ -50,7 +50,7 @@ pub use nvfuser_cuda::{
 /// The library's error: everything that runs returns it, and definition errors
 /// (`nvfuser_core::Error`) convert into it with `?`. Match on its variants; its
 /// `Display` says what was expected and what was found.
-pub use nvfuser_cuda::CudaError as Error;
+pub use nvfuser_cuda::Error;
 
 /// The names most programs need.
 pub mod prelude {

@@ -33,7 +33,7 @@ pub use std::sync::OnceLock;
 pub use std::vec::Vec;
 
 /// The error of everything generated (`nvfuser::Error`).
-pub type Error = nvfuser_cuda::CudaError;
+pub type Error = nvfuser_cuda::Error;
 /// The builder's error.
 pub type CoreError = nvfuser_core::Error;
 

@@ -7,7 +7,7 @@ use nvfuser_core::ir::{IterKind, TensorType, ValKind};
 use nvfuser_core::{Fusion, ScalarValue};
 use smallvec::SmallVec;
 
-use crate::{CudaError, Device, Tensor};
+use crate::{Device, Error, Tensor};
 
 /// One argument of a fusion call: a tensor or a scalar.
 #[derive(Clone, Copy, Debug)]
@@ -51,7 +51,7 @@ pub(crate) fn bound_args<'a>(args: &'a [Arg<'_>]) -> SmallVec<[BoundArg<'a>; 8]>
 /// rank, static and broadcast sizes, the declared layout, scalar values
 /// ([`bind::check_scalar`]) and every extent the fusion equates ([`bind::check_sizes`]).
 /// The segmented runtime checks the original fusion's arguments with it too.
-pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<(), CudaError> {
+pub fn check_args(fusion: &Fusion, device: &Device, args: &[Arg<'_>]) -> Result<(), Error> {
     check_args_with(fusion, &bind::SizeChecks::of(fusion), device, args)
 }
 
@@ -62,11 +62,11 @@ pub fn check_args_with(
     sizes: &bind::SizeChecks,
     device: &Device,
     args: &[Arg<'_>],
-) -> Result<(), CudaError> {
+) -> Result<(), Error> {
     const OP: &str = "fusion call";
     let inputs = fusion.inputs();
     if args.len() != inputs.len() {
-        return Err(CudaError::InvalidTensor {
+        return Err(Error::InvalidTensor {
             op: OP,
             expected: format!("{} arguments (the fusion's inputs)", inputs.len()),
             found: format!("{} arguments", args.len()),
@@ -77,7 +77,7 @@ pub fn check_args_with(
         match (&val.kind, arg) {
             (ValKind::Tensor(tt), Arg::Tensor(t)) => {
                 if t.device() != device {
-                    return Err(CudaError::DeviceMismatch {
+                    return Err(Error::DeviceMismatch {
                         op: OP,
                         expected: device.to_string(),
                         found: t.device().to_string(),
@@ -117,8 +117,8 @@ pub fn check_args_with(
     Ok(())
 }
 
-fn bad(index: usize, expected: String, found: String) -> CudaError {
-    CudaError::InvalidTensor {
+fn bad(index: usize, expected: String, found: String) -> Error {
+    Error::InvalidTensor {
         op: "fusion call",
         expected: format!("argument {index}: {expected}"),
         found,
@@ -126,7 +126,7 @@ fn bad(index: usize, expected: String, found: String) -> CudaError {
 }
 
 /// Sizes and strides of `t` against the declaration `tt` of input `index`.
-fn check_layout(index: usize, tt: &TensorType, t: &Tensor) -> Result<(), CudaError> {
+fn check_layout(index: usize, tt: &TensorType, t: &Tensor) -> Result<(), Error> {
     let dims: SmallVec<[_; 8]> = tt.shape().collect();
     if dims.len() != t.rank() {
         return Err(bad(

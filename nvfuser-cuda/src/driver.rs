@@ -2,7 +2,7 @@
 //!
 //! Like the NVRTC probe, it first opens `libcuda` itself by cudarc's names (see `dylib.rs`)
 //! and checks the functions it calls, so a machine without a driver gets
-//! [`CudaError::NoDriver`] instead of cudarc's panic. Only then does it call into the
+//! [`Error::NoDriver`] instead of cudarc's panic. Only then does it call into the
 //! driver through cudarc: `cuDriverGetVersion`, `cuInit` and `cuDeviceGetCount`.
 
 use std::ffi::c_int;
@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use cudarc::driver::sys;
 
 use crate::dylib;
-use crate::error::CudaError;
+use crate::error::Error;
 use crate::CUDA_BINDINGS_VERSION;
 
 /// The CUDA version a driver supports, from `cuDriverGetVersion` (e.g. 13.0 for 13000).
@@ -66,7 +66,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
 /// function attributes (registers, in profiles) and memory info.
 /// [`check_device_symbols`] checks them once before the first device is opened, because
 /// cudarc resolves each lazily and panics on a missing one. A unit test checks that
-/// every `cu*` function the crate names in a `CudaError::driver` call is listed.
+/// every `cu*` function the crate names in a `Error::driver` call is listed.
 const DEVICE_SYMBOLS: &[&str] = &[
     "cuDeviceGet",
     "cuDeviceGetAttribute",
@@ -112,7 +112,7 @@ static DEVICE_SYMBOLS_CHECKED: OnceLock<()> = OnceLock::new();
 
 /// Checks that the loaded driver exports every function the device layer calls through
 /// cudarc ([`probe`] first). Never panics; the answer is cached once it is yes.
-pub(crate) fn check_device_symbols() -> Result<(), CudaError> {
+pub(crate) fn check_device_symbols() -> Result<(), Error> {
     let info = probe()?;
     if DEVICE_SYMBOLS_CHECKED.get().is_some() {
         return Ok(());
@@ -120,12 +120,12 @@ pub(crate) fn check_device_symbols() -> Result<(), CudaError> {
     // The library is already loaded (the probe keeps it); opening it by the same name
     // only takes another reference.
     let Some(opened) = dylib::open_first(std::slice::from_ref(&info.loaded_as)) else {
-        return Err(CudaError::NoDriver {
+        return Err(Error::NoDriver {
             searched: vec![info.loaded_as.clone()],
         });
     };
     if let Some(symbol) = dylib::first_missing_symbol(&opened.library, DEVICE_SYMBOLS) {
-        return Err(CudaError::DriverSymbolMissing {
+        return Err(Error::DriverSymbolMissing {
             loaded_as: opened.name,
             symbol,
         });
@@ -144,7 +144,7 @@ pub(crate) fn check_device_symbols() -> Result<(), CudaError> {
 ///     Err(err) => println!("{err}"), // e.g. "no CUDA driver: libcuda could not be opened ..."
 /// }
 /// ```
-pub fn probe() -> Result<&'static DriverInfo, CudaError> {
+pub fn probe() -> Result<&'static DriverInfo, Error> {
     if let Some(info) = DRIVER.get() {
         return Ok(info);
     }
@@ -152,16 +152,16 @@ pub fn probe() -> Result<&'static DriverInfo, CudaError> {
     Ok(DRIVER.get_or_init(|| info))
 }
 
-fn load() -> Result<DriverInfo, CudaError> {
+fn load() -> Result<DriverInfo, Error> {
     let names: Vec<String> = ["cuda", "nvcuda"]
         .iter()
         .flat_map(|lib| dylib::candidate_names(lib))
         .collect();
     let Some(opened) = dylib::open_first(&names) else {
-        return Err(CudaError::NoDriver { searched: names });
+        return Err(Error::NoDriver { searched: names });
     };
     if let Some(symbol) = dylib::first_missing_symbol(&opened.library, REQUIRED_SYMBOLS) {
-        return Err(CudaError::DriverSymbolMissing {
+        return Err(Error::DriverSymbolMissing {
             loaded_as: opened.name,
             symbol,
         });
@@ -180,7 +180,7 @@ fn load() -> Result<DriverInfo, CudaError> {
     let version = DriverVersion::from_encoded(u32::try_from(encoded).unwrap_or(0));
     let required = CUDA_BINDINGS_VERSION;
     if (version.major, version.minor) < required {
-        return Err(CudaError::DriverTooOld {
+        return Err(Error::DriverTooOld {
             found: version,
             required,
         });
@@ -189,7 +189,7 @@ fn load() -> Result<DriverInfo, CudaError> {
     // SAFETY: as above; flags must be 0.
     let init = unsafe { sys::cuInit(0) };
     if init == sys::CUresult::CUDA_ERROR_NO_DEVICE {
-        return Err(CudaError::NoDevice { driver: version });
+        return Err(Error::NoDevice { driver: version });
     }
     check("cuInit", init)?;
 
@@ -200,7 +200,7 @@ fn load() -> Result<DriverInfo, CudaError> {
     })?;
     let device_count = u32::try_from(count).unwrap_or(0);
     if device_count == 0 {
-        return Err(CudaError::NoDevice { driver: version });
+        return Err(Error::NoDevice { driver: version });
     }
     Ok(DriverInfo {
         loaded_as,
@@ -209,11 +209,11 @@ fn load() -> Result<DriverInfo, CudaError> {
     })
 }
 
-fn check(call: &'static str, status: sys::CUresult) -> Result<(), CudaError> {
+fn check(call: &'static str, status: sys::CUresult) -> Result<(), Error> {
     if status == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(CudaError::Driver {
+        Err(Error::Driver {
             call,
             code: format!("{status:?}"),
         })
@@ -224,7 +224,7 @@ fn check(call: &'static str, status: sys::CUresult) -> Result<(), CudaError> {
 mod tests {
     use super::*;
 
-    /// Every driver call the crate reports by name (`CudaError::driver("cuX", ..)`,
+    /// Every driver call the crate reports by name (`Error::driver("cuX", ..)`,
     /// `call: "cuX"`) is among the checked symbols, possibly under its versioned name
     /// (`cuMemGetInfo` is looked up as `cuMemGetInfo_v2`).
     #[test]

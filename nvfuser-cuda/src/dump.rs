@@ -331,7 +331,7 @@ mod tests {
     /// exercised without a GPU: on the CPU device the build stops at loading the kernel.
     #[test]
     fn building_a_runtime_dumps_the_selected_stages() {
-        use crate::{CudaError, Device, FusionExecutorCache};
+        use crate::{Device, Error, FusionExecutorCache};
         use nvfuser_core::{DataType, FusionDefinition};
 
         let mut fd = FusionDefinition::new();
@@ -356,7 +356,7 @@ mod tests {
         let exec = FusionExecutorCache::new(fusion.clone())
             .with_dump(Dump::to_writer(DumpFlags::ALL, buf.clone()));
         let err = exec.cuda_source(&cpu, &args).unwrap_err();
-        assert!(matches!(err, CudaError::NotAGpu { .. }), "{err}");
+        assert!(matches!(err, Error::NotAGpu { .. }), "{err}");
         assert!(captured(&buf).is_empty());
         exec.generate_for(&info, None).unwrap();
         let text = captured(&buf);

@@ -1,4 +1,5 @@
-//! The one error type of nvfuser-cuda.
+//! The library's one error type, [`Error`] (`nvfuser::Error` in the facade): definition,
+//! planning, compilation, device and launch errors alike.
 //!
 //! Every variant says what was expected and what was found. A missing library is an
 //! error value here, never a panic, and a failed compilation carries the NVRTC log and the
@@ -15,7 +16,7 @@ use crate::nvrtc::{GpuArch, NvrtcVersion};
 /// Errors of NVRTC compilation, the CUDA driver, devices, tensors and the kernel cache.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum CudaError {
+pub enum Error {
     /// No `libnvrtc` could be opened, so nothing can be compiled.
     #[error(
         "NVRTC is not available: no libnvrtc could be opened (tried {} on the library search path{}). \
@@ -331,10 +332,10 @@ pub enum CudaError {
     },
 }
 
-impl CudaError {
+impl Error {
     /// A failed driver call, from cudarc's error.
     pub(crate) fn driver(call: &'static str, err: cudarc::driver::DriverError) -> Self {
-        CudaError::Driver {
+        Error::Driver {
             call,
             code: format!("{:?}", err.0),
         }
@@ -346,7 +347,7 @@ impl CudaError {
         expected: impl Into<String>,
         found: impl Into<String>,
     ) -> Self {
-        CudaError::InvalidTensor {
+        Error::InvalidTensor {
             op,
             expected: expected.into(),
             found: found.into(),
@@ -503,7 +504,7 @@ mod tests {
 
     #[test]
     fn not_found_names_the_fix() {
-        let err = CudaError::NvrtcNotFound {
+        let err = Error::NvrtcNotFound {
             searched: vec!["libnvrtc.so".into(), "libnvrtc.so.13".into()],
             lib_dir: Some(("/x".into(), "not a directory".into())),
         };

@@ -40,7 +40,7 @@ use crate::profile::host::{self, HostPhase};
 use crate::profile::{self, KernelProfile, LaunchTimer};
 pub use crate::runtime::InputSignature;
 use crate::runtime::{call_sizes, check_reads, execute, Entry, Runtime, RuntimeCache};
-use crate::{CudaError, Device, Tensor};
+use crate::{Device, Error, Tensor};
 
 /// Runs one fusion definition on any device, caching what can be cached.
 ///
@@ -53,7 +53,7 @@ use crate::{CudaError, Device, Tensor};
 /// kept in a bounded LRU ([`FusionExecutorCache::with_capacity`]); the least recently
 /// used one is evicted (its module unloaded when nothing else holds it) instead of
 /// failing. A fusion that no kernel or segmentation can run is a
-/// [`CudaError::UnsupportedFusion`] naming what is missing: it never falls back to the
+/// [`Error::UnsupportedFusion`] naming what is missing: it never falls back to the
 /// CPU on a GPU device.
 ///
 /// ```
@@ -69,7 +69,7 @@ use crate::{CudaError, Device, Tensor};
 /// let input = cpu.tensor_from_slice(&[-1.0f32, 2.0, -3.0], [3])?;
 /// let out = exec.run(&cpu, &[(&input).into()])?;
 /// assert_eq!(out[0].to_vec::<f32>()?, vec![0.0, 2.0, 0.0]);
-/// # Ok::<(), nvfuser_cuda::CudaError>(())
+/// # Ok::<(), nvfuser_cuda::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct FusionExecutorCache {
@@ -213,13 +213,13 @@ impl FusionExecutorCache {
     }
 
     /// Checks `args` against the fusion's inputs (with the size checks found once).
-    fn check_args(&self, device: &Device, args: &[Arg<'_>]) -> Result<(), CudaError> {
+    fn check_args(&self, device: &Device, args: &[Arg<'_>]) -> Result<(), Error> {
         check_args_with(self.fusion(), self.planner.size_checks(), device, args)
     }
 
     /// The arguments of the kernel fusion: `args` (checked), then the scalars the host
     /// program computes from them.
-    fn kernel_args<'s, 'a>(&self, args: &'s [Arg<'a>]) -> Result<Cow<'s, [Arg<'a>]>, CudaError> {
+    fn kernel_args<'s, 'a>(&self, args: &'s [Arg<'a>]) -> Result<Cow<'s, [Arg<'a>]>, Error> {
         if self.planner.host().is_none() {
             return Ok(Cow::Borrowed(args));
         }
@@ -241,7 +241,7 @@ impl FusionExecutorCache {
     }
 
     /// The checked kernel arguments and the runtime of a call (GPU devices only).
-    fn runtime_for(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, CudaError> {
+    fn runtime_for(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, Error> {
         self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
         Ok(self.runtime(device, args, None)?.0)
@@ -249,13 +249,13 @@ impl FusionExecutorCache {
 
     /// The execution plan a GPU call with these arguments runs, building its runtime if
     /// needed (GPU devices only). Print it (`Display`) or serialize it (serde).
-    pub fn plan(&self, device: &Device, args: &[Arg<'_>]) -> Result<ExecutionPlan, CudaError> {
+    pub fn plan(&self, device: &Device, args: &[Arg<'_>]) -> Result<ExecutionPlan, Error> {
         Ok(self.runtime_for(device, args)?.plan.clone())
     }
 
     /// The generated CUDA source of the runtime for these arguments, building it if
     /// needed (for inspection; GPU devices only; a fusion of one kernel).
-    pub fn cuda_source(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, CudaError> {
+    pub fn cuda_source(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, Error> {
         let rt = self.runtime_for(device, args)?;
         Ok(rt.single("cuda_source")?.0.kernel.cuda_source())
     }
@@ -266,14 +266,14 @@ impl FusionExecutorCache {
         &self,
         device: &Device,
         args: &[Arg<'_>],
-    ) -> Result<(Kernel, CudaFunction), CudaError> {
+    ) -> Result<(Kernel, CudaFunction), Error> {
         let rt = self.runtime_for(device, args)?;
         let (k, f) = rt.single("kernel_and_function")?;
         Ok((k.kernel.clone(), f.clone()))
     }
 
     /// The scheduled IR of the runtime for these arguments (GPU devices only).
-    pub fn scheduled_ir(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, CudaError> {
+    pub fn scheduled_ir(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, Error> {
         let rt = self.runtime_for(device, args)?;
         Ok(rt.single("scheduled_ir")?.0.scheduled.scheduled_ir())
     }
@@ -282,13 +282,9 @@ impl FusionExecutorCache {
     /// devices only): the scheduler is the params' [`HeuristicParams::kind`]. Edit them
     /// and pass them to [`FusionExecutorCache::run_with_params`]. A fusion that runs as
     /// segments has params per segment: see [`FusionExecutorCache::plan`].
-    pub fn heuristics(
-        &self,
-        device: &Device,
-        args: &[Arg<'_>],
-    ) -> Result<HeuristicParams, CudaError> {
+    pub fn heuristics(&self, device: &Device, args: &[Arg<'_>]) -> Result<HeuristicParams, Error> {
         self.check_args(device, args)?;
-        let props = device.properties().ok_or(CudaError::NotAGpu {
+        let props = device.properties().ok_or(Error::NotAGpu {
             op: "FusionExecutorCache::heuristics",
         })?;
         let args = &self.kernel_args(args)?[..];
@@ -297,7 +293,7 @@ impl FusionExecutorCache {
         let mut segments = decided.segments();
         match (segments.next(), segments.next()) {
             (Some((_, params, _, _)), None) => Ok(params.clone()),
-            _ => Err(CudaError::UnsupportedFusion {
+            _ => Err(Error::UnsupportedFusion {
                 reason: format!(
                     "heuristics: the fusion runs as {} segments, each with its own params; see FusionExecutorCache::plan",
                     decided.segments().count()
@@ -308,14 +304,14 @@ impl FusionExecutorCache {
 
     /// Checks `args` against the fusion's inputs and runs it on `device`; returns the
     /// outputs in the fusion's order.
-    pub fn run(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
+    pub fn run(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
         self.run_impl(device, args, None, None)
     }
 
     /// [`run`](Self::run) with the given heuristic params instead of the registry's
     /// (GPU devices only). Params out of range, of a scheduler that cannot take the
     /// fusion, or compiled for other sizes (a persistent kernel's `hidden`) are a
-    /// [`CudaError::InvalidParams`] or [`CudaError::UnsupportedFusion`]; vector widths the
+    /// [`Error::InvalidParams`] or [`Error::UnsupportedFusion`]; vector widths the
     /// inputs do not allow are refused at launch. Runtimes built from user params are
     /// cached separately from the automatic ones.
     pub fn run_with_params(
@@ -323,9 +319,9 @@ impl FusionExecutorCache {
         device: &Device,
         args: &[Arg<'_>],
         params: &HeuristicParams,
-    ) -> Result<Vec<Tensor>, CudaError> {
+    ) -> Result<Vec<Tensor>, Error> {
         if !device.is_gpu() {
-            return Err(CudaError::NotAGpu {
+            return Err(Error::NotAGpu {
                 op: "FusionExecutorCache::run_with_params",
             });
         }
@@ -338,7 +334,7 @@ impl FusionExecutorCache {
         args: &[Arg<'_>],
         user: Option<&HeuristicParams>,
         timer: Option<&mut LaunchTimer>,
-    ) -> Result<Vec<Tensor>, CudaError> {
+    ) -> Result<Vec<Tensor>, Error> {
         host::begin();
         self.check_args(device, args)?;
         if !device.is_gpu() {
@@ -359,7 +355,7 @@ impl FusionExecutorCache {
             match execute(device, &rt, &recipe, args, self.dump(), timer) {
                 // A call whose kernel would cover no element but whose outputs have
                 // some (a reduction over an empty dim): the reference computes it.
-                Err(CudaError::EmptyLaunch { .. }) => {
+                Err(Error::EmptyLaunch { .. }) => {
                     return self.run_on_reference(device, &args[..self.fusion().inputs().len()]);
                 }
                 other => other?,
@@ -371,11 +367,7 @@ impl FusionExecutorCache {
     }
 
     /// The call computed by the CPU reference evaluator, outputs on `device`.
-    fn run_on_reference(
-        &self,
-        device: &Device,
-        args: &[Arg<'_>],
-    ) -> Result<Vec<Tensor>, CudaError> {
+    fn run_on_reference(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
         let inputs = args
             .iter()
             .map(|a| match a {
@@ -389,7 +381,7 @@ impl FusionExecutorCache {
 
     /// The fusion's outputs from the kernel fusion's: inputs returned as outputs are
     /// the argument tensors themselves.
-    fn forwarded(&self, outputs: Vec<Tensor>, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
+    fn forwarded(&self, outputs: Vec<Tensor>, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
         let Some(sources) = self.planner.forward() else {
             return Ok(outputs);
         };
@@ -403,7 +395,7 @@ impl FusionExecutorCache {
                 },
             })
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| CudaError::UnsupportedFusion {
+            .ok_or_else(|| Error::UnsupportedFusion {
                 reason: "an output's source is missing (internal: forwarded outputs)".into(),
             })
     }
@@ -414,14 +406,14 @@ impl FusionExecutorCache {
     /// [`KernelProfile`]). The runtime is built first if needed, so compilation is never
     /// timed.
     ///
-    /// Errors: [`CudaError::NotAGpu`] on the CPU device, [`CudaError::UnsupportedFusion`]
+    /// Errors: [`Error::NotAGpu`] on the CPU device, [`Error::UnsupportedFusion`]
     /// for a call without exactly one kernel (no expressions, only empty outputs, or
     /// segments), and those of `run`.
     pub fn run_profiled(
         &self,
         device: &Device,
         args: &[Arg<'_>],
-    ) -> Result<(Vec<Tensor>, KernelProfile), CudaError> {
+    ) -> Result<(Vec<Tensor>, KernelProfile), Error> {
         self.run_profiled_with(device, args, None)
     }
 
@@ -432,15 +424,15 @@ impl FusionExecutorCache {
         device: &Device,
         args: &[Arg<'_>],
         params: Option<&HeuristicParams>,
-    ) -> Result<(Vec<Tensor>, KernelProfile), CudaError> {
-        let props = device.properties().ok_or(CudaError::NotAGpu {
+    ) -> Result<(Vec<Tensor>, KernelProfile), Error> {
+        let props = device.properties().ok_or(Error::NotAGpu {
             op: "FusionExecutorCache::run_profiled",
         })?;
         self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
         check_reads(&self.planner, args)?;
         if self.kernel_fusion().num_exprs() == 0 {
-            return Err(CudaError::UnsupportedFusion {
+            return Err(Error::UnsupportedFusion {
                 reason: "the fusion has no expressions, so no kernel runs to profile".into(),
             });
         }
@@ -494,14 +486,14 @@ impl FusionExecutorCache {
         device: &Device,
         args: &[Arg<'_>],
         user: Option<&HeuristicParams>,
-    ) -> Result<(Arc<Runtime>, Arc<OnceLock<LaunchRecipe>>), CudaError> {
+    ) -> Result<(Arc<Runtime>, Arc<OnceLock<LaunchRecipe>>), Error> {
         let sig = InputSignature::of(device, args);
         let sizes = call_sizes(args, self.planner.extent_scalars());
         if let Some(found) = self.lock().find(&sig, &sizes, user) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(found);
         }
-        let props = device.properties().ok_or(CudaError::NotAGpu {
+        let props = device.properties().ok_or(Error::NotAGpu {
             op: "FusionExecutorCache::run",
         })?;
         let info = runtime_info(props, args);
@@ -541,7 +533,7 @@ impl FusionExecutorCache {
         info: &RuntimeInfo,
         user: Option<&HeuristicParams>,
         wide: bool,
-    ) -> Result<Decisions, CudaError> {
+    ) -> Result<Decisions, Error> {
         let decided = self.planner.decide(info, user, wide).map_err(plan_error)?;
         let dump = self.dump();
         if dump.flags().contains(DumpFlags::SCHEDULER) {
@@ -571,7 +563,7 @@ impl FusionExecutorCache {
     }
 
     /// The plan of decided segments, lowered once each, dumped as selected.
-    fn lower(&self, decided: &Decisions) -> Result<ExecutionPlan, CudaError> {
+    fn lower(&self, decided: &Decisions) -> Result<ExecutionPlan, Error> {
         let dump = self.dump();
         dump.section(DumpFlags::IR, "ir", "fusion", self.kernel_fusion());
         let plan = self.planner.lower(decided).map_err(plan_error)?;
@@ -611,7 +603,7 @@ impl FusionExecutorCache {
         &self,
         info: &RuntimeInfo,
         params: Option<&HeuristicParams>,
-    ) -> Result<ExecutionPlan, CudaError> {
+    ) -> Result<ExecutionPlan, Error> {
         let info = self.planner.kernel_info(info)?;
         let decided = self.decide(&info, params, false)?;
         self.lower(&decided)
@@ -620,19 +612,19 @@ impl FusionExecutorCache {
     /// Schedules and generates the kernel for `info` (the registry's params, or
     /// `params`) without compiling or loading it (see [`FusionExecutorCache::plan_for`]).
     /// Returns the params and the kernel; `None` for a no-op. A fusion that runs as
-    /// segments is an [`CudaError::UnsupportedFusion`]: its plan has one kernel each.
+    /// segments is an [`Error::UnsupportedFusion`]: its plan has one kernel each.
     pub fn generate_for(
         &self,
         info: &RuntimeInfo,
         params: Option<&HeuristicParams>,
-    ) -> Result<(HeuristicParams, Option<Kernel>), CudaError> {
+    ) -> Result<(HeuristicParams, Option<Kernel>), Error> {
         let plan = self.plan_for(info, params)?;
         match plan.segments.as_slice() {
             [one] if !plan.segmented => Ok((
                 one.params.clone(),
                 one.kernel.as_ref().map(|k| k.kernel.clone()),
             )),
-            many => Err(CudaError::UnsupportedFusion {
+            many => Err(Error::UnsupportedFusion {
                 reason: format!(
                     "no single kernel takes this fusion: it runs as {} segments (see FusionExecutorCache::plan_for)",
                     many.len()
@@ -646,11 +638,7 @@ impl FusionExecutorCache {
     /// scheduler takes the whole fusion, the segments' kernels; none when nothing is
     /// launched), generated but neither compiled nor launched: planning on a machine
     /// without a GPU (the fuzzer's CPU mode). `args` may live on any device.
-    pub fn plan_kernels(
-        &self,
-        device: DeviceInfo,
-        args: &[Arg<'_>],
-    ) -> Result<Vec<Kernel>, CudaError> {
+    pub fn plan_kernels(&self, device: DeviceInfo, args: &[Arg<'_>]) -> Result<Vec<Kernel>, Error> {
         let kargs = self.kernel_args(args)?;
         let kernel = self.kernel_fusion();
         if kernel.outputs().is_empty() || kernel.num_exprs() == 0 {
@@ -671,15 +659,15 @@ impl FusionExecutorCache {
 }
 
 /// A plan error as the public error: params the user gave that do not fit are
-/// [`CudaError::InvalidParams`], host scalar math failing on the inputs is its own
+/// [`Error::InvalidParams`], host scalar math failing on the inputs is its own
 /// error, anything else is a fusion no kernel runs.
-fn plan_error(e: PlanError) -> CudaError {
+fn plan_error(e: PlanError) -> Error {
     match e {
-        PlanError::InvalidParams(e) => CudaError::InvalidParams {
+        PlanError::InvalidParams(e) => Error::InvalidParams {
             reason: e.to_string(),
         },
         PlanError::Inputs(e) => e.into(),
-        e => CudaError::UnsupportedFusion {
+        e => Error::UnsupportedFusion {
             reason: e.to_string(),
         },
     }

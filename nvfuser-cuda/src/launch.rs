@@ -31,7 +31,7 @@ use crate::args::{check_args, Arg};
 use crate::dump::Dump;
 use crate::profile::host::{self, HostPhase};
 use crate::profile::LaunchTimer;
-use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
+use crate::{Device, Error, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 
 /// Generates, compiles and launches the kernel of a scheduled fusion; returns its
 /// outputs (contiguous, in the fusion's order).
@@ -39,7 +39,7 @@ pub fn run_scheduled(
     device: &Device,
     sf: &ScheduledFusion,
     args: &[Arg<'_>],
-) -> Result<Vec<Tensor>, CudaError> {
+) -> Result<Vec<Tensor>, Error> {
     check_args(sf.fusion(), device, args)?;
     let kernel = codegen::generate(sf, &KernelOptions::default()).map_err(schedule_error)?;
     let function = compile_and_load(device, &kernel)?;
@@ -53,7 +53,7 @@ pub fn run_scheduled(
 fn has_empty_tensor(
     fusion: &Fusion,
     args: &[Arg<'_>],
-    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
+    eval: &dyn Fn(&Extent) -> Result<i64, Error>,
 ) -> bool {
     args.iter()
         .any(|a| matches!(a, Arg::Tensor(t) if t.sizes().contains(&0)))
@@ -70,8 +70,8 @@ fn has_empty_tensor(
 
 /// Compiles `kernel` for `device` through the global [`KernelCache`] and loads its
 /// entry point.
-pub fn compile_and_load(device: &Device, kernel: &Kernel) -> Result<CudaFunction, CudaError> {
-    let props = device.properties().ok_or(CudaError::NotAGpu {
+pub fn compile_and_load(device: &Device, kernel: &Kernel) -> Result<CudaFunction, Error> {
+    let props = device.properties().ok_or(Error::NotAGpu {
         op: "compile_and_load",
     })?;
     let source = kernel.cuda_source();
@@ -91,14 +91,14 @@ pub fn compile_and_load(device: &Device, kernel: &Kernel) -> Result<CudaFunction
 /// outputs in stream order, and [`Device::synchronize`] waits for everything queued. An
 /// error the kernel raises on the device (an illegal address, say) surfaces at that wait
 /// as a driver error; a failed device-side check (an index out of range, an integer
-/// division by zero) surfaces there as a [`CudaError::DeviceAssert`].
+/// division by zero) surfaces there as a [`Error::DeviceAssert`].
 pub fn launch_kernel(
     device: &Device,
     fusion: &Fusion,
     kernel: &Kernel,
     function: &CudaFunction,
     args: &[Arg<'_>],
-) -> Result<Vec<Tensor>, CudaError> {
+) -> Result<Vec<Tensor>, Error> {
     launch_kernel_with(
         device,
         fusion,
@@ -125,7 +125,7 @@ pub(crate) fn launch_kernel_with(
     args: &[Arg<'_>],
     dump: &Dump,
     timer: Option<&mut LaunchTimer>,
-) -> Result<Vec<Tensor>, CudaError> {
+) -> Result<Vec<Tensor>, Error> {
     launch_recorded(device, fusion, kernel, function, args, dump, timer, None)
 }
 
@@ -157,7 +157,7 @@ pub(crate) fn launch_recorded(
     dump: &Dump,
     timer: Option<&mut LaunchTimer>,
     recipe: Option<&std::sync::OnceLock<LaunchRecipe>>,
-) -> Result<Vec<Tensor>, CudaError> {
+) -> Result<Vec<Tensor>, Error> {
     const OP: &str = "launch";
     let gpu = device.require_gpu(OP)?;
     // Runtime values of input dims and integer scalars, by position (no maps, no
@@ -230,7 +230,7 @@ pub(crate) fn launch_recorded(
         } else {
             device.uninit(nvfuser_core::DataType::I32, &words)?
         };
-        work_addresses.push(t.cuda_address().ok_or(CudaError::NotAGpu { op: OP })?);
+        work_addresses.push(t.cuda_address().ok_or(Error::NotAGpu { op: OP })?);
         work_tensors.push(t);
     }
     // A kernel with device-side checks (data-dependent indices, integer division)
@@ -282,13 +282,13 @@ pub(crate) fn launch_recorded(
 /// The shape of every output (contiguous, row-major), from the call's extents.
 fn output_shapes(
     fusion: &Fusion,
-    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
-) -> Result<SmallVec<[SmallVec<[usize; 6]>; 4]>, CudaError> {
+    eval: &dyn Fn(&Extent) -> Result<i64, Error>,
+) -> Result<SmallVec<[SmallVec<[usize; 6]>; 4]>, Error> {
     let mut shapes: SmallVec<[SmallVec<[usize; 6]>; 4]> = SmallVec::new();
     for o in fusion.outputs() {
         let val = fusion.val(o.val);
         let ValKind::Tensor(tt) = &val.kind else {
-            return Err(CudaError::UnsupportedDtype {
+            return Err(Error::UnsupportedDtype {
                 op: "launch (scalar output)",
                 dtype: val.dtype,
             });
@@ -304,7 +304,7 @@ fn output_shapes(
 
 /// The launch dims, and whether the kernel runs at all: not when no output has
 /// elements or the grid is empty. A call whose loops would follow an empty tensor while
-/// an output has elements is [`CudaError::EmptyLaunch`] (the caller computes it on the
+/// an output has elements is [`Error::EmptyLaunch`] (the caller computes it on the
 /// reference), and a block larger than the device allows is refused.
 fn launch_shape(
     gpu: &crate::device::CudaDevice,
@@ -312,8 +312,8 @@ fn launch_shape(
     kernel: &Kernel,
     args: &[Arg<'_>],
     shapes: &[SmallVec<[usize; 6]>],
-    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
-) -> Result<([u32; 3], [u32; 3], bool), CudaError> {
+    eval: &dyn Fn(&Extent) -> Result<i64, Error>,
+) -> Result<([u32; 3], [u32; 3], bool), Error> {
     let any_elements = shapes
         .iter()
         .any(|s| s.iter().try_fold(1usize, |a, &n| a.checked_mul(n)) != Some(0));
@@ -345,14 +345,14 @@ fn launch_shape(
                     .input_position(fusion.outputs()[output].val)
                     .is_none()
             {
-                return Err(CudaError::EmptyLaunch { output, elements });
+                return Err(Error::EmptyLaunch { output, elements });
             }
         }
     }
     if launches {
         let threads = block.iter().product::<u32>();
         if threads > gpu.properties.max_threads_per_block {
-            return Err(CudaError::InvalidTensor {
+            return Err(Error::InvalidTensor {
                 op: "launch",
                 expected: format!(
                     "at most {} threads per block",
@@ -380,7 +380,7 @@ fn allocate_outputs(
     args: &[Arg<'_>],
     shapes: &[SmallVec<[usize; 6]>],
     launches: bool,
-) -> Result<Vec<Tensor>, CudaError> {
+) -> Result<Vec<Tensor>, Error> {
     let mut outputs: Vec<Tensor> = Vec::with_capacity(shapes.len());
     for (k, (o, shape)) in fusion.outputs().iter().zip(shapes).enumerate() {
         if let Some(Arg::Tensor(t)) = fusion.input_position(o.val).and_then(|p| args.get(p)) {
@@ -421,7 +421,7 @@ unsafe fn launch_ordered(
     params: &mut [*mut c_void],
     args: &[Arg<'_>],
     timer: Option<&mut LaunchTimer>,
-) -> Result<(), CudaError> {
+) -> Result<(), Error> {
     let stream = &gpu.stream;
     let mut foreign: SmallVec<[&Arc<CudaStream>; 2]> = SmallVec::new();
     for arg in args {
@@ -436,7 +436,7 @@ unsafe fn launch_ordered(
     for f in &foreign {
         stream
             .join(f)
-            .map_err(|e| CudaError::driver("cuStreamWaitEvent", e))?;
+            .map_err(|e| Error::driver("cuStreamWaitEvent", e))?;
     }
     let mut timer = timer;
     if let Some(t) = timer.as_deref_mut() {
@@ -449,15 +449,15 @@ unsafe fn launch_ordered(
     }
     for f in &foreign {
         f.join(stream)
-            .map_err(|e| CudaError::driver("cuStreamWaitEvent", e))?;
+            .map_err(|e| Error::driver("cuStreamWaitEvent", e))?;
     }
     Ok(())
 }
 
 /// A call a data-dependent read refuses (see [`nvfuser_core::ir::reads`]), as the
 /// launcher's error.
-pub(crate) fn read_error(e: ReadError) -> CudaError {
-    CudaError::InvalidTensor {
+pub(crate) fn read_error(e: ReadError) -> Error {
+    Error::InvalidTensor {
         op: "launch",
         expected: format!("{}: {}", e.op, e.expected),
         found: e.found,
@@ -505,10 +505,10 @@ pub unsafe fn launch_raw(
     grid: [u32; 3],
     block: [u32; 3],
     params: &mut [*mut c_void],
-) -> Result<(), CudaError> {
+) -> Result<(), Error> {
     let stream = device
         .cuda_stream()
-        .ok_or(CudaError::NotAGpu { op: "launch" })?;
+        .ok_or(Error::NotAGpu { op: "launch" })?;
     // SAFETY: the caller's contract.
     unsafe {
         cudarc::driver::result::launch_kernel(
@@ -520,7 +520,7 @@ pub unsafe fn launch_raw(
             params,
         )
     }
-    .map_err(|e| CudaError::driver("cuLaunchKernel", e))
+    .map_err(|e| Error::driver("cuLaunchKernel", e))
 }
 
 /// The `launch` dump line: kernel, launch dims and the runtime sizes of the arguments.
@@ -554,8 +554,8 @@ fn dump_launch(
     ));
 }
 
-fn schedule_error(e: nvfuser_core::sched::ScheduleError) -> CudaError {
-    CudaError::InvalidInput {
+fn schedule_error(e: nvfuser_core::sched::ScheduleError) -> Error {
+    Error::InvalidInput {
         kernel: "scheduled fusion".into(),
         what: e.to_string(),
     }
@@ -575,11 +575,11 @@ pub(crate) fn extent_elements(t: &Tensor) -> u64 {
 }
 
 /// A 32-bit kernel cannot index a tensor that reaches 2^31 elements.
-fn check_index_type(kernel: &Kernel, t: &Tensor) -> Result<(), CudaError> {
+fn check_index_type(kernel: &Kernel, t: &Tensor) -> Result<(), Error> {
     if kernel.abi.index_type == IndexType::I32
         && (extent_elements(t) >= 1 << 31 || t.numel() as u64 >= 1 << 31)
     {
-        return Err(CudaError::InvalidTensor {
+        return Err(Error::InvalidTensor {
             op: "launch",
             expected: "tensors of fewer than 2^31 elements for a kernel with 32-bit indexing"
                 .into(),
@@ -591,12 +591,12 @@ fn check_index_type(kernel: &Kernel, t: &Tensor) -> Result<(), CudaError> {
 
 fn dims(
     extents: &[Extent; 3],
-    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
-) -> Result<[u32; 3], CudaError> {
+    eval: &dyn Fn(&Extent) -> Result<i64, Error>,
+) -> Result<[u32; 3], Error> {
     let mut out = [1u32; 3];
     for (o, e) in out.iter_mut().zip(extents) {
         let v = eval(e)?;
-        *o = u32::try_from(v.max(0)).map_err(|_| CudaError::InvalidTensor {
+        *o = u32::try_from(v.max(0)).map_err(|_| Error::InvalidTensor {
             op: "launch",
             expected: "launch dims that fit in 32 bits".into(),
             found: format!("{v} for {e}"),
@@ -614,7 +614,7 @@ pub(crate) fn check_planned_requirements(
     kernel: &Kernel,
     fusion: &Fusion,
     args: &[Arg<'_>],
-) -> Result<(), CudaError> {
+) -> Result<(), Error> {
     let scalar = |v| arg_scalar(fusion, args, v);
     let eval = |e: &Extent| eval_on_args(fusion, args, e);
     let arg = |id: nvfuser_core::ValId| -> Option<ArgRef<'_>> {
@@ -662,15 +662,11 @@ fn arg_scalar(fusion: &Fusion, args: &[Arg<'_>], v: nvfuser_core::ValId) -> Opti
 }
 
 /// `e` evaluated on the call's arguments, or why not.
-pub(crate) fn eval_on_args(
-    fusion: &Fusion,
-    args: &[Arg<'_>],
-    e: &Extent,
-) -> Result<i64, CudaError> {
+pub(crate) fn eval_on_args(fusion: &Fusion, args: &[Arg<'_>], e: &Extent) -> Result<i64, Error> {
     e.eval(&|t, a| arg_dim(fusion, args, t, a), &|v| {
         arg_scalar(fusion, args, v)
     })
-    .ok_or_else(|| CudaError::InvalidTensor {
+    .ok_or_else(|| Error::InvalidTensor {
         op: "launch",
         expected: format!("an extent computable from the inputs: {e}"),
         found: "an unbound or invalid value".into(),
@@ -686,14 +682,14 @@ fn check_requirements<'a>(
     kernel: &Kernel,
     arg: &dyn Fn(nvfuser_core::ValId) -> Option<ArgRef<'a>>,
     elem_bytes: &dyn Fn(nvfuser_core::ValId) -> usize,
-    eval: &dyn Fn(&Extent) -> Result<i64, CudaError>,
-) -> Result<(), CudaError> {
+    eval: &dyn Fn(&Extent) -> Result<i64, Error>,
+) -> Result<(), Error> {
     for r in &kernel.requirements {
         match r {
             Requirement::Divisible { extent, by, why } => {
                 let v = eval(extent)?;
                 if v % by != 0 {
-                    return Err(CudaError::InvalidTensor {
+                    return Err(Error::InvalidTensor {
                         op: "launch",
                         expected: format!("{extent} divisible by {by} ({why})"),
                         found: format!("{v}"),
@@ -709,7 +705,7 @@ fn check_requirements<'a>(
                 {
                     let elem = elem_bytes(*tensor);
                     if !vector_access_ok(*bytes as u64, ptr, sizes, strides, elem) {
-                        return Err(CudaError::InvalidTensor {
+                        return Err(Error::InvalidTensor {
                             op: "launch",
                             expected: format!(
                                 "{tensor} aligned to {bytes} bytes, its address and every \
@@ -735,7 +731,7 @@ mod tests {
 
     /// Runs the check with input `i` of shape `shapes[i]` (tensors) or value
     /// `scalars[i]` (scalars).
-    fn check(f: &Fusion, shapes: &[&[usize]], scalars: &[i64]) -> Result<(), CudaError> {
+    fn check(f: &Fusion, shapes: &[&[usize]], scalars: &[i64]) -> Result<(), Error> {
         let dim = |t: ValId, axis: usize| -> Option<i64> {
             let p = f.input_position(t)?;
             shapes.get(p)?.get(axis).map(|&s| s as i64)
@@ -749,9 +745,9 @@ mod tests {
         ReadChecks::of(f).check(f, &call, true).map_err(read_error)
     }
 
-    fn expect_err(r: Result<(), CudaError>, needle: &str) {
+    fn expect_err(r: Result<(), Error>, needle: &str) {
         match r {
-            Err(CudaError::InvalidTensor { expected, .. }) if expected.contains(needle) => {}
+            Err(Error::InvalidTensor { expected, .. }) if expected.contains(needle) => {}
             other => panic!("expected an error naming {needle:?}, got {other:?}"),
         }
     }

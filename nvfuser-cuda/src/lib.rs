@@ -2,7 +2,7 @@
 //!
 //! Everything CUDA is reached through [cudarc], which opens `libnvrtc` and `libcuda` at run
 //! time (never at link time). cudarc panics when such a library is missing, so this crate
-//! probes for each library first and turns a missing one into a typed [`CudaError`]:
+//! probes for each library first and turns a missing one into a typed [`Error`]:
 //!
 //! - [`nvrtc::probe`] finds `libnvrtc` (also in `NVFUSER_NVRTC_LIB_DIR`), and
 //!   [`nvrtc::compile`] turns CUDA C++ into a CUBIN for one real GPU architecture. This part
@@ -57,7 +57,7 @@ pub use cache::{CacheKey, CacheOrigin, CacheStats, CachedKernel, KernelCache, Ke
 pub use device::{CudaGraphRun, Device, DeviceProperties, DEFAULT_CACHED_BYTES};
 pub use driver::{DriverInfo, DriverVersion};
 pub use dump::{Dump, DumpFlags};
-pub use error::{CompileFailure, CudaError};
+pub use error::{CompileFailure, Error};
 pub use executor::{ExecutorStats, FusionExecutorCache, InputSignature, DEFAULT_RUNTIME_CAPACITY};
 pub use fusion_cache::{FusionCache, FusionCacheStats};
 pub use nvrtc::{

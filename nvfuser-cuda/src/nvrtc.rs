@@ -2,7 +2,7 @@
 //!
 //! [`probe`] finds the library without panicking (see `probe.rs` for how), [`NvrtcOptions`]
 //! builds the one option list, and [`compile`] returns the CUBIN for one real architecture
-//! together with the NVRTC version that made it, or a [`CudaError`] that carries NVRTC's log
+//! together with the NVRTC version that made it, or a [`Error`] that carries NVRTC's log
 //! and the source. The CUBIN is fetched with `nvrtcGetCUBIN` through cudarc's raw bindings
 //! (cudarc's safe layer returns PTX only); cudarc's `Ptx::from_binary` accepts it for
 //! `CudaContext::load_module`, and since it is machine code for the exact architecture the
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use cudarc::nvrtc::sys;
 
-use crate::error::{program_name, CompileFailure, CudaError};
+use crate::error::{program_name, CompileFailure, Error};
 pub use options::{GpuArch, NvrtcOptions};
 pub use probe::{probe, NvrtcLibrary, LIB_DIR_VAR};
 use program::Program;
@@ -43,7 +43,7 @@ impl fmt::Display for NvrtcVersion {
 }
 
 /// The version of the NVRTC this process uses; an error if there is none.
-pub fn nvrtc_version() -> Result<NvrtcVersion, CudaError> {
+pub fn nvrtc_version() -> Result<NvrtcVersion, Error> {
     probe().map(NvrtcLibrary::version)
 }
 
@@ -94,31 +94,31 @@ impl fmt::Debug for CompiledKernel {
 ///
 /// `name` is the kernel's name for logs and errors; NVRTC's log calls the program
 /// `<name>.cu`. The source must be self-contained (NVRTC gets no include path).
-pub fn compile(source: &str, name: &str, arch: GpuArch) -> Result<CompiledKernel, CudaError> {
+pub fn compile(source: &str, name: &str, arch: GpuArch) -> Result<CompiledKernel, Error> {
     compile_with_options(source, name, &NvrtcOptions::new(arch))
 }
 
 /// Compiles `source` to a CUBIN with the given options.
 ///
-/// Errors: [`CudaError::NvrtcNotFound`] without NVRTC, [`CudaError::UnsupportedArch`] for an
-/// architecture this NVRTC does not know, [`CudaError::InvalidInput`] for NUL bytes or an
-/// empty name, and [`CudaError::Compile`] with NVRTC's log when NVRTC rejects the source.
+/// Errors: [`Error::NvrtcNotFound`] without NVRTC, [`Error::UnsupportedArch`] for an
+/// architecture this NVRTC does not know, [`Error::InvalidInput`] for NUL bytes or an
+/// empty name, and [`Error::Compile`] with NVRTC's log when NVRTC rejects the source.
 pub fn compile_with_options(
     source: &str,
     name: &str,
     options: &NvrtcOptions,
-) -> Result<CompiledKernel, CudaError> {
+) -> Result<CompiledKernel, Error> {
     let library = probe()?;
     let arch = options.arch();
     let nvrtc_version = library.version();
     if !library.supports(arch) {
-        return Err(CudaError::UnsupportedArch {
+        return Err(Error::UnsupportedArch {
             arch,
             version: nvrtc_version,
             supported: library.supported_archs().to_vec(),
         });
     }
-    let invalid = |what: String| CudaError::InvalidInput {
+    let invalid = |what: String| Error::InvalidInput {
         kernel: name.to_owned(),
         what,
     };
@@ -152,7 +152,7 @@ pub fn compile_with_options(
     let status = program.compile(&c_args);
     let log = program.log()?;
     if status != sys::nvrtcResult::NVRTC_SUCCESS {
-        return Err(CudaError::Compile(Box::new(CompileFailure {
+        return Err(Error::Compile(Box::new(CompileFailure {
             kernel: name.to_owned(),
             arch,
             nvrtc_version,
@@ -166,7 +166,7 @@ pub fn compile_with_options(
     drop(program);
     let compile_time = start.elapsed();
     if cubin.is_empty() {
-        return Err(CudaError::NvrtcCall {
+        return Err(Error::NvrtcCall {
             call: "nvrtcGetCUBIN",
             code: format!("an empty CUBIN for {arch}"),
         });
@@ -182,12 +182,12 @@ pub fn compile_with_options(
     })
 }
 
-/// Turns an NVRTC status into `Ok` or [`CudaError::NvrtcCall`] naming the call.
-pub(crate) fn check(call: &'static str, status: sys::nvrtcResult) -> Result<(), CudaError> {
+/// Turns an NVRTC status into `Ok` or [`Error::NvrtcCall`] naming the call.
+pub(crate) fn check(call: &'static str, status: sys::nvrtcResult) -> Result<(), Error> {
     if status == sys::nvrtcResult::NVRTC_SUCCESS {
         Ok(())
     } else {
-        Err(CudaError::NvrtcCall {
+        Err(Error::NvrtcCall {
             call,
             code: format!("{status:?}"),
         })

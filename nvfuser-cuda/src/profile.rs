@@ -17,7 +17,7 @@ use cudarc::driver::{CudaEvent, CudaFunction};
 use serde::{Deserialize, Serialize};
 
 use crate::args::Arg;
-use crate::{CudaError, Device, Tensor};
+use crate::{Device, Error, Tensor};
 
 /// What one profiled kernel launch did and how fast.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -155,11 +155,11 @@ pub fn bytes_written(outputs: &[Tensor]) -> u64 {
 }
 
 /// Registers per thread of a loaded kernel (`cuFuncGetAttribute`).
-pub fn registers_per_thread(function: &CudaFunction) -> Result<u32, CudaError> {
+pub fn registers_per_thread(function: &CudaFunction) -> Result<u32, Error> {
     function
         .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)
         .map(|r| r.max(0) as u32)
-        .map_err(|e| CudaError::driver("cuFuncGetAttribute", e))
+        .map_err(|e| Error::driver("cuFuncGetAttribute", e))
 }
 
 /// Events and launch dims recorded by [`crate::launch`] around one launch.
@@ -172,13 +172,13 @@ pub(crate) struct LaunchTimer {
 }
 
 impl LaunchTimer {
-    fn record(device: &Device) -> Result<CudaEvent, CudaError> {
+    fn record(device: &Device) -> Result<CudaEvent, Error> {
         let stream = device
             .cuda_stream()
-            .ok_or(CudaError::NotAGpu { op: "profile" })?;
+            .ok_or(Error::NotAGpu { op: "profile" })?;
         stream
             .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| CudaError::driver("cuEventRecord", e))
+            .map_err(|e| Error::driver("cuEventRecord", e))
     }
 
     /// Right before the launch.
@@ -187,7 +187,7 @@ impl LaunchTimer {
         device: &Device,
         grid: [u32; 3],
         block: [u32; 3],
-    ) -> Result<(), CudaError> {
+    ) -> Result<(), Error> {
         self.grid = grid;
         self.block = block;
         self.start = Some(Self::record(device)?);
@@ -195,19 +195,19 @@ impl LaunchTimer {
     }
 
     /// Right after the launch.
-    pub(crate) fn after(&mut self, device: &Device) -> Result<(), CudaError> {
+    pub(crate) fn after(&mut self, device: &Device) -> Result<(), Error> {
         self.end = Some(Self::record(device)?);
         Ok(())
     }
 
     /// Milliseconds between the events (waits for the end event); 0 when nothing was
     /// launched.
-    pub(crate) fn elapsed_ms(&self) -> Result<f64, CudaError> {
+    pub(crate) fn elapsed_ms(&self) -> Result<f64, Error> {
         match (&self.start, &self.end) {
             (Some(start), Some(end)) => start
                 .elapsed_ms(end)
                 .map(f64::from)
-                .map_err(|e| CudaError::driver("cuEventElapsedTime", e)),
+                .map_err(|e| Error::driver("cuEventElapsedTime", e)),
             _ => Ok(0.0),
         }
     }

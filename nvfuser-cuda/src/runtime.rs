@@ -23,7 +23,7 @@ use crate::args::Arg;
 use crate::dump::Dump;
 use crate::launch::{eval_on_args, launch_kernel_with, launch_recorded, LaunchRecipe};
 use crate::profile::LaunchTimer;
-use crate::{CudaError, Device, KernelCache, KernelRequest, NvrtcOptions, Tensor};
+use crate::{Device, Error, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 
 /// What selects a compiled runtime: device, index width, and per argument the dtype,
 /// rank, which dims are contiguous, size 1 or stride 0 (broadcast/expanded), and the
@@ -215,8 +215,8 @@ impl std::fmt::Debug for Runtime {
 impl Runtime {
     /// Compiles every kernel of `plan` (in parallel through the [`KernelCache`] when
     /// there are several) and loads them on `device`.
-    pub(crate) fn compile(device: &Device, plan: ExecutionPlan) -> Result<Runtime, CudaError> {
-        let props = device.properties().ok_or(CudaError::NotAGpu {
+    pub(crate) fn compile(device: &Device, plan: ExecutionPlan) -> Result<Runtime, Error> {
+        let props = device.properties().ok_or(Error::NotAGpu {
             op: "FusionExecutorCache::run",
         })?;
         let options = NvrtcOptions::new(props.arch());
@@ -233,11 +233,9 @@ impl Runtime {
         for s in &plan.segments {
             functions.push(match &s.kernel {
                 Some(k) => {
-                    let c = compiled
-                        .next()
-                        .ok_or_else(|| CudaError::UnsupportedFusion {
-                            reason: "internal: a planned kernel was not compiled".into(),
-                        })??;
+                    let c = compiled.next().ok_or_else(|| Error::UnsupportedFusion {
+                        reason: "internal: a planned kernel was not compiled".into(),
+                    })??;
                     Some(device.load_function(&c.kernel, &k.kernel.abi.name)?)
                 }
                 None => None,
@@ -251,7 +249,7 @@ impl Runtime {
     pub(crate) fn single(
         &self,
         op: &'static str,
-    ) -> Result<(&PlannedKernel, &CudaFunction), CudaError> {
+    ) -> Result<(&PlannedKernel, &CudaFunction), Error> {
         let launched: Vec<(&PlannedKernel, &CudaFunction)> = self
             .plan
             .segments
@@ -261,12 +259,12 @@ impl Runtime {
             .collect();
         match launched.as_slice() {
             [one] => Ok(*one),
-            [] => Err(CudaError::UnsupportedFusion {
+            [] => Err(Error::UnsupportedFusion {
                 reason: format!(
                     "{op}: the call is a no-op (every output is empty), so no kernel runs"
                 ),
             }),
-            many => Err(CudaError::UnsupportedFusion {
+            many => Err(Error::UnsupportedFusion {
                 reason: format!(
                     "{op}: the fusion runs as {} kernels of {} segments; look at them through the plan (FusionExecutorCache::plan)",
                     many.len(),
@@ -294,11 +292,11 @@ pub(crate) fn execute(
     args: &[Arg<'_>],
     dump: &Dump,
     timer: Option<&mut LaunchTimer>,
-) -> Result<Vec<Tensor>, CudaError> {
+) -> Result<Vec<Tensor>, Error> {
     let plan = &rt.plan;
     if !plan.segmented {
         let (Some(segment), Some(function)) = (plan.segments.first(), rt.functions.first()) else {
-            return Err(CudaError::UnsupportedFusion {
+            return Err(Error::UnsupportedFusion {
                 reason: "internal: a plan without segments".into(),
             });
         };
@@ -325,7 +323,7 @@ fn run_segments(
     rt: &Runtime,
     args: &[Arg<'_>],
     dump: &Dump,
-) -> Result<Vec<Tensor>, CudaError> {
+) -> Result<Vec<Tensor>, Error> {
     let plan = &rt.plan;
     let chain = plan
         .segments
@@ -354,8 +352,7 @@ fn run_segments(
 pub(crate) type ChainLink<'s> = (&'s [SegmentValue], &'s [ValId], &'s [ValId]);
 
 /// Runs segment `k` of a chain on its gathered arguments.
-pub(crate) type RunSegment<'r> =
-    dyn FnMut(usize, &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> + 'r;
+pub(crate) type RunSegment<'r> = dyn FnMut(usize, &[Arg<'_>]) -> Result<Vec<Tensor>, Error> + 'r;
 
 /// Runs a chain of segments in order: values by id (the fusion's `inputs` bound to
 /// `args`, then every segment's outputs), each segment's arguments gathered through its
@@ -368,7 +365,7 @@ pub(crate) fn run_chain<'s>(
     chain: impl Iterator<Item = ChainLink<'s>>,
     args: &[Arg<'_>],
     run: &mut RunSegment<'_>,
-) -> Result<Vec<Tensor>, CudaError> {
+) -> Result<Vec<Tensor>, Error> {
     let mut tensors: Vec<Option<Tensor>> = vec![None; num_vals];
     let mut scalars: Vec<Option<ScalarValue>> = vec![None; num_vals];
     for (&id, arg) in inputs.iter().zip(args) {
@@ -399,7 +396,7 @@ pub(crate) fn run_chain<'s>(
         .map(|&v| {
             tensors[v.index()]
                 .clone()
-                .ok_or_else(|| CudaError::InvalidInput {
+                .ok_or_else(|| Error::InvalidInput {
                     kernel: "segmented fusion".into(),
                     what: format!("the output {v} was computed by no segment"),
                 })
@@ -415,8 +412,8 @@ pub(crate) fn gather_segment_args<'a>(
     index: usize,
     inputs: &[SegmentValue],
     lookup: &dyn Fn(ValId) -> Option<Arg<'a>>,
-) -> Result<Vec<Arg<'a>>, CudaError> {
-    let missing = |v: ValId| CudaError::InvalidInput {
+) -> Result<Vec<Arg<'a>>, Error> {
+    let missing = |v: ValId| Error::InvalidInput {
         kernel: format!("segment {index}"),
         what: format!(
             "the value {v} is not available (not an input, and no earlier segment computed it)"
@@ -446,11 +443,11 @@ pub(crate) fn empty_outputs(
     device: &Device,
     f: &Fusion,
     args: &[Arg<'_>],
-) -> Result<Vec<Tensor>, CudaError> {
+) -> Result<Vec<Tensor>, Error> {
     let eval = |e: &nvfuser_core::ir::Extent| eval_on_args(f, args, e);
-    let size = |e: &nvfuser_core::ir::Extent| -> Result<usize, CudaError> {
+    let size = |e: &nvfuser_core::ir::Extent| -> Result<usize, Error> {
         let n = eval(e)?;
-        usize::try_from(n).map_err(|_| CudaError::InvalidTensor {
+        usize::try_from(n).map_err(|_| Error::InvalidTensor {
             op: "fusion call",
             expected: format!("a non-negative output extent {e}"),
             found: n.to_string(),
@@ -461,7 +458,7 @@ pub(crate) fn empty_outputs(
         .map(|o| {
             let t = f
                 .tensor_type(o.val)
-                .ok_or_else(|| CudaError::UnsupportedFusion {
+                .ok_or_else(|| Error::UnsupportedFusion {
                     reason: format!("the scalar output {}", o.val),
                 })?;
             let sizes = t
@@ -478,7 +475,7 @@ pub(crate) fn empty_outputs(
 /// (`args` are the kernel fusion's arguments): an op only the fusion's scalar math
 /// reaches (the reshape whose size an `iota` reads), or one in a segment, is checked
 /// as the CPU reference checks it, before anything is launched.
-pub(crate) fn check_reads(planner: &FusionPlanner, args: &[Arg<'_>]) -> Result<(), CudaError> {
+pub(crate) fn check_reads(planner: &FusionPlanner, args: &[Arg<'_>]) -> Result<(), Error> {
     // The common case on the cached path: nothing data-dependent to check.
     if planner.reads().is_empty() {
         return Ok(());
@@ -548,13 +545,12 @@ pub(crate) fn check_reads(planner: &FusionPlanner, args: &[Arg<'_>]) -> Result<(
         Arg::Tensor(_) => None,
     };
     let scalar = |v: nvfuser_core::ValId| scalar_of(f, v, &arg, &dim, 0);
-    let eval = |e: &nvfuser_core::ir::Extent| -> Result<i64, CudaError> {
-        e.eval(&dim, &scalar)
-            .ok_or_else(|| CudaError::InvalidTensor {
-                op: "fusion call",
-                expected: format!("an extent computable from the inputs: {e}"),
-                found: "an unbound or invalid value".into(),
-            })
+    let eval = |e: &nvfuser_core::ir::Extent| -> Result<i64, Error> {
+        e.eval(&dim, &scalar).ok_or_else(|| Error::InvalidTensor {
+            op: "fusion call",
+            expected: format!("an extent computable from the inputs: {e}"),
+            found: "an unbound or invalid value".into(),
+        })
     };
     let known = |e: &nvfuser_core::ir::Extent| eval(e).ok();
     let call = CallValues {

@@ -34,7 +34,7 @@
 //! let x = cpu.tensor_from_slice(&[-1.0f32, 2.0], [2])?;
 //! let out = rt.run(&cpu, &[(&x).into()])?;
 //! assert_eq!(out[0].to_vec::<f32>()?, vec![0.0, -2.0]);
-//! # Ok::<(), nvfuser_cuda::CudaError>(())
+//! # Ok::<(), nvfuser_cuda::Error>(())
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,7 +47,7 @@ use crate::args::{check_args, Arg};
 use crate::dump::Dump;
 use crate::executor::{runtime_info_for, ExecutorStats, FusionExecutorCache};
 use crate::runtime::{gather_segment_args, run_chain};
-use crate::{CudaError, Device, Tensor};
+use crate::{Device, Error, Tensor};
 
 /// Runs a fusion as a sequence of segments (see the module documentation).
 #[derive(Debug)]
@@ -71,26 +71,25 @@ pub struct SegmentedStats {
 
 impl SegmentedRuntime {
     /// Segments `fusion` with the scheduler registry and prepares its runtime. Errors:
-    /// [`CudaError::UnsupportedFusion`] when some expression cannot be scheduled even
+    /// [`Error::UnsupportedFusion`] when some expression cannot be scheduled even
     /// alone, or when an output updates an input in place (the segmented runtime does
     /// not write into inputs).
-    pub fn new(fusion: Fusion) -> Result<SegmentedRuntime, CudaError> {
-        let segmented =
-            SegmentedFusion::new(&fusion).map_err(|e| CudaError::UnsupportedFusion {
-                reason: e.to_string(),
-            })?;
+    pub fn new(fusion: Fusion) -> Result<SegmentedRuntime, Error> {
+        let segmented = SegmentedFusion::new(&fusion).map_err(|e| Error::UnsupportedFusion {
+            reason: e.to_string(),
+        })?;
         Self::from_segmented(segmented)
     }
 
     /// A runtime for a segmentation made elsewhere (for example with a custom rule).
-    pub fn from_segmented(segmented: SegmentedFusion) -> Result<SegmentedRuntime, CudaError> {
+    pub fn from_segmented(segmented: SegmentedFusion) -> Result<SegmentedRuntime, Error> {
         if let Some(o) = segmented
             .original()
             .outputs()
             .iter()
             .find(|o| o.alias_of.is_some())
         {
-            return Err(CudaError::UnsupportedFusion {
+            return Err(Error::UnsupportedFusion {
                 reason: format!(
                     "the in-place output {} of a segmented fusion (outputs that update an input are not supported by the segmented runtime)",
                     o.val
@@ -158,7 +157,7 @@ impl SegmentedRuntime {
         &self,
         index: usize,
         lookup: &dyn Fn(ValId) -> Option<Arg<'a>>,
-    ) -> Result<Vec<Arg<'a>>, CudaError> {
+    ) -> Result<Vec<Arg<'a>>, Error> {
         gather_segment_args(index, self.segment(index)?.inputs(), lookup)
     }
 
@@ -170,16 +169,16 @@ impl SegmentedRuntime {
         index: usize,
         device: &Device,
         args: &[Arg<'_>],
-    ) -> Result<Vec<Tensor>, CudaError> {
+    ) -> Result<Vec<Tensor>, Error> {
         self.segment(index)?;
         self.executors[index].run(device, args)
     }
 
-    fn segment(&self, index: usize) -> Result<&nvfuser_core::segment::Segment, CudaError> {
+    fn segment(&self, index: usize) -> Result<&nvfuser_core::segment::Segment, Error> {
         self.segmented
             .segments()
             .get(index)
-            .ok_or_else(|| CudaError::InvalidInput {
+            .ok_or_else(|| Error::InvalidInput {
                 kernel: "segmented fusion".into(),
                 what: format!(
                     "segment {index} (there are {})",
@@ -190,7 +189,7 @@ impl SegmentedRuntime {
 
     /// Checks `args` against the original fusion and runs every segment in order on
     /// `device`; returns the original fusion's outputs.
-    pub fn run(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, CudaError> {
+    pub fn run(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
         self.runs.fetch_add(1, Ordering::Relaxed);
         if device.is_gpu() {
             return self.whole.run(device, args);
@@ -217,7 +216,7 @@ impl SegmentedRuntime {
     /// kernels in parallel (once per argument layout and sizes: the runtime is then
     /// cached). Returns how many kernels it compiled now (0 when the runtime was built
     /// before, or on the CPU device).
-    pub fn compile(&self, device: &Device, args: &[Arg<'_>]) -> Result<usize, CudaError> {
+    pub fn compile(&self, device: &Device, args: &[Arg<'_>]) -> Result<usize, Error> {
         if !device.is_gpu() {
             check_args(self.fusion(), device, args)?;
             return Ok(0);

@@ -25,7 +25,7 @@ use std::io::Write;
 use std::sync::Mutex;
 
 use crate::driver::DriverInfo;
-use crate::error::CudaError;
+use crate::error::Error;
 use crate::nvrtc::NvrtcLibrary;
 
 /// Set to `1` to make [`require_nvrtc`] (and [`require_gpu`]) fail instead of skip.
@@ -111,7 +111,7 @@ pub fn env_flag(var: &str) -> bool {
 /// Whether this process already printed the full reason for a skip, per kind of skip.
 static EXPLAINED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
-fn skip_or_fail<T>(require_vars: &[&str], what: &'static str, err: &CudaError) -> Option<T> {
+fn skip_or_fail<T>(require_vars: &[&str], what: &'static str, err: &Error) -> Option<T> {
     let test = std::thread::current()
         .name()
         .unwrap_or("<unnamed test>")
@@ -145,7 +145,7 @@ fn skip_or_fail<T>(require_vars: &[&str], what: &'static str, err: &CudaError) -
 pub fn upload_inputs(
     device: &crate::Device,
     inputs: &[nvfuser_core::eval::EvalInput],
-) -> Result<Vec<Option<crate::Tensor>>, crate::CudaError> {
+) -> Result<Vec<Option<crate::Tensor>>, crate::Error> {
     use nvfuser_core::eval::EvalInput;
     inputs
         .iter()

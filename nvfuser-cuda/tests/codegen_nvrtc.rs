@@ -4,7 +4,7 @@
 
 use nvfuser_core::codegen::{corpus, generate, KernelOptions};
 use nvfuser_cuda::testing::require_nvrtc;
-use nvfuser_cuda::{compile, CudaError, GpuArch};
+use nvfuser_cuda::{compile, Error, GpuArch};
 
 #[test]
 fn corpus_compiles_for_sm80_and_sm90() {
@@ -24,7 +24,7 @@ fn corpus_compiles_for_sm80_and_sm90() {
         for arch in [GpuArch::SM80, GpuArch::SM90] {
             match compile(&src, name, arch) {
                 Ok(_) => compiled += 1,
-                Err(CudaError::Compile(f)) => failures.push(format!("{name} ({arch}):\n{}", f.log)),
+                Err(Error::Compile(f)) => failures.push(format!("{name} ({arch}):\n{}", f.log)),
                 Err(e) => failures.push(format!("{name} ({arch}): {e}")),
             }
         }

@@ -1,7 +1,7 @@
 //! The driver probe: a typed answer on every machine, with or without a GPU.
 
 use nvfuser_cuda::testing::{note, require_gpu};
-use nvfuser_cuda::{driver, CudaError, CUDA_BINDINGS_VERSION};
+use nvfuser_cuda::{driver, Error, CUDA_BINDINGS_VERSION};
 
 #[test]
 fn the_driver_probe_answers_without_panicking() {
@@ -18,9 +18,7 @@ fn the_driver_probe_answers_without_panicking() {
             assert!(
                 matches!(
                     err,
-                    CudaError::NoDriver { .. }
-                        | CudaError::NoDevice { .. }
-                        | CudaError::DriverTooOld { .. }
+                    Error::NoDriver { .. } | Error::NoDevice { .. } | Error::DriverTooOld { .. }
                 ),
                 "{err}"
             );

@@ -16,7 +16,7 @@ use common::{gpu, tolerance};
 use nvfuser_core::builder::{Contiguity, TensorSpec};
 use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor};
 use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue};
-use nvfuser_cuda::{Arg, CudaError, Device, FusionExecutorCache, Tensor};
+use nvfuser_cuda::{Arg, Device, Error, FusionExecutorCache, Tensor};
 
 /// The error of a call on `device`, as text (it must not run).
 fn run_err(device: &Device, fusion: &Fusion, args: &[Arg<'_>]) -> String {
@@ -261,7 +261,7 @@ fn params_planned_for_another_pitch_are_refused_at_launch() {
         // The heuristics may not vectorize by 16 bytes at all on some device: then it
         // runs, and must be right.
         Ok(_) => {}
-        Err(CudaError::InvalidTensor { expected, .. }) => {
+        Err(Error::InvalidTensor { expected, .. }) => {
             assert!(expected.contains("row pitch"), "{expected}");
         }
         Err(e) => panic!("expected a launch refusal naming the row pitch, got {e}"),

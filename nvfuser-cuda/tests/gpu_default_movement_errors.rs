@@ -91,7 +91,7 @@ fn out_of_range_movement_values_are_typed_errors() {
         let tensors = common::upload(&device, inputs);
         let exec = nvfuser_cuda::FusionExecutorCache::new(f.clone());
         match exec.run(&device, &common::args(inputs, &tensors)) {
-            Err(nvfuser_cuda::CudaError::InvalidTensor {
+            Err(nvfuser_cuda::Error::InvalidTensor {
                 op,
                 expected,
                 found,
@@ -101,7 +101,7 @@ fn out_of_range_movement_values_are_typed_errors() {
             }
             // Sizes the fusion ties (a gather index larger than its input) are refused
             // by the shared argument check before any planning.
-            Err(nvfuser_cuda::CudaError::Core(e @ nvfuser_core::Error::ArgumentSizes { .. })) => {
+            Err(nvfuser_cuda::Error::Core(e @ nvfuser_core::Error::ArgumentSizes { .. })) => {
                 println!("{name}: {e}");
                 refused += 1;
             }

@@ -21,7 +21,7 @@ use nvfuser_core::eval::HostTensor;
 use nvfuser_core::DataType;
 use nvfuser_cuda::testing::{note, require_gpu};
 use nvfuser_cuda::{
-    compile, CudaError, Device, Element, GpuArch, KernelCache, KernelRequest, NvrtcOptions, Tensor,
+    compile, Device, Element, Error, GpuArch, KernelCache, KernelRequest, NvrtcOptions, Tensor,
 };
 
 /// GPU 0, after `require_gpu()` said there is one; a failure to open it fails the test.
@@ -204,7 +204,7 @@ fn a_gpu_index_past_the_last_is_a_typed_error() {
     let Some(_gpu) = gpu() else { return };
     let count = nvfuser_cuda::driver::probe().unwrap().device_count;
     match Device::cuda(count as usize) {
-        Err(CudaError::InvalidDeviceIndex {
+        Err(Error::InvalidDeviceIndex {
             requested,
             count: c,
         }) => {
@@ -227,7 +227,7 @@ fn uploads_and_downloads_round_trip_every_dtype() {
 }
 
 /// A chain of views, applied alike on the CPU and the GPU.
-type View = fn(&Tensor) -> Result<Tensor, CudaError>;
+type View = fn(&Tensor) -> Result<Tensor, Error>;
 
 fn views() -> Vec<(&'static str, View)> {
     vec![
@@ -352,7 +352,7 @@ fn foreign_cudarc_slices_are_wrapped_without_a_copy() {
         (&[7], &[1], 6),
     ] {
         match Tensor::from_cuda_slice(Arc::clone(&slice), DataType::F32, sizes, strides, offset) {
-            Err(CudaError::InvalidTensor {
+            Err(Error::InvalidTensor {
                 op,
                 expected,
                 found,
@@ -376,10 +376,7 @@ fn an_impossible_allocation_is_a_typed_error() {
     // 4 PiB.
     let err = gpu.zeros(DataType::F32, [1usize << 50]).unwrap_err();
     assert!(
-        matches!(
-            err,
-            CudaError::OutOfMemory { .. } | CudaError::Driver { .. }
-        ),
+        matches!(err, Error::OutOfMemory { .. } | Error::Driver { .. }),
         "{err}"
     );
     note(&format!("allocating 4 PiB: {err}"));
@@ -440,12 +437,12 @@ fn loading_checks_the_architecture_and_the_function_name() {
     let arch = gpu.arch().unwrap();
     let kernel = compile(AXPY, "axpy_f32", arch).unwrap_or_else(|e| panic!("{e}"));
     match gpu.load_function(&kernel, "no_such_kernel") {
-        Err(CudaError::FunctionNotFound { function, .. }) => assert_eq!(function, "no_such_kernel"),
+        Err(Error::FunctionNotFound { function, .. }) => assert_eq!(function, "no_such_kernel"),
         other => panic!("expected FunctionNotFound, got {:?}", other.err()),
     }
     assert!(matches!(
         gpu.load_function(&kernel, "bad\0name"),
-        Err(CudaError::InvalidInput { .. })
+        Err(Error::InvalidInput { .. })
     ));
     // Machine code of another major architecture cannot run here.
     let other = if arch.major() == 8 {
@@ -455,11 +452,11 @@ fn loading_checks_the_architecture_and_the_function_name() {
     };
     let foreign = compile(AXPY, "axpy_f32", other).unwrap_or_else(|e| panic!("{e}"));
     match gpu.load_module(&foreign) {
-        Err(err @ CudaError::ArchMismatch { .. }) => note(&format!("as expected: {err}")),
+        Err(err @ Error::ArchMismatch { .. }) => note(&format!("as expected: {err}")),
         other => panic!("expected ArchMismatch, got {:?}", other.err()),
     }
     assert!(matches!(
         Device::cpu().load_module(&kernel),
-        Err(CudaError::NotAGpu { .. })
+        Err(Error::NotAGpu { .. })
     ));
 }

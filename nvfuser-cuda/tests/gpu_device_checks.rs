@@ -1,6 +1,6 @@
 //! Device-side checks (`nvfuser_core::codegen::checks`): an out-of-range index of
 //! gather / take_along_axis / index_select and an integer div / fmod / remainder by
-//! zero are reported at the next download or synchronize as `CudaError::DeviceAssert`
+//! zero are reported at the next download or synchronize as `Error::DeviceAssert`
 //! naming the op, the value and the bound; the flag is then cleared, so a good call
 //! afterwards succeeds. The same calls on the CPU reference device are refused when
 //! they run (the specification); the generated kernels of the tuned schedulers carry
@@ -15,7 +15,7 @@ use nvfuser_core::codegen::CheckKind;
 use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
 use nvfuser_core::{DataType, Fusion, FusionDefinition};
 use nvfuser_cuda::testing::{require_gpu, require_nvrtc};
-use nvfuser_cuda::{Arg, CudaError, Device, FusionExecutorCache, Tensor};
+use nvfuser_cuda::{Arg, Device, Error, FusionExecutorCache, Tensor};
 
 fn gpu() -> Option<Device> {
     require_gpu()?;
@@ -63,9 +63,9 @@ fn args<'a>(ts: &'a [Tensor]) -> Vec<Arg<'a>> {
 }
 
 /// Asserts a `DeviceAssert` of `op` with this value and bound.
-fn expect_assert(r: Result<impl std::fmt::Debug, CudaError>, op: &str, value: i64, bound: i64) {
+fn expect_assert(r: Result<impl std::fmt::Debug, Error>, op: &str, value: i64, bound: i64) {
     match r {
-        Err(CudaError::DeviceAssert {
+        Err(Error::DeviceAssert {
             op: o,
             value: v,
             bound: b,
@@ -90,7 +90,7 @@ fn gather_index_out_of_range_is_reported_at_download_then_cleared() {
     let out = exec.run(&dev, &args(&[x.clone(), bad])).unwrap();
     let r = out[0].to_vec::<f32>();
     match &r {
-        Err(CudaError::DeviceAssert { axis, message, .. }) => {
+        Err(Error::DeviceAssert { axis, message, .. }) => {
             assert_eq!(*axis, Some(1));
             assert!(
                 message.contains("gather index 17 out of range 0..16 at dim 1"),
@@ -167,7 +167,7 @@ fn integer_division_by_zero_is_reported_for_i32_and_i64() {
                 _ => out[0].to_vec::<i64>().map(|_| ()),
             };
             match &r {
-                Err(CudaError::DeviceAssert { message, .. }) => {
+                Err(Error::DeviceAssert { message, .. }) => {
                     let what = if op == "div" {
                         "integer division by zero".to_string()
                     } else {

@@ -337,7 +337,7 @@ fn broadcast_read_in_and_out_of_a_loop() {
 /// output. The reduction kernel's output stores sat in the loop over the input's
 /// `0 * 255` elements, so the output was never written (147 of 255 values were stale).
 /// A kernel with any empty tensor and an output with elements is now computed by the
-/// CPU reference (`CudaError::EmptyLaunch`).
+/// CPU reference (`Error::EmptyLaunch`).
 #[test]
 fn output_beside_an_empty_input_is_written() {
     // f32 exp feeds the f64 sum: the f32 tolerance.

@@ -8,7 +8,7 @@
 use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
 use nvfuser_core::{DataType, Fusion, FusionDefinition};
 use nvfuser_cuda::testing::require_gpu;
-use nvfuser_cuda::{Arg, CudaError, Device, FusionExecutorCache, Tensor};
+use nvfuser_cuda::{Arg, Device, Error, FusionExecutorCache, Tensor};
 
 /// One test at a time on the GPU (the timings and memory of one do not disturb another).
 fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
@@ -155,9 +155,9 @@ fn capture_refuses_what_it_cannot_hold() {
     let _serial = gpu_lock();
     let legacy = Device::cuda(0).unwrap();
     let err = legacy.capture(|| Ok(())).unwrap_err();
-    assert!(matches!(err, CudaError::Capture { .. }), "{err}");
+    assert!(matches!(err, Error::Capture { .. }), "{err}");
     let err = Device::cpu().capture(|| Ok(())).unwrap_err();
-    assert!(matches!(err, CudaError::NotAGpu { .. }), "{err}");
+    assert!(matches!(err, Error::NotAGpu { .. }), "{err}");
     let err = device.capture(|| Ok(())).unwrap_err();
     assert!(err.to_string().contains("nothing was captured"), "{err}");
     // A download inside a capture is refused by the driver, and the device still works.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use nvfuser_core::{DataType, Fusion, FusionDefinition};
 use nvfuser_cuda::testing::require_gpu;
-use nvfuser_cuda::{CudaError, Device, Dump, DumpFlags, FusionExecutorCache, KernelProfile};
+use nvfuser_cuda::{Device, Dump, DumpFlags, Error, FusionExecutorCache, KernelProfile};
 
 /// `a * 2 + b` over f32 vectors.
 fn axpb() -> Fusion {
@@ -35,7 +35,7 @@ fn profiling_on_the_cpu_device_is_a_typed_error() {
     let x = cpu.tensor_from_slice(&[1.0f32, 2.0], [2]).unwrap();
     let exec = FusionExecutorCache::new(axpb());
     match exec.run_profiled(&cpu, &[(&x).into(), (&x).into()]) {
-        Err(CudaError::NotAGpu { op }) => assert!(op.contains("run_profiled"), "{op}"),
+        Err(Error::NotAGpu { op }) => assert!(op.contains("run_profiled"), "{op}"),
         other => panic!("expected NotAGpu, got {other:?}"),
     }
 }

@@ -16,7 +16,7 @@ use nvfuser_core::scheduler::{
 };
 use nvfuser_core::segment::{SegmentOptions, SegmentedFusion};
 use nvfuser_cuda::testing::{note, require_gpu};
-use nvfuser_cuda::{Arg, CudaError, Device, GpuArch, KernelCache, SegmentedRuntime, Tensor};
+use nvfuser_cuda::{Arg, Device, Error, GpuArch, KernelCache, SegmentedRuntime, Tensor};
 
 type Verdict = Result<SchedulerKind, Rejections>;
 
@@ -434,9 +434,7 @@ fn generate_and_compile(
             .unwrap_or_else(|| panic!("{name}: segment {k}: sizes not predicted"));
         let (params, kernel) = match rt.executor(k).unwrap().generate_for(&info, None) {
             Ok(x) => x,
-            Err(CudaError::UnsupportedFusion { reason })
-                if reason.contains("scheduling failed") =>
-            {
+            Err(Error::UnsupportedFusion { reason }) if reason.contains("scheduling failed") => {
                 return Err(format!(
                     "segment {k} ({}): {reason}\n{}",
                     s.scheduler(),

@@ -5,7 +5,7 @@
 //! `source scripts/nvrtc-env.sh` installs NVRTC and points the loader at it.
 
 use nvfuser_cuda::testing::{note, require_nvrtc};
-use nvfuser_cuda::{compile, compile_with_options, nvrtc, CudaError, GpuArch, NvrtcOptions};
+use nvfuser_cuda::{compile, compile_with_options, nvrtc, Error, GpuArch, NvrtcOptions};
 
 /// A self-contained kernel (no includes): a softmax-like row kernel with a template, shared
 /// memory, warp shuffles and a math builtin, the constructs generated kernels use.
@@ -111,8 +111,8 @@ fn a_syntax_error_carries_the_log_the_name_and_the_source() {
     let err = compile(BROKEN_KERNEL, "broken_kernel", GpuArch::SM90)
         .expect_err("a missing semicolon must not compile");
     let message = err.to_string();
-    let CudaError::Compile(failure) = err else {
-        panic!("expected CudaError::Compile, got {message}");
+    let Error::Compile(failure) = err else {
+        panic!("expected Error::Compile, got {message}");
     };
     assert_eq!(failure.kernel, "broken_kernel");
     assert_eq!(failure.status, "NVRTC_ERROR_COMPILATION");
@@ -173,7 +173,7 @@ fn an_architecture_nvrtc_does_not_know_is_a_typed_error() {
     )
     .expect_err("CUDA 13 dropped sm_50");
     match &err {
-        CudaError::UnsupportedArch { supported, .. } => {
+        Error::UnsupportedArch { supported, .. } => {
             assert_eq!(supported.as_slice(), library.supported_archs());
             assert!(supported.contains(&80) && supported.contains(&90));
         }
@@ -192,9 +192,9 @@ fn a_nul_byte_is_invalid_input_not_a_panic() {
     }
     let err = compile("extern \"C\" __global__ void k() {}\0", "k", GpuArch::SM90)
         .expect_err("a NUL byte cannot reach NVRTC");
-    assert!(matches!(err, CudaError::InvalidInput { .. }), "{err}");
+    assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
     let err = compile("", "", GpuArch::SM90).expect_err("an empty name is rejected");
-    assert!(matches!(err, CudaError::InvalidInput { .. }), "{err}");
+    assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
 }
 
 #[test]
@@ -234,7 +234,7 @@ fn the_probe_answers_without_panicking() {
             ));
         }
         Err(err) => {
-            assert!(matches!(err, CudaError::NvrtcNotFound { .. }), "{err}");
+            assert!(matches!(err, Error::NvrtcNotFound { .. }), "{err}");
             assert!(err.to_string().contains("libnvrtc"), "{err}");
         }
     }

@@ -7,7 +7,7 @@
 use half::{bf16, f16};
 use nvfuser_core::eval::HostTensor;
 use nvfuser_core::DataType;
-use nvfuser_cuda::{CudaError, Device, KernelCache, Tensor};
+use nvfuser_cuda::{Device, Error, KernelCache, Tensor};
 
 fn cpu() -> Device {
     Device::cpu()
@@ -115,7 +115,7 @@ fn wrong_lengths_and_types_are_typed_errors() {
     let err = t.to_vec::<f64>().unwrap_err();
     assert!(matches!(
         err,
-        CudaError::DtypeMismatch {
+        Error::DtypeMismatch {
             expected: DataType::F64,
             found: DataType::F32,
             ..
@@ -182,7 +182,7 @@ fn debug_names_the_view() {
 #[test]
 fn bad_views_are_typed_errors_that_say_what_was_expected() {
     let t = cpu().zeros(DataType::F32, [2, 3]).unwrap();
-    let cases: Vec<(Result<Tensor, CudaError>, &str)> = vec![
+    let cases: Vec<(Result<Tensor, Error>, &str)> = vec![
         (
             t.permute(&[0]),
             "expected a permutation of 2 dims, found 1 dims [0]",
@@ -210,7 +210,7 @@ fn bad_views_are_typed_errors_that_say_what_was_expected() {
     ];
     for (result, needle) in cases {
         let err = result.expect_err(needle);
-        assert!(matches!(err, CudaError::InvalidTensor { .. }), "{err}");
+        assert!(matches!(err, Error::InvalidTensor { .. }), "{err}");
         assert!(err.to_string().contains(needle), "{err:?} lacks {needle:?}");
     }
 }
@@ -382,7 +382,7 @@ fn random_view_chains_match_a_logical_reference() {
 fn huge_shapes_and_views_are_errors_not_aborts() {
     let cpu = cpu();
     let err = cpu.zeros(DataType::F32, [2; 64]).unwrap_err();
-    assert!(matches!(err, CudaError::InvalidTensor { .. }), "{err:?}");
+    assert!(matches!(err, Error::InvalidTensor { .. }), "{err:?}");
     let err = cpu.zeros(DataType::F64, [1usize << 50]).unwrap_err();
     assert!(err.to_string().contains("bytes of host memory"), "{err}");
     let one = cpu.zeros(DataType::F32, [1]).unwrap();

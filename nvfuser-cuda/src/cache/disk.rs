@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::entry::{self, EntryError};
 use super::key::CacheKey;
-use crate::error::CudaError;
+use crate::error::Error;
 use crate::nvrtc::CompiledKernel;
 
 /// Overrides the cache directory.
@@ -36,15 +36,15 @@ const APP_DIR: &str = "nvfuser-rs";
 /// The on-disk cache directory the environment asks for, or `None` when the disk cache
 /// is disabled or no cache directory can be found (see the module docs for the order).
 ///
-/// Errors: [`CudaError::InvalidEnv`] when `NVFUSER_DISK_CACHE` is not a boolean.
-pub fn disk_cache_dir_from_env() -> Result<Option<PathBuf>, CudaError> {
+/// Errors: [`Error::InvalidEnv`] when `NVFUSER_DISK_CACHE` is not a boolean.
+pub fn disk_cache_dir_from_env() -> Result<Option<PathBuf>, Error> {
     resolve_dir(|var| std::env::var_os(var))
 }
 
 /// [`disk_cache_dir_from_env`] over any variable lookup (tests pass a map).
 pub(crate) fn resolve_dir(
     get: impl Fn(&str) -> Option<OsString>,
-) -> Result<Option<PathBuf>, CudaError> {
+) -> Result<Option<PathBuf>, Error> {
     let non_empty = |var: &str| get(var).filter(|v| !v.is_empty());
     if let Some(value) = get(DISK_CACHE_VAR) {
         let text = value.to_string_lossy().trim().to_ascii_lowercase();
@@ -52,7 +52,7 @@ pub(crate) fn resolve_dir(
             "0" | "false" | "no" | "off" => return Ok(None),
             "" | "1" | "true" | "yes" | "on" => {}
             _ => {
-                return Err(CudaError::InvalidEnv {
+                return Err(Error::InvalidEnv {
                     var: DISK_CACHE_VAR,
                     value: value.to_string_lossy().into_owned(),
                     expected: "0/false/no/off to disable the disk cache, or 1/true/yes/on",
@@ -225,7 +225,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn resolve(vars: &[(&str, &str)]) -> Result<Option<PathBuf>, CudaError> {
+    fn resolve(vars: &[(&str, &str)]) -> Result<Option<PathBuf>, Error> {
         let map: HashMap<String, OsString> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), OsString::from(v)))
@@ -271,7 +271,7 @@ mod tests {
         let err = resolve(&[(DISK_CACHE_VAR, "maybe")]).unwrap_err();
         assert!(matches!(
             err,
-            CudaError::InvalidEnv {
+            Error::InvalidEnv {
                 var: DISK_CACHE_VAR,
                 ..
             }

@@ -30,7 +30,7 @@ pub use disk::{disk_cache_dir_from_env, CACHE_DIR_VAR, DISK_CACHE_VAR};
 pub use entry::EntryError;
 pub use key::CacheKey;
 
-use crate::error::CudaError;
+use crate::error::Error;
 use crate::nvrtc::{self, CompiledKernel, NvrtcOptions, NvrtcVersion};
 use disk::{DiskCache, Lookup};
 
@@ -173,7 +173,7 @@ impl KernelCache {
     /// A cache configured by the environment: `NVFUSER_DISK_CACHE=0` for memory only,
     /// `NVFUSER_CACHE_DIR` for the directory, else the user's cache directory (see
     /// [`disk_cache_dir_from_env`]).
-    pub fn from_env() -> Result<Self, CudaError> {
+    pub fn from_env() -> Result<Self, Error> {
         Ok(match disk_cache_dir_from_env()? {
             Some(dir) => Self::with_disk_dir(dir),
             None => Self::memory_only(),
@@ -206,8 +206,8 @@ impl KernelCache {
 
     /// The key of `request` with the NVRTC this process uses.
     ///
-    /// Errors: [`CudaError::NvrtcNotFound`] without NVRTC (its version is part of the key).
-    pub fn key(&self, request: &KernelRequest<'_>) -> Result<CacheKey, CudaError> {
+    /// Errors: [`Error::NvrtcNotFound`] without NVRTC (its version is part of the key).
+    pub fn key(&self, request: &KernelRequest<'_>) -> Result<CacheKey, Error> {
         let version = nvrtc::nvrtc_version()?;
         Ok(CacheKey::new(
             request.source,
@@ -220,7 +220,7 @@ impl KernelCache {
     /// The compiled kernel of `request`: from memory, from disk, or compiled by NVRTC
     /// (see the module docs). Compilation errors are those of
     /// [`compile_with_options`](crate::compile_with_options); they are not cached.
-    pub fn compile(&self, request: KernelRequest<'_>) -> Result<CachedKernel, CudaError> {
+    pub fn compile(&self, request: KernelRequest<'_>) -> Result<CachedKernel, Error> {
         let version = nvrtc::nvrtc_version()?;
         let key = CacheKey::new(request.source, request.name, request.options, version);
         let slot = {
@@ -295,10 +295,7 @@ impl KernelCache {
     /// Compiles every request, in parallel on all cores, each through
     /// [`compile`](Self::compile) (so cached kernels are not recompiled and duplicates
     /// compile once). The results are in the order of `requests`.
-    pub fn compile_many(
-        &self,
-        requests: &[KernelRequest<'_>],
-    ) -> Vec<Result<CachedKernel, CudaError>> {
+    pub fn compile_many(&self, requests: &[KernelRequest<'_>]) -> Vec<Result<CachedKernel, Error>> {
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(requests.len());
@@ -306,7 +303,7 @@ impl KernelCache {
             return requests.iter().map(|r| self.compile(*r)).collect();
         }
         let next = AtomicUsize::new(0);
-        let mut results: Vec<Option<Result<CachedKernel, CudaError>>> =
+        let mut results: Vec<Option<Result<CachedKernel, Error>>> =
             (0..requests.len()).map(|_| None).collect();
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..workers)
@@ -341,7 +338,7 @@ impl KernelCache {
             .zip(requests)
             .map(|(result, request)| {
                 result.unwrap_or_else(|| {
-                    Err(CudaError::InvalidInput {
+                    Err(Error::InvalidInput {
                         kernel: request.name.to_owned(),
                         what: "no worker compiled it (an internal error)".to_owned(),
                     })

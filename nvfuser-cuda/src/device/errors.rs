@@ -7,7 +7,7 @@
 //! the flag at launch. A launch of a checked kernel marks the buffer *pending*; the
 //! next wait the program makes anyway (a download, [`crate::Device::synchronize`])
 //! then reads it back, in stream order after the kernels, and a set flag becomes a
-//! [`CudaError::DeviceAssert`] naming the op, the expression, the bad value and the
+//! [`Error::DeviceAssert`] naming the op, the expression, the bad value and the
 //! bound; the buffer is zeroed again once reported. While nothing checked was launched,
 //! downloads read nothing extra.
 //!
@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use nvfuser_core::codegen::checks::{self, DeviceCheck, ERROR_WORDS};
 
-use crate::CudaError;
+use crate::Error;
 
 /// Error state of one GPU.
 #[derive(Default)]
@@ -46,7 +46,7 @@ impl ErrorState {
         &self,
         stream: &Arc<CudaStream>,
         table: &[DeviceCheck],
-    ) -> Result<u64, CudaError> {
+    ) -> Result<u64, Error> {
         let fp = checks::fingerprint(table);
         {
             let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
@@ -61,7 +61,7 @@ impl ErrorState {
         if buffer.is_none() {
             let b = stream
                 .alloc_zeros::<u64>(ERROR_WORDS)
-                .map_err(|e| CudaError::driver("cuMemAllocAsync (error buffer)", e))?;
+                .map_err(|e| Error::driver("cuMemAllocAsync (error buffer)", e))?;
             *buffer = Some(b);
         }
         let b = buffer.as_ref().expect("allocated above");
@@ -72,12 +72,12 @@ impl ErrorState {
 
     /// Allocates the buffer now if it was not yet (before a capture, so that no
     /// allocation happens inside it).
-    pub(crate) fn ensure(&self, stream: &Arc<CudaStream>) -> Result<(), CudaError> {
+    pub(crate) fn ensure(&self, stream: &Arc<CudaStream>) -> Result<(), Error> {
         let mut buffer = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
         if buffer.is_none() {
             let b = stream
                 .alloc_zeros::<u64>(ERROR_WORDS)
-                .map_err(|e| CudaError::driver("cuMemAllocAsync (error buffer)", e))?;
+                .map_err(|e| Error::driver("cuMemAllocAsync (error buffer)", e))?;
             *buffer = Some(b);
         }
         Ok(())
@@ -90,8 +90,8 @@ impl ErrorState {
 
     /// Reads the buffer back if a checked kernel was launched since the last read
     /// (waiting for the work queued on `stream`); a set flag is returned as a
-    /// [`CudaError::DeviceAssert`] and cleared.
-    pub(crate) fn take(&self, stream: &Arc<CudaStream>, device: &str) -> Result<(), CudaError> {
+    /// [`Error::DeviceAssert`] and cleared.
+    pub(crate) fn take(&self, stream: &Arc<CudaStream>, device: &str) -> Result<(), Error> {
         if !self.pending.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
@@ -102,16 +102,16 @@ impl ErrorState {
         let mut words = [0u64; ERROR_WORDS];
         stream
             .memcpy_dtoh(b, &mut words[..])
-            .map_err(|e| CudaError::driver("cuMemcpyDtoHAsync (error buffer)", e))?;
+            .map_err(|e| Error::driver("cuMemcpyDtoHAsync (error buffer)", e))?;
         stream
             .synchronize()
-            .map_err(|e| CudaError::driver("cuStreamSynchronize", e))?;
+            .map_err(|e| Error::driver("cuStreamSynchronize", e))?;
         if words[0] == 0 {
             return Ok(());
         }
         stream
             .memset_zeros(b)
-            .map_err(|e| CudaError::driver("cuMemsetD8Async (error buffer)", e))?;
+            .map_err(|e| Error::driver("cuMemsetD8Async (error buffer)", e))?;
         drop(buffer);
         let tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         let table = |fp: u32| tables.get(&fp).map(|t| &t[..]);
@@ -124,7 +124,7 @@ pub(crate) fn device_assert<'a>(
     words: [u64; ERROR_WORDS],
     table: impl FnOnce(u32) -> Option<&'a [DeviceCheck]>,
     device: &str,
-) -> CudaError {
+) -> Error {
     let a = checks::decode(words, table).unwrap_or_else(|| checks::DeviceAssert {
         op: "unknown".into(),
         expr: None,
@@ -133,7 +133,7 @@ pub(crate) fn device_assert<'a>(
         bound: 0,
         code: 0,
     });
-    CudaError::DeviceAssert {
+    Error::DeviceAssert {
         message: format!("{a} (on {device})"),
         op: a.op,
         axis: a.axis,
@@ -157,7 +157,7 @@ mod tests {
         let fp = fingerprint(&table);
         let e = device_assert([code(fp, 0), 17, 16, 0], |_| Some(&table[..]), "cuda:0");
         match &e {
-            CudaError::DeviceAssert {
+            Error::DeviceAssert {
                 op,
                 axis,
                 value,

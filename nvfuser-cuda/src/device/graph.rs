@@ -27,7 +27,7 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaGraph};
 
 use super::{pool::Pool, Device};
-use crate::CudaError;
+use crate::Error;
 
 /// A captured sequence of launches, replayable on its device's stream (see the module
 /// documentation).
@@ -50,10 +50,10 @@ impl std::fmt::Debug for CudaGraphRun {
 impl CudaGraphRun {
     /// Queues one replay of the captured work on the device's stream and returns; read
     /// the outputs (downloads wait for it) or [`Device::synchronize`] to wait.
-    pub fn replay(&self) -> Result<(), CudaError> {
+    pub fn replay(&self) -> Result<(), Error> {
         self.graph
             .launch()
-            .map_err(|e| CudaError::driver("cuGraphLaunch", e))?;
+            .map_err(|e| Error::driver("cuGraphLaunch", e))?;
         if let Some(gpu) = self.device.gpu() {
             gpu.errors.mark_pending();
         }
@@ -80,18 +80,18 @@ impl Device {
     /// capture: outputs returned by the captured calls hold their values after the
     /// first [`CudaGraphRun::replay`].
     ///
-    /// Errors: [`CudaError::NotAGpu`] on the CPU device; [`CudaError::Capture`] on a
+    /// Errors: [`Error::NotAGpu`] on the CPU device; [`Error::Capture`] on a
     /// device without its own stream ([`Device::cuda_with_own_stream`]), when a capture
     /// is already in progress on it, or when nothing was captured; the error of `calls`,
     /// or the driver's when a captured call did something a capture cannot hold (a
     /// download, a synchronize, a first call that compiles).
     pub fn capture<T>(
         &self,
-        calls: impl FnOnce() -> Result<T, CudaError>,
-    ) -> Result<(CudaGraphRun, T), CudaError> {
+        calls: impl FnOnce() -> Result<T, Error>,
+    ) -> Result<(CudaGraphRun, T), Error> {
         let gpu = self.require_gpu("Device::capture")?;
         if !gpu.own_stream {
-            return Err(CudaError::Capture {
+            return Err(Error::Capture {
                 reason: "the legacy default stream cannot be captured; open the device with Device::cuda_with_own_stream".into(),
             });
         }
@@ -100,7 +100,7 @@ impl Device {
         {
             let mut capture = gpu.capture.lock().unwrap_or_else(|p| p.into_inner());
             if capture.is_some() {
-                return Err(CudaError::Capture {
+                return Err(Error::Capture {
                     reason: "a capture is already in progress on this device".into(),
                 });
             }
@@ -110,15 +110,15 @@ impl Device {
         let stream = &gpu.stream;
         let result = stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
-            .map_err(|e| CudaError::driver("cuStreamBeginCapture", e))
+            .map_err(|e| Error::driver("cuStreamBeginCapture", e))
             .and_then(|()| {
                 let out = calls();
                 // The capture ends whatever the calls did.
                 let graph = stream
                     .end_capture(sys::CUgraphInstantiate_flags(0))
-                    .map_err(|e| CudaError::driver("cuStreamEndCapture", e));
+                    .map_err(|e| Error::driver("cuStreamEndCapture", e));
                 let out = out?;
-                let graph = graph?.ok_or_else(|| CudaError::Capture {
+                let graph = graph?.ok_or_else(|| Error::Capture {
                     reason: "nothing was captured".into(),
                 })?;
                 Ok((graph, out))
@@ -132,7 +132,7 @@ impl Device {
             Ok((graph, _)) if graph_nodes(&graph) == 0 => {
                 drop(graph);
                 pool.retire();
-                Err(CudaError::Capture {
+                Err(Error::Capture {
                     reason:
                         "nothing was captured (the calls queued no work on the device's stream)"
                             .into(),

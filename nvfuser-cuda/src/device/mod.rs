@@ -2,7 +2,7 @@
 //!
 //! A GPU is opened only after the driver probe (`driver.rs`) has found `libcuda`, a GPU,
 //! and every driver function cudarc will call, so a machine without a driver gets a
-//! [`CudaError`] from [`Device::cuda`], never cudarc's panic. [`Device::best`] turns that
+//! [`Error`] from [`Device::cuda`], never cudarc's panic. [`Device::best`] turns that
 //! error into the CPU reference device, and says so once on stderr: per the design, a
 //! machine without a GPU still runs every example, and the user is told that the CPU
 //! reference evaluator did the work.
@@ -29,7 +29,7 @@ pub use pool::DEFAULT_CACHED_BYTES;
 pub use properties::DeviceProperties;
 
 use crate::driver;
-use crate::error::CudaError;
+use crate::error::Error;
 use crate::nvrtc::GpuArch;
 
 /// A device: one GPU, or the CPU reference device. Cheap to clone.
@@ -88,17 +88,15 @@ impl CudaDevice {
 
 /// Opens GPU `ordinal`: its primary context, the stream this crate orders its work on
 /// (the legacy default stream, or a new stream when `own_stream`), and its pool.
-fn open(ordinal: usize, own_stream: bool) -> Result<CudaDevice, CudaError> {
-    let context =
-        CudaContext::new(ordinal).map_err(|e| CudaError::driver("CudaContext::new", e))?;
+fn open(ordinal: usize, own_stream: bool) -> Result<CudaDevice, Error> {
+    let context = CudaContext::new(ordinal).map_err(|e| Error::driver("CudaContext::new", e))?;
     let properties = DeviceProperties::query(&context)?;
     // A second handle on the same primary context, private to this crate, for its own
     // allocations. cudarc creates two events per allocation while event tracking is on,
     // but only consults them once a context object has created a stream of its own
     // ("multi-stream mode"); this object has tracking off, and the public context
     // (`cuda_context`) keeps cudarc's defaults for whatever users do with it.
-    let private =
-        CudaContext::new(ordinal).map_err(|e| CudaError::driver("CudaContext::new", e))?;
+    let private = CudaContext::new(ordinal).map_err(|e| Error::driver("CudaContext::new", e))?;
     // SAFETY: cudarc's contract is that the user orders work across streams. This crate
     // queues everything it allocates, writes, reads and frees on the one stream below
     // (launches included), so that stream orders all of it.
@@ -106,7 +104,7 @@ fn open(ordinal: usize, own_stream: bool) -> Result<CudaDevice, CudaError> {
     let (stream, alloc_stream) = if own_stream {
         let s = private
             .new_stream()
-            .map_err(|e| CudaError::driver("cuStreamCreate", e))?;
+            .map_err(|e| Error::driver("cuStreamCreate", e))?;
         (s.clone(), s)
     } else {
         // The legacy default stream: it orders this crate's work with every other
@@ -158,15 +156,15 @@ impl Device {
         Device { kind: Kind::Cpu }
     }
 
-    /// GPU `ordinal`, or why it cannot be used: no driver ([`CudaError::NoDriver`]), no
-    /// GPU ([`CudaError::NoDevice`]), a driver older than the bindings
-    /// ([`CudaError::DriverTooOld`]), an index past the last GPU
-    /// ([`CudaError::InvalidDeviceIndex`]). Never panics.
-    pub fn cuda(ordinal: usize) -> Result<Device, CudaError> {
+    /// GPU `ordinal`, or why it cannot be used: no driver ([`Error::NoDriver`]), no
+    /// GPU ([`Error::NoDevice`]), a driver older than the bindings
+    /// ([`Error::DriverTooOld`]), an index past the last GPU
+    /// ([`Error::InvalidDeviceIndex`]). Never panics.
+    pub fn cuda(ordinal: usize) -> Result<Device, Error> {
         let info = driver::probe()?;
         let count = info.device_count;
         if !u32::try_from(ordinal).is_ok_and(|i| i < count) {
-            return Err(CudaError::InvalidDeviceIndex {
+            return Err(Error::InvalidDeviceIndex {
                 requested: ordinal,
                 count,
             });
@@ -192,10 +190,10 @@ impl Device {
     /// with other streams. Tensors of one `Device` are ordered on its stream only: pass
     /// them to another `Device` of the same GPU after [`Device::synchronize`]. Errors as
     /// [`Device::cuda`].
-    pub fn cuda_with_own_stream(ordinal: usize) -> Result<Device, CudaError> {
+    pub fn cuda_with_own_stream(ordinal: usize) -> Result<Device, Error> {
         let info = driver::probe()?;
         if !u32::try_from(ordinal).is_ok_and(|i| i < info.device_count) {
-            return Err(CudaError::InvalidDeviceIndex {
+            return Err(Error::InvalidDeviceIndex {
                 requested: ordinal,
                 count: info.device_count,
             });
@@ -263,13 +261,13 @@ impl Device {
     /// for on the CPU).
     ///
     /// A device-side check that failed in a kernel launched before (see
-    /// [`CudaError::DeviceAssert`]) is reported here, and cleared.
-    pub fn synchronize(&self) -> Result<(), CudaError> {
+    /// [`Error::DeviceAssert`]) is reported here, and cleared.
+    pub fn synchronize(&self) -> Result<(), Error> {
         match self.gpu() {
             Some(d) => {
                 d.stream
                     .synchronize()
-                    .map_err(|e| CudaError::driver("cuStreamSynchronize", e))?;
+                    .map_err(|e| Error::driver("cuStreamSynchronize", e))?;
                 self.check_device_errors()
             }
             None => Ok(()),
@@ -277,10 +275,10 @@ impl Device {
     }
 
     /// Reports (and clears) a failed device-side check of a kernel launched since the
-    /// last report, as a [`CudaError::DeviceAssert`]; waits for the device's stream only
+    /// last report, as a [`Error::DeviceAssert`]; waits for the device's stream only
     /// when a kernel with checks was launched since then. Downloads and
     /// [`Device::synchronize`] call it; a no-op on the CPU device.
-    pub fn check_device_errors(&self) -> Result<(), CudaError> {
+    pub fn check_device_errors(&self) -> Result<(), Error> {
         match self.gpu() {
             Some(d) => d.errors.take(&d.alloc_stream, &self.to_string()),
             None => Ok(()),
@@ -293,13 +291,13 @@ impl Device {
     /// synchronize (the pool's default release threshold is 0), so call
     /// [`Device::synchronize`] before reading it.
     ///
-    /// Errors: [`CudaError::NotAGpu`] on the CPU device; driver errors.
-    pub fn memory_info(&self) -> Result<MemoryInfo, CudaError> {
+    /// Errors: [`Error::NotAGpu`] on the CPU device; driver errors.
+    pub fn memory_info(&self) -> Result<MemoryInfo, Error> {
         let gpu = self.require_gpu("Device::memory_info")?;
         let (free, total) = gpu
             .context
             .mem_get_info()
-            .map_err(|e| CudaError::driver("cuMemGetInfo", e))?;
+            .map_err(|e| Error::driver("cuMemGetInfo", e))?;
         Ok(MemoryInfo {
             free_bytes: free,
             total_bytes: total,
@@ -342,9 +340,9 @@ impl Device {
         }
     }
 
-    /// The GPU, or [`CudaError::NotAGpu`] naming `op`.
-    pub(crate) fn require_gpu(&self, op: &'static str) -> Result<&Arc<CudaDevice>, CudaError> {
-        self.gpu().ok_or(CudaError::NotAGpu { op })
+    /// The GPU, or [`Error::NotAGpu`] naming `op`.
+    pub(crate) fn require_gpu(&self, op: &'static str) -> Result<&Arc<CudaDevice>, Error> {
+        self.gpu().ok_or(Error::NotAGpu { op })
     }
 }
 
@@ -399,19 +397,19 @@ mod tests {
         assert!(cpu.synchronize().is_ok());
         assert!(matches!(
             cpu.require_gpu("op"),
-            Err(CudaError::NotAGpu { op: "op" })
+            Err(Error::NotAGpu { op: "op" })
         ));
     }
 
     #[test]
     fn a_gpu_index_past_the_last_is_a_typed_error() {
         match Device::cuda(usize::MAX) {
-            Err(CudaError::InvalidDeviceIndex { requested, .. }) => {
+            Err(Error::InvalidDeviceIndex { requested, .. }) => {
                 assert_eq!(requested, usize::MAX)
             }
             // Without a driver the probe's error comes first.
-            Err(CudaError::NoDriver { .. } | CudaError::NoDevice { .. }) => {}
-            Err(CudaError::DriverTooOld { .. }) => {}
+            Err(Error::NoDriver { .. } | Error::NoDevice { .. }) => {}
+            Err(Error::DriverTooOld { .. }) => {}
             other => panic!("expected an error, got {other:?}"),
         }
     }
@@ -426,9 +424,9 @@ mod tests {
 /// The two lines [`Device::best`] prints when it falls back to the CPU: why there is no
 /// GPU, short (a missing driver in one line, not the ~30 library names tried, which
 /// `Device::cuda(0)`'s error lists), and what runs instead.
-fn no_gpu_notice(err: &CudaError) -> String {
+fn no_gpu_notice(err: &Error) -> String {
     let why = match err {
-        CudaError::NoDriver { searched } => format!(
+        Error::NoDriver { searched } => format!(
             "no CUDA driver (libcuda not found on the loader path; {} names tried, \
              `Device::cuda(0)` names them)",
             searched.len()
@@ -449,7 +447,7 @@ mod notice_tests {
     #[test]
     fn a_missing_driver_is_one_short_line() {
         let searched: Vec<String> = (0..34).map(|i| format!("libcuda{i}.so.13")).collect();
-        let notice = no_gpu_notice(&CudaError::NoDriver { searched });
+        let notice = no_gpu_notice(&Error::NoDriver { searched });
         let lines: Vec<&str> = notice.lines().collect();
         assert_eq!(lines.len(), 2, "{notice}");
         assert_eq!(

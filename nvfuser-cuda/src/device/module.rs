@@ -11,7 +11,7 @@ use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
 use super::Device;
-use crate::error::CudaError;
+use crate::error::Error;
 use crate::nvrtc::{CompiledKernel, GpuArch};
 
 /// Whether machine code for `kernel` runs on a GPU of architecture `device`: a CUBIN runs
@@ -24,14 +24,14 @@ pub fn cubin_runs_on(kernel: GpuArch, device: GpuArch) -> bool {
 impl Device {
     /// Loads a compiled kernel's CUBIN into this GPU's context.
     ///
-    /// Errors: [`CudaError::NotAGpu`] on the CPU device, [`CudaError::ArchMismatch`] when
+    /// Errors: [`Error::NotAGpu`] on the CPU device, [`Error::ArchMismatch`] when
     /// the CUBIN cannot run on this GPU (see [`cubin_runs_on`]), and
-    /// [`CudaError::Driver`] when the driver rejects the image.
-    pub fn load_module(&self, kernel: &CompiledKernel) -> Result<Arc<CudaModule>, CudaError> {
+    /// [`Error::Driver`] when the driver rejects the image.
+    pub fn load_module(&self, kernel: &CompiledKernel) -> Result<Arc<CudaModule>, Error> {
         let gpu = self.require_gpu("Device::load_module")?;
         let device_arch = gpu.properties.arch();
         if !cubin_runs_on(kernel.arch, device_arch) {
-            return Err(CudaError::ArchMismatch {
+            return Err(Error::ArchMismatch {
                 kernel: kernel.name.clone(),
                 kernel_arch: kernel.arch,
                 device: gpu.label(),
@@ -41,7 +41,7 @@ impl Device {
         let module = gpu
             .context
             .load_module(Ptx::from_binary(kernel.cubin.clone()))
-            .map_err(|e| CudaError::driver("cuModuleLoadData", e))?;
+            .map_err(|e| Error::driver("cuModuleLoadData", e))?;
         let mut loaded = gpu.modules.lock().unwrap_or_else(|p| p.into_inner());
         loaded.retain(|m| m.strong_count() > 0);
         loaded.push(Arc::downgrade(&module));
@@ -51,16 +51,16 @@ impl Device {
     /// Loads a compiled kernel and looks up its `extern "C" __global__` function
     /// `function` (usually the kernel's own name).
     ///
-    /// Errors: those of [`Device::load_module`], [`CudaError::InvalidInput`] for a name
-    /// with a NUL byte, and [`CudaError::FunctionNotFound`] when the CUBIN has no such
+    /// Errors: those of [`Device::load_module`], [`Error::InvalidInput`] for a name
+    /// with a NUL byte, and [`Error::FunctionNotFound`] when the CUBIN has no such
     /// function.
     pub fn load_function(
         &self,
         kernel: &CompiledKernel,
         function: &str,
-    ) -> Result<CudaFunction, CudaError> {
+    ) -> Result<CudaFunction, Error> {
         if function.is_empty() || function.contains('\0') {
-            return Err(CudaError::InvalidInput {
+            return Err(Error::InvalidInput {
                 kernel: kernel.name.clone(),
                 what: format!("the function name {function:?} is empty or has a NUL byte"),
             });
@@ -68,12 +68,12 @@ impl Device {
         let module = self.load_module(kernel)?;
         module.load_function(function).map_err(|e| {
             if e.0 == CUresult::CUDA_ERROR_NOT_FOUND {
-                CudaError::FunctionNotFound {
+                Error::FunctionNotFound {
                     kernel: kernel.name.clone(),
                     function: function.to_owned(),
                 }
             } else {
-                CudaError::driver("cuModuleGetFunction", e)
+                Error::driver("cuModuleGetFunction", e)
             }
         })
     }

@@ -29,7 +29,7 @@ use cudarc::driver::{result, sys, CudaStream, DriverError};
 use rustc_hash::FxHashMap;
 
 use crate::tensor::storage::CudaBuffer;
-use crate::CudaError;
+use crate::Error;
 
 /// Bytes of free blocks a device's pool keeps at most by default.
 pub const DEFAULT_CACHED_BYTES: usize = 4 << 30;
@@ -298,12 +298,12 @@ impl CudaBuffer for PooledBuffer {
         &self.pool.stream
     }
 
-    fn download(&self, start: usize, out: &mut [u8]) -> Result<(), CudaError> {
+    fn download(&self, start: usize, out: &mut [u8]) -> Result<(), Error> {
         if out.is_empty() {
             return Ok(());
         }
         if start.checked_add(out.len()).is_none_or(|e| e > self.bytes) {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 "download",
                 format!("a byte range inside the {}-byte buffer", self.bytes),
                 format!("{start}..{}", start.saturating_add(out.len())),
@@ -313,14 +313,14 @@ impl CudaBuffer for PooledBuffer {
         stream
             .context()
             .bind_to_thread()
-            .map_err(|e| CudaError::driver("cuCtxSetCurrent", e))?;
+            .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         // SAFETY: the range was checked against the buffer above; the copy is ordered
         // after the work that wrote it, and waited for before `out` is used.
         unsafe { result::memcpy_dtoh_async(out, self.ptr() + start as u64, stream.cu_stream()) }
-            .map_err(|e| CudaError::driver("cuMemcpyDtoHAsync", e))?;
+            .map_err(|e| Error::driver("cuMemcpyDtoHAsync", e))?;
         stream
             .synchronize()
-            .map_err(|e| CudaError::driver("cuStreamSynchronize", e))
+            .map_err(|e| Error::driver("cuStreamSynchronize", e))
     }
 }
 

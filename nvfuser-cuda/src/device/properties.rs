@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::CudaContext;
 
-use crate::error::CudaError;
+use crate::error::Error;
 use crate::nvrtc::GpuArch;
 
 /// What a GPU offers, read from the driver.
@@ -132,23 +132,23 @@ impl DeviceProperties {
     }
 
     /// Reads every property of the context's device from the driver.
-    pub(crate) fn query(ctx: &CudaContext) -> Result<Self, CudaError> {
-        let attr = |a: Attr| -> Result<u32, CudaError> {
-            let value = ctx.attribute(a).map_err(|e| CudaError::Driver {
+    pub(crate) fn query(ctx: &CudaContext) -> Result<Self, Error> {
+        let attr = |a: Attr| -> Result<u32, Error> {
+            let value = ctx.attribute(a).map_err(|e| Error::Driver {
                 call: "cuDeviceGetAttribute",
                 code: format!("{:?} for {a:?}", e.0),
             })?;
-            u32::try_from(value).map_err(|_| CudaError::Driver {
+            u32::try_from(value).map_err(|_| Error::Driver {
                 call: "cuDeviceGetAttribute",
                 code: format!("a negative value {value} for {a:?}"),
             })
         };
         let name = ctx
             .name()
-            .map_err(|e| CudaError::driver("cuDeviceGetName", e))?;
+            .map_err(|e| Error::driver("cuDeviceGetName", e))?;
         let total_memory = ctx
             .total_mem()
-            .map_err(|e| CudaError::driver("cuDeviceTotalMem", e))?;
+            .map_err(|e| Error::driver("cuDeviceTotalMem", e))?;
         Ok(DeviceProperties {
             name,
             compute_capability_major: attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,

@@ -27,7 +27,7 @@ use cudarc::nvrtc::sys;
 use libloading::Library;
 
 use crate::dylib;
-use crate::error::CudaError;
+use crate::error::Error;
 use crate::nvrtc::{check, GpuArch, NvrtcVersion};
 
 /// The environment variable naming a directory that holds `libnvrtc.so.*` and
@@ -91,7 +91,7 @@ static NVRTC: OnceLock<NvrtcLibrary> = OnceLock::new();
 ///     Err(err) => println!("{err}"),
 /// }
 /// ```
-pub fn probe() -> Result<&'static NvrtcLibrary, CudaError> {
+pub fn probe() -> Result<&'static NvrtcLibrary, Error> {
     if let Some(lib) = NVRTC.get() {
         return Ok(lib);
     }
@@ -99,7 +99,7 @@ pub fn probe() -> Result<&'static NvrtcLibrary, CudaError> {
     Ok(NVRTC.get_or_init(|| lib))
 }
 
-fn load() -> Result<NvrtcLibrary, CudaError> {
+fn load() -> Result<NvrtcLibrary, Error> {
     let names = dylib::candidate_names("nvrtc");
     let mut libraries = Vec::new();
     let (opened, loaded_as) = match dylib::open_first(&names) {
@@ -109,20 +109,20 @@ fn load() -> Result<NvrtcLibrary, CudaError> {
         }
         None => {
             let Some(dir) = std::env::var_os(LIB_DIR_VAR).filter(|d| !d.is_empty()) else {
-                return Err(CudaError::NvrtcNotFound {
+                return Err(Error::NvrtcNotFound {
                     searched: names,
                     lib_dir: None,
                 });
             };
             let dir = PathBuf::from(dir);
             let (preloaded, path) =
-                preload_from_dir(&dir, &names).map_err(|why| CudaError::NvrtcNotFound {
+                preload_from_dir(&dir, &names).map_err(|why| Error::NvrtcNotFound {
                     searched: names.clone(),
                     lib_dir: Some((dir.clone(), why)),
                 })?;
             libraries.extend(preloaded);
             let Some(opened) = dylib::open_first(&names) else {
-                return Err(CudaError::NvrtcNotFound {
+                return Err(Error::NvrtcNotFound {
                     searched: names,
                     lib_dir: Some((
                         dir,
@@ -138,7 +138,7 @@ fn load() -> Result<NvrtcLibrary, CudaError> {
         }
     };
     if let Some(symbol) = dylib::first_missing_symbol(&opened.library, REQUIRED_SYMBOLS) {
-        return Err(CudaError::NvrtcTooOld { loaded_as, symbol });
+        return Err(Error::NvrtcTooOld { loaded_as, symbol });
     }
     libraries.push(opened.library);
     let version = query_version()?;
@@ -176,7 +176,7 @@ fn preload_from_dir(dir: &Path, names: &[String]) -> Result<(Vec<Library>, PathB
     Ok((libraries, path))
 }
 
-fn query_version() -> Result<NvrtcVersion, CudaError> {
+fn query_version() -> Result<NvrtcVersion, Error> {
     let (mut major, mut minor): (c_int, c_int) = (0, 0);
     // SAFETY: libnvrtc is loaded and exports nvrtcVersion (checked by the caller); the two
     // out-pointers are valid for writes.
@@ -189,7 +189,7 @@ fn query_version() -> Result<NvrtcVersion, CudaError> {
     })
 }
 
-fn query_supported_archs() -> Result<Vec<u32>, CudaError> {
+fn query_supported_archs() -> Result<Vec<u32>, Error> {
     let mut count: c_int = 0;
     // SAFETY: as in `query_version`; `count` is valid for writes.
     check("nvrtcGetNumSupportedArchs", unsafe {

@@ -9,7 +9,7 @@ use std::ptr;
 
 use cudarc::nvrtc::sys;
 
-use crate::error::CudaError;
+use crate::error::Error;
 use crate::nvrtc::check;
 
 /// A created NVRTC program. Only built after `probe()` succeeded, so every call below goes
@@ -23,7 +23,7 @@ pub(crate) struct Program {
 
 impl Program {
     /// Creates a program from `source`, named `name` in NVRTC's log.
-    pub(crate) fn create(source: CString, name: CString) -> Result<Self, CudaError> {
+    pub(crate) fn create(source: CString, name: CString) -> Result<Self, Error> {
         let mut raw: sys::nvrtcProgram = ptr::null_mut();
         // SAFETY: the out-pointer is valid; source and name are NUL-terminated and outlive
         // the program (they are moved into it); no headers are passed (count 0, null arrays).
@@ -54,7 +54,7 @@ impl Program {
     }
 
     /// NVRTC's log of the last compilation (warnings on success, errors on failure).
-    pub(crate) fn log(&self) -> Result<String, CudaError> {
+    pub(crate) fn log(&self) -> Result<String, Error> {
         let mut size = 0usize;
         // SAFETY: `self.raw` is a live program; `size` is valid for writes.
         check("nvrtcGetProgramLogSize", unsafe {
@@ -74,7 +74,7 @@ impl Program {
     }
 
     /// The CUBIN of a successful compilation for a real architecture.
-    pub(crate) fn cubin(&self) -> Result<Vec<u8>, CudaError> {
+    pub(crate) fn cubin(&self) -> Result<Vec<u8>, Error> {
         let mut size = 0usize;
         // SAFETY: `self.raw` is a live, compiled program; `size` is valid for writes.
         check("nvrtcGetCUBINSize", unsafe {

@@ -3,7 +3,7 @@
 //!
 //! Device allocations go through the device's stream (`cuMemAllocAsync` where the GPU
 //! supports memory pools); an allocation failure for lack of memory is
-//! [`CudaError::OutOfMemory`] with the size asked for, not a bare driver code.
+//! [`Error::OutOfMemory`] with the size asked for, not a bare driver code.
 
 use std::sync::Arc;
 
@@ -15,24 +15,24 @@ pub(crate) use super::storage::try_bytes;
 use super::storage::{CudaBuffer, HostBuffer, Storage};
 use super::{Element, Tensor};
 use crate::device::{CudaDevice, Device};
-use crate::error::CudaError;
+use crate::error::Error;
 
 impl Device {
     /// A new contiguous tensor of `shape` holding `values` (row-major), copied to this
     /// device.
     ///
-    /// Errors: [`CudaError::InvalidTensor`] when `values.len()` is not the product of
-    /// `shape`; [`CudaError::OutOfMemory`] or [`CudaError::Driver`] from the GPU.
+    /// Errors: [`Error::InvalidTensor`] when `values.len()` is not the product of
+    /// `shape`; [`Error::OutOfMemory`] or [`Error::Driver`] from the GPU.
     pub fn tensor_from_slice<T: Element>(
         &self,
         values: &[T],
         shape: impl AsRef<[usize]>,
-    ) -> Result<Tensor, CudaError> {
+    ) -> Result<Tensor, Error> {
         const OP: &str = "Device::tensor_from_slice";
         let shape = shape.as_ref();
         let layout = Layout::contiguous(OP, shape)?;
         if layout.numel() != values.len() {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 OP,
                 format!("{} values for shape {shape:?}", layout.numel()),
                 format!("{} values", values.len()),
@@ -45,7 +45,7 @@ impl Device {
     }
 
     /// A new contiguous tensor of `shape` filled with zeros (`false` for bool).
-    pub fn zeros(&self, dtype: DataType, shape: impl AsRef<[usize]>) -> Result<Tensor, CudaError> {
+    pub fn zeros(&self, dtype: DataType, shape: impl AsRef<[usize]>) -> Result<Tensor, Error> {
         const OP: &str = "Device::zeros";
         let layout = Layout::contiguous(OP, shape.as_ref())?;
         let num_bytes = byte_size(OP, layout.numel(), dtype)?;
@@ -66,7 +66,7 @@ impl Device {
     /// when the kernel writes every element (see `launch`). Reading it before a kernel
     /// wrote it gives arbitrary values (never undefined behavior: elements are decoded
     /// from plain bytes).
-    pub(crate) fn uninit(&self, dtype: DataType, shape: &[usize]) -> Result<Tensor, CudaError> {
+    pub(crate) fn uninit(&self, dtype: DataType, shape: &[usize]) -> Result<Tensor, Error> {
         const OP: &str = "Device::uninit";
         let layout = Layout::contiguous(OP, shape)?;
         let num_bytes = byte_size(OP, layout.numel(), dtype)?;
@@ -88,7 +88,7 @@ impl Device {
         dtype: DataType,
         layout: Layout,
         bytes: &[u8],
-    ) -> Result<Tensor, CudaError> {
+    ) -> Result<Tensor, Error> {
         let storage = match self.gpu() {
             None => Storage::host(HostBuffer::from_bytes(bytes)?),
             Some(gpu) => Storage::cuda(upload(gpu, bytes)?),
@@ -103,13 +103,9 @@ impl Device {
 }
 
 /// `numel * dtype size`, checked.
-pub(super) fn byte_size(
-    op: &'static str,
-    numel: usize,
-    dtype: DataType,
-) -> Result<usize, CudaError> {
+pub(super) fn byte_size(op: &'static str, numel: usize, dtype: DataType) -> Result<usize, Error> {
     numel.checked_mul(dtype.size_bytes()).ok_or_else(|| {
-        CudaError::tensor(
+        Error::tensor(
             op,
             "a byte size that fits in usize",
             format!("{numel} elements of {dtype}"),
@@ -117,33 +113,33 @@ pub(super) fn byte_size(
     })
 }
 
-/// Maps an allocation failure to [`CudaError::OutOfMemory`] when that is what it was.
+/// Maps an allocation failure to [`Error::OutOfMemory`] when that is what it was.
 fn alloc_error<'a>(
     gpu: &'a CudaDevice,
     bytes: usize,
     call: &'static str,
-) -> impl Fn(cudarc::driver::DriverError) -> CudaError + 'a {
+) -> impl Fn(cudarc::driver::DriverError) -> Error + 'a {
     move |e| {
         if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            CudaError::OutOfMemory {
+            Error::OutOfMemory {
                 device: gpu.label(),
                 requested_bytes: bytes,
             }
         } else {
-            CudaError::driver(call, e)
+            Error::driver(call, e)
         }
     }
 }
 
 /// A zero-filled device buffer of `num_bytes` (at least one), from the device's pool.
-fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, CudaError> {
+fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, Error> {
     let buffer =
         gpu.allocator()
             .alloc(num_bytes)
             .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
     buffer
         .zero()
-        .map_err(|e| CudaError::driver("cuMemsetD8Async", e))?;
+        .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
     Ok(Arc::new(buffer))
 }
 
@@ -154,7 +150,7 @@ fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>
 /// give wrong values but never undefined behavior; `Device::uninit` documents that a
 /// kernel must write every element before it is read, and the launcher only uses it for
 /// outputs that the kernel writes completely.
-fn alloc_uninit(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, CudaError> {
+fn alloc_uninit(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, Error> {
     let buffer =
         gpu.allocator()
             .alloc(num_bytes)
@@ -163,7 +159,7 @@ fn alloc_uninit(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer
 }
 
 /// A device buffer holding a copy of `bytes`.
-fn upload(gpu: &CudaDevice, bytes: &[u8]) -> Result<Arc<dyn CudaBuffer>, CudaError> {
+fn upload(gpu: &CudaDevice, bytes: &[u8]) -> Result<Arc<dyn CudaBuffer>, Error> {
     if bytes.is_empty() {
         return alloc_zeros(gpu, 0);
     }
@@ -174,7 +170,7 @@ fn upload(gpu: &CudaDevice, bytes: &[u8]) -> Result<Arc<dyn CudaBuffer>, CudaErr
     ))?;
     buffer
         .upload(bytes)
-        .map_err(|e| CudaError::driver("cuMemcpyHtoDAsync", e))?;
+        .map_err(|e| Error::driver("cuMemcpyHtoDAsync", e))?;
     Ok(Arc::new(buffer))
 }
 

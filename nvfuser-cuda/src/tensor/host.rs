@@ -14,7 +14,7 @@ use nvfuser_core::DataType;
 
 use super::Tensor;
 use crate::device::Device;
-use crate::error::CudaError;
+use crate::error::Error;
 
 /// Runs `$body` with `$t` bound to the Rust element type of `$dtype`.
 macro_rules! with_element {
@@ -48,7 +48,7 @@ macro_rules! with_element {
                 type $t = bool;
                 $body
             }
-            dtype => Err(CudaError::UnsupportedDtype { op: $op, dtype }),
+            dtype => Err(Error::UnsupportedDtype { op: $op, dtype }),
         }
     };
 }
@@ -56,7 +56,7 @@ macro_rules! with_element {
 impl Device {
     /// A new contiguous tensor on this device holding the values of `host`, with its
     /// dtype and shape.
-    pub fn tensor_from_host(&self, host: &HostTensor) -> Result<Tensor, CudaError> {
+    pub fn tensor_from_host(&self, host: &HostTensor) -> Result<Tensor, Error> {
         with_element!("Device::tensor_from_host", host.dtype(), T => {
             let values = host.to_vec::<T>()?;
             self.tensor_from_slice(&values, host.shape())
@@ -68,7 +68,7 @@ impl Tensor {
     /// The values of this tensor (any view; downloaded from a GPU if needed) as a
     /// [`HostTensor`] of the same dtype and shape, for the CPU reference evaluator or for
     /// comparing with it.
-    pub fn to_host_tensor(&self) -> Result<HostTensor, CudaError> {
+    pub fn to_host_tensor(&self) -> Result<HostTensor, Error> {
         with_element!("Tensor::to_host_tensor", self.dtype(), T => {
             let values = self.to_vec::<T>()?;
             Ok(HostTensor::from_vec(values, self.sizes())?)

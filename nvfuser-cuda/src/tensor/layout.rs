@@ -12,7 +12,7 @@
 
 use smallvec::SmallVec;
 
-use crate::error::CudaError;
+use crate::error::Error;
 
 /// Per-dim sizes or strides; six dims live inline, without a heap allocation.
 pub(crate) type Dims = SmallVec<[usize; 6]>;
@@ -49,12 +49,12 @@ pub(crate) struct Layout {
 }
 
 /// The product of `sizes`, or an error naming the operation when it overflows.
-fn checked_numel(op: &'static str, sizes: &[usize]) -> Result<usize, CudaError> {
+fn checked_numel(op: &'static str, sizes: &[usize]) -> Result<usize, Error> {
     sizes
         .iter()
         .try_fold(1usize, |acc, &s| acc.checked_mul(s))
         .ok_or_else(|| {
-            CudaError::tensor(
+            Error::tensor(
                 op,
                 "a shape whose element count fits in usize",
                 format!("sizes {sizes:?}"),
@@ -63,14 +63,14 @@ fn checked_numel(op: &'static str, sizes: &[usize]) -> Result<usize, CudaError> 
 }
 
 /// Normalizes an axis in `-rank..rank` to `0..rank`.
-fn normalize_axis(op: &'static str, axis: i64, rank: usize) -> Result<usize, CudaError> {
+fn normalize_axis(op: &'static str, axis: i64, rank: usize) -> Result<usize, Error> {
     let r = i64::try_from(rank).unwrap_or(i64::MAX);
     let a = if axis < 0 { axis + r } else { axis };
     if (0..r).contains(&a) {
         // In 0..rank, so it fits in usize.
         Ok(a as usize)
     } else {
-        Err(CudaError::tensor(
+        Err(Error::tensor(
             op,
             format!("an axis in {}..{rank} for a rank-{rank} tensor", -r),
             format!("axis {axis}"),
@@ -80,7 +80,7 @@ fn normalize_axis(op: &'static str, axis: i64, rank: usize) -> Result<usize, Cud
 
 impl Layout {
     /// A dense row-major layout of `sizes` at offset 0.
-    pub(crate) fn contiguous(op: &'static str, sizes: &[usize]) -> Result<Layout, CudaError> {
+    pub(crate) fn contiguous(op: &'static str, sizes: &[usize]) -> Result<Layout, Error> {
         let numel = checked_numel(op, sizes)?;
         Ok(Layout {
             sizes: sizes.iter().copied().collect(),
@@ -98,9 +98,9 @@ impl Layout {
         sizes: &[usize],
         strides: &[usize],
         offset: usize,
-    ) -> Result<Layout, CudaError> {
+    ) -> Result<Layout, Error> {
         if sizes.len() != strides.len() {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 op,
                 format!("one stride per dim ({} for sizes {sizes:?})", sizes.len()),
                 format!("{} strides {strides:?}", strides.len()),
@@ -141,7 +141,7 @@ impl Layout {
     /// How many elements a buffer needs for this view to stay inside it: one past the
     /// highest addressed element, or just the offset for an empty view (which addresses
     /// nothing).
-    pub(crate) fn required_elements(&self, op: &'static str) -> Result<usize, CudaError> {
+    pub(crate) fn required_elements(&self, op: &'static str) -> Result<usize, Error> {
         match self.span(op)? {
             Some((_, last)) => Ok(last + 1),
             None => Ok(self.offset),
@@ -150,12 +150,12 @@ impl Layout {
 
     /// The lowest and highest addressed element offsets, or `None` for an empty view.
     /// With non-negative strides the lowest is the offset itself.
-    pub(crate) fn span(&self, op: &'static str) -> Result<Option<(usize, usize)>, CudaError> {
+    pub(crate) fn span(&self, op: &'static str) -> Result<Option<(usize, usize)>, Error> {
         if self.numel == 0 {
             return Ok(None);
         }
         let overflow = || {
-            CudaError::tensor(
+            Error::tensor(
                 op,
                 "a view whose highest element index fits in usize",
                 format!(
@@ -194,11 +194,11 @@ impl Layout {
     }
 
     /// Reorders dims: dim `i` of the result is dim `dims[i]` of `self`.
-    pub(crate) fn permute(&self, dims: &[i64]) -> Result<Layout, CudaError> {
+    pub(crate) fn permute(&self, dims: &[i64]) -> Result<Layout, Error> {
         const OP: &str = "Tensor::permute";
         let rank = self.rank();
         if dims.len() != rank {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 OP,
                 format!("a permutation of {rank} dims"),
                 format!("{} dims {dims:?}", dims.len()),
@@ -210,7 +210,7 @@ impl Layout {
         for &d in dims {
             let a = normalize_axis(OP, d, rank)?;
             if std::mem::replace(&mut seen[a], true) {
-                return Err(CudaError::tensor(
+                return Err(Error::tensor(
                     OP,
                     format!("each of the {rank} dims exactly once"),
                     format!("dim {a} twice in {dims:?}"),
@@ -235,11 +235,11 @@ impl Layout {
         start: i64,
         stop: i64,
         step: i64,
-    ) -> Result<Layout, CudaError> {
+    ) -> Result<Layout, Error> {
         const OP: &str = "Tensor::slice";
         let a = normalize_axis(OP, axis, self.rank())?;
         if step < 1 {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 OP,
                 "a step of at least 1",
                 format!("step {step}"),
@@ -261,7 +261,7 @@ impl Layout {
         let step = step as usize;
         let new_size = stop.saturating_sub(start).div_ceil(step);
         let overflow = || {
-            CudaError::tensor(
+            Error::tensor(
                 OP,
                 "a view whose offsets and strides fit in usize",
                 format!(
@@ -284,11 +284,11 @@ impl Layout {
     /// Broadcasts size-1 dims to `sizes` with stride 0. `sizes` may be longer than the
     /// rank: new leading dims are added, as in PyTorch's `expand`. `-1` keeps an existing
     /// dim as it is; a dim of size other than 1 may only "expand" to its own size.
-    pub(crate) fn expand(&self, sizes: &[i64]) -> Result<Layout, CudaError> {
+    pub(crate) fn expand(&self, sizes: &[i64]) -> Result<Layout, Error> {
         const OP: &str = "Tensor::expand";
         let rank = self.rank();
         if sizes.len() < rank {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 OP,
                 format!("at least {rank} sizes (one per dim, plus any new leading dims)"),
                 format!("{} sizes {sizes:?}", sizes.len()),
@@ -300,7 +300,7 @@ impl Layout {
         for (i, &target) in sizes.iter().enumerate() {
             if i < lead {
                 let Ok(n) = usize::try_from(target) else {
-                    return Err(CudaError::tensor(
+                    return Err(Error::tensor(
                         OP,
                         format!("a size >= 0 for the new leading dim {i}"),
                         format!("{target}"),
@@ -320,7 +320,7 @@ impl Layout {
                 out_sizes.push(n);
                 out_strides.push(0);
             } else {
-                return Err(CudaError::tensor(
+                return Err(Error::tensor(
                     OP,
                     format!(
                         "size {size} (or -1) for dim {d}, since only size-1 dims can be expanded"
@@ -342,7 +342,7 @@ impl Layout {
     }
 
     /// Inserts a size-1 dim at `axis`, in `-(rank + 1)..=rank` (`-1` appends).
-    pub(crate) fn unsqueeze(&self, axis: i64) -> Result<Layout, CudaError> {
+    pub(crate) fn unsqueeze(&self, axis: i64) -> Result<Layout, Error> {
         const OP: &str = "Tensor::unsqueeze";
         let a = normalize_axis(OP, axis, self.rank() + 1)?;
         // The stride a dense layout would give the new dim, so contiguity is kept.
@@ -452,7 +452,7 @@ mod tests {
         let l = dense(&[2, 3]);
         for bad in [&[0][..], &[0, 0], &[0, 2], &[0, 1, 2]] {
             let err = l.permute(bad).unwrap_err();
-            assert!(matches!(err, CudaError::InvalidTensor { .. }), "{err}");
+            assert!(matches!(err, Error::InvalidTensor { .. }), "{err}");
         }
         let text = l.permute(&[1, 1]).unwrap_err().to_string();
         assert!(

@@ -34,7 +34,7 @@ pub use layout::contiguous_strides;
 pub use storage::BUFFER_ALIGNMENT;
 
 use crate::device::Device;
-use crate::error::CudaError;
+use crate::error::Error;
 use create::byte_size;
 use layout::Layout;
 use storage::{CudaBuffer, Storage};
@@ -72,7 +72,7 @@ impl Tensor {
     ///
     /// The view is checked against the buffer: one stride per size, an element count and
     /// extent that fit in `usize`, every addressed byte inside the slice, and a base
-    /// address aligned to the dtype. Any violation is a [`CudaError::InvalidTensor`] that
+    /// address aligned to the dtype. Any violation is a [`Error::InvalidTensor`] that
     /// names the numbers. The slice's GPU must be usable as a [`Device`] (it is, since the
     /// slice exists).
     pub fn from_cuda_slice<T: DeviceRepr + 'static>(
@@ -81,7 +81,7 @@ impl Tensor {
         sizes: &[usize],
         strides: &[usize],
         offset: usize,
-    ) -> Result<Tensor, CudaError> {
+    ) -> Result<Tensor, Error> {
         const OP: &str = "Tensor::from_cuda_slice";
         let slice: Arc<CudaSlice<T>> = slice.into();
         let layout = Layout::strided(OP, sizes, strides, offset)?;
@@ -91,7 +91,7 @@ impl Tensor {
             .and_then(|n| byte_size(OP, n, dtype))?;
         let available = slice.num_bytes();
         if needed > available {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 OP,
                 format!(
                     "a view inside the {available}-byte buffer ({} elements of {dtype})",
@@ -107,7 +107,7 @@ impl Tensor {
         let buffer: Arc<dyn CudaBuffer> = slice;
         let storage = Storage::cuda(buffer);
         if !storage.address().is_multiple_of(element_size as u64) {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 OP,
                 format!("a buffer address aligned to {element_size} bytes for {dtype}"),
                 format!("address {:#x}", storage.address()),
@@ -210,14 +210,14 @@ impl Tensor {
     /// values are those the queued kernels wrote; an error of such a kernel (an illegal
     /// address, say) surfaces here as a driver error.
     ///
-    /// Errors: [`CudaError::DtypeMismatch`] when `T` is not the tensor's dtype (no
+    /// Errors: [`Error::DtypeMismatch`] when `T` is not the tensor's dtype (no
     /// conversion happens); driver errors from the download;
-    /// [`CudaError::DeviceAssert`] when a device-side check of a kernel launched on the
+    /// [`Error::DeviceAssert`] when a device-side check of a kernel launched on the
     /// device before failed (reported once, by the first download or synchronize after
     /// it, whichever tensor it reads).
-    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, CudaError> {
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, Error> {
         if T::DTYPE != self.dtype {
-            return Err(CudaError::DtypeMismatch {
+            return Err(Error::DtypeMismatch {
                 op: "Tensor::to_vec",
                 expected: T::DTYPE,
                 found: self.dtype,
@@ -232,23 +232,23 @@ impl Tensor {
     /// buffer's stream, after the work queued before it (`values` is read before this
     /// returns).
     ///
-    /// Errors: [`CudaError::NotAGpu`] on the CPU device (its tensors are immutable);
-    /// [`CudaError::DtypeMismatch`]; [`CudaError::InvalidTensor`] for a view that is not
+    /// Errors: [`Error::NotAGpu`] on the CPU device (its tensors are immutable);
+    /// [`Error::DtypeMismatch`]; [`Error::InvalidTensor`] for a view that is not
     /// contiguous or a length that is not the tensor's element count; driver errors.
-    pub fn write_from_slice<T: Element>(&self, values: &[T]) -> Result<(), CudaError> {
+    pub fn write_from_slice<T: Element>(&self, values: &[T]) -> Result<(), Error> {
         const OP: &str = "Tensor::write_from_slice";
         if T::DTYPE != self.dtype {
-            return Err(CudaError::DtypeMismatch {
+            return Err(Error::DtypeMismatch {
                 op: OP,
                 expected: self.dtype,
                 found: T::DTYPE,
             });
         }
         let Storage::Cuda { buffer, address } = &self.storage else {
-            return Err(CudaError::NotAGpu { op: OP });
+            return Err(Error::NotAGpu { op: OP });
         };
         if !self.is_contiguous() || values.len() != self.numel() {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 OP,
                 format!("a contiguous tensor and {} values", self.numel()),
                 format!(
@@ -269,7 +269,7 @@ impl Tensor {
             .checked_add(bytes.len())
             .is_none_or(|e| e > buffer.num_bytes())
         {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 OP,
                 format!("a byte range inside the {}-byte buffer", buffer.num_bytes()),
                 format!("{start}..{}", start.saturating_add(bytes.len())),
@@ -282,7 +282,7 @@ impl Tensor {
         stream
             .context()
             .bind_to_thread()
-            .map_err(|e| CudaError::driver("cuCtxSetCurrent", e))?;
+            .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         // SAFETY: the byte range was checked against the buffer above; the copy is
         // queued on the buffer's stream, and a copy from pageable host memory has read
         // `bytes` when the call returns.
@@ -293,11 +293,11 @@ impl Tensor {
                 stream.cu_stream(),
             )
         }
-        .map_err(|e| CudaError::driver("cuMemcpyHtoDAsync", e))
+        .map_err(|e| Error::driver("cuMemcpyHtoDAsync", e))
     }
 
     /// A contiguous copy of this tensor on `device` (also when it is already there).
-    pub fn to_device(&self, device: &Device) -> Result<Tensor, CudaError> {
+    pub fn to_device(&self, device: &Device) -> Result<Tensor, Error> {
         let bytes = self.contiguous_bytes()?;
         let layout = Layout::contiguous("Tensor::to_device", self.sizes())?;
         device.tensor_from_bytes(self.dtype, layout, &bytes)
@@ -305,14 +305,14 @@ impl Tensor {
 
     /// Reorders dims without copying: dim `i` of the result is dim `dims[i]` of `self`
     /// (negative values count from the end).
-    pub fn permute(&self, dims: &[i64]) -> Result<Tensor, CudaError> {
+    pub fn permute(&self, dims: &[i64]) -> Result<Tensor, Error> {
         Ok(self.with_layout(self.layout.permute(dims)?))
     }
 
     /// A strided slice of one axis without copying, with Python's rules: `start` and
     /// `stop` count from the end when negative and are clamped to the dim (`i64::MAX`
     /// means "to the end"); `step` is at least 1.
-    pub fn slice(&self, axis: i64, start: i64, stop: i64, step: i64) -> Result<Tensor, CudaError> {
+    pub fn slice(&self, axis: i64, start: i64, stop: i64, step: i64) -> Result<Tensor, Error> {
         Ok(self.with_layout(self.layout.slice(axis, start, stop, step)?))
     }
 
@@ -324,12 +324,12 @@ impl Tensor {
         sizes: &[usize],
         strides: &[usize],
         offset: usize,
-    ) -> Result<Tensor, CudaError> {
+    ) -> Result<Tensor, Error> {
         const OP: &str = "Tensor::as_strided";
         let layout = Layout::strided(OP, sizes, strides, offset)?;
         let need = byte_size(OP, layout.required_elements(OP)?, self.dtype)?;
         if need > self.buffer_bytes() {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 OP,
                 format!("a view inside the buffer of {} bytes", self.buffer_bytes()),
                 format!(
@@ -342,12 +342,12 @@ impl Tensor {
 
     /// Broadcasts size-1 dims to `sizes` with stride 0, without copying. `sizes` may add
     /// new leading dims; `-1` keeps a dim as it is.
-    pub fn expand(&self, sizes: &[i64]) -> Result<Tensor, CudaError> {
+    pub fn expand(&self, sizes: &[i64]) -> Result<Tensor, Error> {
         Ok(self.with_layout(self.layout.expand(sizes)?))
     }
 
     /// Inserts a size-1 dim at `axis` (`-1` appends), without copying.
-    pub fn unsqueeze(&self, axis: i64) -> Result<Tensor, CudaError> {
+    pub fn unsqueeze(&self, axis: i64) -> Result<Tensor, Error> {
         Ok(self.with_layout(self.layout.unsqueeze(axis)?))
     }
 
@@ -362,7 +362,7 @@ impl Tensor {
 
     /// The addressed elements' bytes in row-major order: one read (or download) of the
     /// span the view covers, then a gather when the view is not contiguous.
-    fn contiguous_bytes(&self) -> Result<Vec<u8>, CudaError> {
+    fn contiguous_bytes(&self) -> Result<Vec<u8>, Error> {
         const OP: &str = "Tensor::to_vec";
         let size = self.dtype.size_bytes();
         let Some((first, last)) = self.layout.span(OP)? else {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 
-use crate::error::CudaError;
+use crate::error::Error;
 
 /// The alignment in bytes of every buffer this crate allocates, host or device.
 pub const BUFFER_ALIGNMENT: usize = 256;
@@ -35,9 +35,9 @@ pub(crate) struct HostBuffer {
 
 impl HostBuffer {
     /// `len` zero bytes.
-    pub(crate) fn zeroed(len: usize) -> Result<Self, CudaError> {
+    pub(crate) fn zeroed(len: usize) -> Result<Self, Error> {
         let total = len.checked_add(BUFFER_ALIGNMENT - 1).ok_or_else(|| {
-            CudaError::tensor(
+            Error::tensor(
                 "host allocation",
                 "a byte size that fits in memory",
                 format!("{len} bytes"),
@@ -45,7 +45,7 @@ impl HostBuffer {
         })?;
         let mut raw = Vec::new();
         raw.try_reserve_exact(total).map_err(|e| {
-            CudaError::tensor(
+            Error::tensor(
                 "host allocation",
                 format!("{len} bytes of host memory"),
                 format!("an allocation failure: {e}"),
@@ -58,7 +58,7 @@ impl HostBuffer {
     }
 
     /// A copy of `bytes`.
-    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, CudaError> {
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
         let mut buffer = Self::zeroed(bytes.len())?;
         buffer.as_bytes_mut().copy_from_slice(bytes);
         Ok(buffer)
@@ -91,7 +91,7 @@ pub(crate) trait CudaBuffer: Send + Sync + 'static {
     fn address(&self) -> u64;
     /// Copies bytes `start..start + out.len()` into `out`, ordered on the allocation's
     /// own stream (after the work that produced it), and waits for the copy.
-    fn download(&self, start: usize, out: &mut [u8]) -> Result<(), CudaError>;
+    fn download(&self, start: usize, out: &mut [u8]) -> Result<(), Error>;
     /// The stream the allocation is ordered on (where it is freed).
     fn stream(&self) -> &Arc<CudaStream>;
 }
@@ -112,7 +112,7 @@ impl<T: DeviceRepr + 'static> CudaBuffer for CudaSlice<T> {
         CudaSlice::stream(self)
     }
 
-    fn download(&self, start: usize, out: &mut [u8]) -> Result<(), CudaError> {
+    fn download(&self, start: usize, out: &mut [u8]) -> Result<(), Error> {
         if out.is_empty() {
             return Ok(());
         }
@@ -120,7 +120,7 @@ impl<T: DeviceRepr + 'static> CudaBuffer for CudaSlice<T> {
             .checked_add(out.len())
             .filter(|&e| e <= self.num_bytes());
         let Some(end) = end else {
-            return Err(CudaError::tensor(
+            return Err(Error::tensor(
                 "download",
                 format!("a byte range inside the {}-byte buffer", self.num_bytes()),
                 format!("{start}..{}", start.saturating_add(out.len())),
@@ -131,7 +131,7 @@ impl<T: DeviceRepr + 'static> CudaBuffer for CudaSlice<T> {
         // allocation's `num_bytes()` bytes.
         let bytes = unsafe { self.transmute::<u8>(self.num_bytes()) };
         let view = bytes.and_then(|b| b.try_slice(start..end)).ok_or_else(|| {
-            CudaError::tensor(
+            Error::tensor(
                 "download",
                 format!("a byte range inside the {}-byte buffer", self.num_bytes()),
                 format!("{start}..{end}"),
@@ -139,10 +139,10 @@ impl<T: DeviceRepr + 'static> CudaBuffer for CudaSlice<T> {
         })?;
         stream
             .memcpy_dtoh(&view, out)
-            .map_err(|e| CudaError::driver("cuMemcpyDtoHAsync", e))?;
+            .map_err(|e| Error::driver("cuMemcpyDtoHAsync", e))?;
         stream
             .synchronize()
-            .map_err(|e| CudaError::driver("cuStreamSynchronize", e))
+            .map_err(|e| Error::driver("cuStreamSynchronize", e))
     }
 }
 
@@ -193,7 +193,7 @@ impl Storage {
 
     /// Bytes `start..start + len`, borrowed on the host, downloaded from a GPU (after
     /// waiting for the work queued before it on the buffer's stream, kernels included).
-    pub(crate) fn read_bytes(&self, start: usize, len: usize) -> Result<Bytes<'_>, CudaError> {
+    pub(crate) fn read_bytes(&self, start: usize, len: usize) -> Result<Bytes<'_>, Error> {
         match self {
             Storage::Host(b) => {
                 let bytes = b.as_bytes();
@@ -202,7 +202,7 @@ impl Storage {
                     .get(range.clone())
                     .map(Bytes::Borrowed)
                     .ok_or_else(|| {
-                        CudaError::tensor(
+                        Error::tensor(
                             "read",
                             format!("a byte range inside the {}-byte buffer", bytes.len()),
                             format!("{range:?}"),
@@ -238,10 +238,10 @@ impl std::ops::Deref for Bytes<'_> {
 
 /// An empty byte vector with room for `len` bytes, reserved fallibly: a failure is an
 /// error naming the size instead of an allocation abort.
-pub(crate) fn try_bytes(op: &'static str, len: usize) -> Result<Vec<u8>, CudaError> {
+pub(crate) fn try_bytes(op: &'static str, len: usize) -> Result<Vec<u8>, Error> {
     let mut out = Vec::new();
     out.try_reserve_exact(len).map_err(|e| {
-        CudaError::tensor(
+        Error::tensor(
             op,
             format!("{len} bytes of host memory"),
             format!("an allocation failure: {e}"),
