@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::kir::Expr;
 use crate::ir::{Extent, ExtentOp};
 
 /// An integer index expression.
@@ -28,6 +29,8 @@ pub enum Idx {
     Max(Box<Idx>, Box<Idx>),
     /// `min(a, b)`.
     Min(Box<Idx>, Box<Idx>),
+    /// A kernel value used as an index (a data-dependent index, a wrapped scalar).
+    Value(Box<Expr>),
 }
 
 impl Idx {
@@ -113,6 +116,8 @@ impl Idx {
         match self {
             Idx::Add(..) | Idx::Sub(..) => 1,
             Idx::Mul(..) | Idx::Div(..) | Idx::Mod(..) => 2,
+            // A call or a cast binds tighter than `*`; anything looser is parenthesized.
+            Idx::Value(e) if !e.is_unary_or_tighter() => 0,
             _ => 3,
         }
     }
@@ -157,6 +162,7 @@ impl fmt::Display for Idx {
             Idx::CeilDiv(a, b) => write!(f, "nvf_ceil_div({a}, {b})"),
             Idx::Max(a, b) => write!(f, "nvf_max_idx({a}, {b})"),
             Idx::Min(a, b) => write!(f, "nvf_min_idx({a}, {b})"),
+            Idx::Value(e) => write!(f, "{e}"),
         }
     }
 }

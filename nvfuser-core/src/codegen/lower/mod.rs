@@ -48,8 +48,6 @@ use crate::sched::{
 };
 use indexing::shape_doms;
 
-pub(super) use reductions::reduction_functor;
-
 type Key = (ValId, usize);
 
 enum Node {
