@@ -270,10 +270,19 @@ fn literal(v: ScalarValue, to: DataType) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codegen::index::ShapeField;
     use crate::ir::{BinaryOp, UnaryOp};
 
     fn v(name: &str) -> Expr {
         Expr::var(name)
+    }
+
+    fn shape(param: &str, field: ShapeField, axis: usize) -> Idx {
+        Idx::Shape {
+            param: param.into(),
+            field,
+            axis,
+        }
     }
 
     fn elem(name: &str, i: Idx) -> Expr {
@@ -350,7 +359,7 @@ mod tests {
     #[test]
     fn predicates_and_selects() {
         let i = Idx::var("i1") * Idx::Const(128) + Idx::var("threadIdx.x");
-        let bound = Expr::from(i).bin(BinOp::Lt, Idx::var("T0_shape.size[0]").into());
+        let bound = Expr::from(i).bin(BinOp::Lt, shape("T0_shape", ShapeField::Size, 0).into());
         let guard = v("blockIdx.y").bin(BinOp::Eq, Expr::int(0));
         assert_eq!(
             conjunction(&[bound.clone(), guard.clone(), v("T3_last")]),
@@ -411,9 +420,9 @@ mod tests {
     fn values_embedded_in_indices() {
         let wrapped = Idx::Value(Box::new(Expr::call(
             Func::WrapIndex,
-            vec![v("s2"), Idx::var("T0_shape.size[1]").into()],
+            vec![v("s2"), shape("T0_shape", ShapeField::Size, 1).into()],
         )));
-        let off = wrapped * Idx::var("T0_shape.stride[1]");
+        let off = wrapped * shape("T0_shape", ShapeField::Stride, 1);
         assert_eq!(
             elem("T0", off).to_string(),
             "T0[nvf_wrap_index(s2, T0_shape.size[1]) * T0_shape.stride[1]]"

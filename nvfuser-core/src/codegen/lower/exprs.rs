@@ -132,39 +132,7 @@ impl Lower<'_> {
                     _ => Expr::call(Func::Binary(*b), vec![x, y]),
                 }
             }
-            Op::Ternary(t) => match t {
-                TernaryOp::Where => {
-                    let cond = self.operand(e, ins[0], DataType::Bool, cidx)?;
-                    cond.select(
-                        self.operand_in(e, ins[1], out_dt, cidx)?,
-                        self.operand_in(e, ins[2], out_dt, cidx)?,
-                    )
-                }
-                _ => {
-                    let a: Vec<Expr> = ins
-                        .iter()
-                        .map(|&v| self.operand_in(e, v, out_dt, cidx))
-                        .collect::<SchedResult<_>>()?;
-                    let arg = |k: usize| a[k].clone();
-                    match t {
-                        // a + w * (b - a)
-                        TernaryOp::Lerp => arg(0).bin(
-                            BinOp::Add,
-                            arg(2).bin(BinOp::Mul, arg(1).bin(BinOp::Sub, arg(0))),
-                        ),
-                        TernaryOp::Clamp => Expr::call(Func::Clamp, a),
-                        TernaryOp::Threshold => {
-                            arg(0).bin(BinOp::Gt, arg(1)).select(arg(0), arg(2))
-                        }
-                        // x + value * t1 * t2
-                        TernaryOp::Addcmul => arg(0).bin(
-                            BinOp::Add,
-                            arg(3).bin(BinOp::Mul, arg(1)).bin(BinOp::Mul, arg(2)),
-                        ),
-                        TernaryOp::Where => unreachable!("handled above"),
-                    }
-                }
-            },
+            Op::Ternary(t) => self.ternary_value(e, *t, cidx)?,
             Op::Slice { .. }
             | Op::Pad { .. }
             | Op::Cat { .. }
@@ -183,33 +151,7 @@ impl Lower<'_> {
                     .bin(BinOp::Mul, self.operand(e, ins[1], c, cidx)?);
                 self.operand(e, ins[0], c, cidx)?.bin(BinOp::Add, step)
             }
-            Op::Rand { dist, .. } => {
-                let d = &self.t(e.output).domain;
-                let mut lin = Idx::Const(0);
-                for &r in &shape_doms(d) {
-                    let x = cidx.get(&r).cloned().unwrap_or(Idx::Const(0));
-                    lin = lin.mul(logical_ext(d.dom(r))).add(x);
-                }
-                let seed = self.operand(e, ins[2], DataType::I64, cidx)?;
-                let off = self.operand(e, ins[3], DataType::I64, cidx)?;
-                let wide = out_dt == DataType::F64;
-                let (f, pt) = match (dist, wide) {
-                    (Distribution::Uniform, false) => (Func::Uniform(out_dt), DataType::F32),
-                    (Distribution::Uniform, true) => (Func::UniformF64, DataType::F64),
-                    (Distribution::Normal, false) => (Func::NormalF32, DataType::F64),
-                    (Distribution::Normal, true) => (Func::NormalF64, DataType::F64),
-                };
-                Expr::call(
-                    f,
-                    vec![
-                        seed.cast(CType::U64),
-                        off.cast(CType::U64),
-                        Expr::from(lin).cast(CType::U64),
-                        self.operand(e, ins[0], pt, cidx)?,
-                        self.operand(e, ins[1], pt, cidx)?,
-                    ],
-                )
-            }
+            Op::Rand { dist, .. } => self.rand_value(e, *dist, cidx)?,
             other => {
                 return unsupported(format!(
                     "lowering of {} is not implemented yet",
@@ -217,6 +159,85 @@ impl Lower<'_> {
                 ))
             }
         })
+    }
+
+    /// `where`, `lerp`, `clamp`, `threshold` and `addcmul`.
+    fn ternary_value(
+        &self,
+        e: &SExpr,
+        t: TernaryOp,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<Expr> {
+        let out_dt = self.t(e.output).dtype;
+        let ins = &e.inputs;
+        Ok(match t {
+            TernaryOp::Where => {
+                let cond = self.operand(e, ins[0], DataType::Bool, cidx)?;
+                cond.select(
+                    self.operand_in(e, ins[1], out_dt, cidx)?,
+                    self.operand_in(e, ins[2], out_dt, cidx)?,
+                )
+            }
+            _ => {
+                let a: Vec<Expr> = ins
+                    .iter()
+                    .map(|&v| self.operand_in(e, v, out_dt, cidx))
+                    .collect::<SchedResult<_>>()?;
+                let arg = |k: usize| a[k].clone();
+                match t {
+                    // a + w * (b - a)
+                    TernaryOp::Lerp => arg(0).bin(
+                        BinOp::Add,
+                        arg(2).bin(BinOp::Mul, arg(1).bin(BinOp::Sub, arg(0))),
+                    ),
+                    TernaryOp::Clamp => Expr::call(Func::Clamp, a),
+                    TernaryOp::Threshold => arg(0).bin(BinOp::Gt, arg(1)).select(arg(0), arg(2)),
+                    // x + value * t1 * t2
+                    TernaryOp::Addcmul => arg(0).bin(
+                        BinOp::Add,
+                        arg(3).bin(BinOp::Mul, arg(1)).bin(BinOp::Mul, arg(2)),
+                    ),
+                    TernaryOp::Where => unreachable!("handled above"),
+                }
+            }
+        })
+    }
+
+    /// `rand` / `randn`: a counter-based generator keyed by seed, offset and the
+    /// element's linear index.
+    fn rand_value(
+        &self,
+        e: &SExpr,
+        dist: Distribution,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<Expr> {
+        let out_dt = self.t(e.output).dtype;
+        let ins = &e.inputs;
+        let d = &self.t(e.output).domain;
+        let mut lin = Idx::Const(0);
+        for &r in &shape_doms(d) {
+            let x = cidx.get(&r).cloned().unwrap_or(Idx::Const(0));
+            lin = lin.mul(logical_ext(d.dom(r))).add(x);
+        }
+        let seed = self.operand(e, ins[2], DataType::I64, cidx)?;
+        let off = self.operand(e, ins[3], DataType::I64, cidx)?;
+        let wide = out_dt == DataType::F64;
+        let (f, pt) = match (dist, wide) {
+            (Distribution::Uniform, false) => (Func::Uniform(out_dt), DataType::F32),
+            (Distribution::Uniform, true) => (Func::UniformF64, DataType::F64),
+            (Distribution::Normal, false) => (Func::NormalF32, DataType::F64),
+            (Distribution::Normal, true) => (Func::NormalF64, DataType::F64),
+        };
+        Ok(Expr::call(
+            f,
+            vec![
+                seed.cast(CType::U64),
+                off.cast(CType::U64),
+                Expr::from(lin).cast(CType::U64),
+                self.operand(e, ins[0], pt, cidx)?,
+                self.operand(e, ins[1], pt, cidx)?,
+            ],
+        ))
     }
 
     pub(super) fn emit_expr(&mut self, ei: usize, out: &mut Vec<Stmt>) -> SchedResult<()> {

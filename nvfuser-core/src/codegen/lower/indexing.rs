@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::ops::{Add, Div, Mul, Rem};
 
-use super::{ext, is_broadcast, unsupported, Key, Lower};
-use crate::codegen::index::Idx;
+use super::{ext, is_broadcast, shape_field, unsupported, Key, Lower};
+use crate::codegen::index::{Idx, ShapeField};
 use crate::codegen::kir::{Expr, Func};
 use crate::ir::{Extent, IterKind, Op, ValId};
 use crate::sched::{
@@ -185,7 +185,7 @@ impl Lower<'_> {
                 if t.contiguity.get(j) == Some(&Some(true)) && t.stride_order.get(j) == Some(&0) {
                     Idx::Const(1)
                 } else {
-                    Idx::var(format!("T{}_shape.stride[{j}]", tv.id()))
+                    shape_field(tv.id(), ShapeField::Stride, j)
                 };
             off = off.add(shape_idx[j].clone().mul(stride));
         }
