@@ -2,9 +2,10 @@
 //!
 //! Lowering (`lower`) has already resolved every index into an [`Idx`] and every
 //! value into a typed [`Expr`] tree (operators, casts, literals typed by their
-//! [`DataType`], helper calls); neither holds C++ text. The printer (`cuda`) alone
-//! spells them, literals and parentheses included. Snapshot tests read the printed
-//! CUDA; tests of lowering decisions can inspect this tree directly.
+//! [`DataType`], helper calls); neither holds C++ text. Only the printers spell
+//! them: `cuda` the statements and expressions (literals and parentheses included),
+//! [`Idx`]'s `Display` the index math. Snapshot tests read the printed CUDA; tests of
+//! lowering decisions can inspect this tree directly.
 
 mod expr;
 
