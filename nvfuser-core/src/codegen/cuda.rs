@@ -1,5 +1,8 @@
 //! Prints a [`Kernel`] as CUDA C++: index typedef, runtime support, signature, shared
-//! buffers, body; two-space indentation, one statement per line.
+//! buffers, body; two-space indentation, one statement per line. The only place kernel
+//! IR becomes text: statements here, expressions in `expr`.
+
+mod expr;
 
 use std::fmt::Write;
 
@@ -56,15 +59,25 @@ fn print_stmt(s: &mut String, st: &Stmt, depth: usize) {
             let _ = writeln!(s, "{ind}}}");
         }
         Stmt::If { cond, body } => {
-            let _ = writeln!(s, "{ind}if ({}) {{", cond.join(" && "));
+            let _ = writeln!(s, "{ind}if ({}) {{", expr::conjunction(cond));
             print_block(s, body, depth + 1);
             let _ = writeln!(s, "{ind}}}");
         }
         Stmt::Sync(why) => {
             let _ = writeln!(s, "{ind}__syncthreads();  // {why}");
         }
-        Stmt::Call(c) => {
-            let _ = writeln!(s, "{ind}{c};");
+        Stmt::Call { func, args } => {
+            let call = super::kir::Expr::call(*func, args.clone());
+            let _ = writeln!(s, "{ind}{call};");
+        }
+        Stmt::Decl {
+            konst,
+            ty,
+            name,
+            init,
+        } => {
+            let konst = if *konst { "const " } else { "" };
+            let _ = writeln!(s, "{ind}{konst}{ty} {name} = {init};");
         }
         Stmt::Assign { lhs, rhs } => {
             let _ = writeln!(s, "{ind}{lhs} = {rhs};");
@@ -88,7 +101,7 @@ fn print_stmt(s: &mut String, st: &Stmt, depth: usize) {
             smem,
             ..
         } => {
-            let f = super::lower::reduction_functor(*op);
+            let f = expr::functor(*op);
             let _ = writeln!(
                 s,
                 "{ind}{acc} = nvf_block_allreduce_x({acc}, {f}, {init}, {smem});"

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::kir::Expr;
 use crate::ir::{Extent, ExtentOp};
 
 /// An integer index expression.
@@ -10,8 +11,17 @@ use crate::ir::{Extent, ExtentOp};
 pub enum Idx {
     /// A constant.
     Const(i64),
-    /// A loop variable, a thread builtin or a kernel parameter expression.
+    /// A loop variable, a thread builtin or a scalar kernel parameter.
     Var(String),
+    /// A field of a tensor's shape parameter: `param.size[axis]`, `param.stride[axis]`.
+    Shape {
+        /// The parameter's name.
+        param: String,
+        /// Which array.
+        field: ShapeField,
+        /// The dim.
+        axis: usize,
+    },
     /// `a + b`.
     Add(Box<Idx>, Box<Idx>),
     /// `a * b`.
@@ -28,6 +38,17 @@ pub enum Idx {
     Max(Box<Idx>, Box<Idx>),
     /// `min(a, b)`.
     Min(Box<Idx>, Box<Idx>),
+    /// A kernel value used as an index (a data-dependent index, a wrapped scalar).
+    Value(Box<Expr>),
+}
+
+/// An array of a tensor's shape parameter (`nvf_shape<N>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShapeField {
+    /// `size`: the extent of each dim.
+    Size,
+    /// `stride`: the stride of each dim, in elements.
+    Stride,
 }
 
 impl Idx {
@@ -81,16 +102,17 @@ impl Idx {
         }
     }
 
-    /// An extent as an index expression; `dim` names the runtime size of an input dim.
+    /// An extent as an index expression; `dim` gives the runtime size of an input dim,
+    /// `scalar` a scalar input.
     pub fn from_extent(
         e: &Extent,
-        dim: &dyn Fn(u32, u32) -> String,
-        scalar: &dyn Fn(u32) -> String,
+        dim: &dyn Fn(u32, u32) -> Idx,
+        scalar: &dyn Fn(u32) -> Idx,
     ) -> Idx {
         match e {
             Extent::Const(c) => Idx::Const(*c),
-            Extent::Dim { tensor, axis } => Idx::Var(dim(tensor.id(), *axis)),
-            Extent::Scalar(v) => Idx::Var(scalar(v.id())),
+            Extent::Dim { tensor, axis } => dim(tensor.id(), *axis),
+            Extent::Scalar(v) => scalar(v.id()),
             Extent::Op(op, a, b) => {
                 let (a, b) = (
                     Idx::from_extent(a, dim, scalar),
@@ -113,6 +135,8 @@ impl Idx {
         match self {
             Idx::Add(..) | Idx::Sub(..) => 1,
             Idx::Mul(..) | Idx::Div(..) | Idx::Mod(..) => 2,
+            // A call or a cast binds tighter than `*`; anything looser is parenthesized.
+            Idx::Value(e) if !e.is_unary_or_tighter() => 0,
             _ => 3,
         }
     }
@@ -149,6 +173,13 @@ impl fmt::Display for Idx {
         match self {
             Idx::Const(c) => write!(f, "{c}"),
             Idx::Var(v) => f.write_str(v),
+            Idx::Shape { param, field, axis } => {
+                let field = match field {
+                    ShapeField::Size => "size",
+                    ShapeField::Stride => "stride",
+                };
+                write!(f, "{param}.{field}[{axis}]")
+            }
             Idx::Add(a, b) => bin(f, a, "+", b, 1),
             Idx::Sub(a, b) => bin(f, a, "-", b, 1),
             Idx::Mul(a, b) => bin(f, a, "*", b, 2),
@@ -157,6 +188,7 @@ impl fmt::Display for Idx {
             Idx::CeilDiv(a, b) => write!(f, "nvf_ceil_div({a}, {b})"),
             Idx::Max(a, b) => write!(f, "nvf_max_idx({a}, {b})"),
             Idx::Min(a, b) => write!(f, "nvf_min_idx({a}, {b})"),
+            Idx::Value(e) => write!(f, "{e}"),
         }
     }
 }

@@ -1,11 +1,17 @@
 //! The kernel IR: loops, predicates, allocations and statements, ready to print.
 //!
-//! Lowering (`lower`) has already resolved every index into an [`Idx`] and
-//! every value into a typed C++ expression, so the printer (`cuda`) only
-//! formats. Snapshot tests read the printed CUDA; tests of lowering decisions can
-//! inspect this tree directly.
+//! Lowering (`lower`) has already resolved every index into an [`Idx`] and every
+//! value into a typed [`Expr`] tree (operators, casts, literals typed by their
+//! [`DataType`], helper calls); neither holds C++ text. Only the printers spell
+//! them: `cuda` the statements and expressions (literals and parentheses included),
+//! [`Idx`]'s `Display` the index math. Snapshot tests read the printed CUDA; tests of
+//! lowering decisions can inspect this tree directly.
+
+mod expr;
 
 use serde::{Deserialize, Serialize};
+
+pub use expr::{BinOp, CType, Expr, Func};
 
 use super::index::Idx;
 use crate::dtype::DataType;
@@ -38,17 +44,28 @@ pub enum Stmt {
     },
     /// A predicated block; the conditions are and-ed.
     If {
-        /// C++ conditions.
-        cond: Vec<String>,
+        /// Conditions.
+        cond: Vec<Expr>,
         /// Body.
         body: Vec<Stmt>,
+    },
+    /// A declaration of a scalar with its initial value: `[const] ty name = init;`.
+    Decl {
+        /// Declared `const`.
+        konst: bool,
+        /// Its type.
+        ty: CType,
+        /// Its name.
+        name: String,
+        /// The initial value.
+        init: Expr,
     },
     /// `lhs = rhs;`
     Assign {
         /// An lvalue.
-        lhs: String,
-        /// A C++ expression of the lvalue's type.
-        rhs: String,
+        lhs: Expr,
+        /// A value of the lvalue's type.
+        rhs: Expr,
     },
     /// A vectorized copy of `width` elements.
     VecCopy {
@@ -56,25 +73,30 @@ pub enum Stmt {
         dtype: DataType,
         /// Elements per access.
         width: i64,
-        /// Destination address expression.
-        dst: String,
-        /// Source address expression.
-        src: String,
+        /// Destination address.
+        dst: Expr,
+        /// Source address.
+        src: Expr,
     },
     /// `__syncthreads();` with the reason as a trailing comment.
     Sync(String),
     /// A call of a runtime helper for its effect: `f(args);`.
-    Call(String),
+    Call {
+        /// The helper.
+        func: Func,
+        /// Its arguments.
+        args: Vec<Expr>,
+    },
     /// All-reduce `acc` over `threadIdx.x` through shared memory buffer `smem`.
     BlockReduce {
         /// The accumulator lvalue.
-        acc: String,
+        acc: Expr,
         /// Its type.
         dtype: DataType,
         /// The reduction.
         op: ReductionOp,
-        /// The identity, as a C++ expression of `dtype`.
-        init: String,
+        /// The identity, a value of `dtype`.
+        init: Expr,
         /// The shared buffer (32 elements).
         smem: String,
     },

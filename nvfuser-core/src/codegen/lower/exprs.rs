@@ -1,6 +1,6 @@
 //! Expressions: the value an expression computes at the current indices, its operands
-//! converted to the math's type, C++ literals, and the statement that stores it
-//! (an assignment or a vectorized copy, under its predicates).
+//! converted to the math's type, and the statement that stores it (an assignment or a
+//! vectorized copy, under its predicates).
 
 use std::collections::HashMap;
 use std::ops::{Add, Mul};
@@ -8,11 +8,10 @@ use std::ops::{Add, Mul};
 use super::indexing::shape_doms;
 use super::reductions::is_reduction;
 use super::{logical_ext, scalar_name, unsupported, Lower};
-use crate::codegen::abi::cuda_type;
 use crate::codegen::index::Idx;
-use crate::codegen::kir::{Requirement, Stmt};
-use crate::dtype::{promote, DataType, Operand, ScalarValue};
-use crate::ir::{BinaryOp, BinaryRule, Distribution, Op, TernaryOp, UnaryRule, ValId};
+use crate::codegen::kir::{BinOp, CType, Expr, Func, Requirement, Stmt};
+use crate::dtype::{promote, DataType, Operand};
+use crate::ir::{BinaryRule, Distribution, Op, TernaryOp, UnaryRule, ValId};
 use crate::sched::{DomId, MemoryType, ParallelType, SExpr, SchedResult};
 
 impl Lower<'_> {
@@ -22,24 +21,20 @@ impl Lower<'_> {
         v: ValId,
         to: DataType,
         cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<String> {
+    ) -> SchedResult<Expr> {
         let val = self.sf.fusion().get_val(v);
-        let (text, from) = if self.s.tensors.contains_key(&v) {
+        let (x, from) = if self.s.tensors.contains_key(&v) {
             (self.read(e, v, cidx)?, self.t(v).dtype)
         } else {
             match val {
                 Some(x) => match x.constant() {
-                    Some(c) => return Ok(literal(c, to)),
-                    None => (scalar_name(v.id()), x.dtype),
+                    Some(c) => return Ok(Expr::Lit(c, to)),
+                    None => (Expr::var(scalar_name(v.id())), x.dtype),
                 },
                 None => return unsupported(format!("unknown value {v}")),
             }
         };
-        Ok(if from == to {
-            text
-        } else {
-            format!("({})({text})", cuda_type(to))
-        })
+        Ok(if from == to { x } else { x.cast(to) })
     }
 
     /// `v` as an operand of math whose type is `sem`, in `sem`'s computation type: a
@@ -52,22 +47,18 @@ impl Lower<'_> {
         v: ValId,
         sem: DataType,
         cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<String> {
+    ) -> SchedResult<Expr> {
         let to = sem.compute_type();
         let half = matches!(sem, DataType::F16 | DataType::BF16);
         let from = self.val_dtype_any(v);
         if half && self.s.tensors.contains_key(&v) && from != sem && from != DataType::Bool {
             let inner = self.operand(e, v, from, cidx)?;
-            return Ok(format!(
-                "({})(({})({inner}))",
-                cuda_type(to),
-                cuda_type(sem)
-            ));
+            return Ok(inner.cast(sem).cast(to));
         }
         self.operand(e, v, to, cidx)
     }
 
-    fn value(&self, e: &SExpr, cidx: &HashMap<DomId, Idx>) -> SchedResult<String> {
+    fn value(&self, e: &SExpr, cidx: &HashMap<DomId, Idx>) -> SchedResult<Expr> {
         let out_dt = self.t(e.output).dtype;
         let ins = &e.inputs;
         let promoted = |ids: &[ValId]| -> DataType {
@@ -95,11 +86,12 @@ impl Lower<'_> {
                     if wide { DataType::F64 } else { DataType::F32 },
                     cidx,
                 )?;
-                match (out_dt, wide) {
-                    (DataType::I32, false) => format!("nvf_f2i32_f32({x})"),
-                    (DataType::I32, true) => format!("nvf_f2i32_f64({x})"),
-                    _ => format!("nvf_f2i64({x})"),
-                }
+                let f = match (out_dt, wide) {
+                    (DataType::I32, false) => Func::F2I32F32,
+                    (DataType::I32, true) => Func::F2I32F64,
+                    _ => Func::F2I64,
+                };
+                Expr::call(f, vec![x])
             }
             Op::Set
             | Op::SegmentSet
@@ -118,10 +110,9 @@ impl Lower<'_> {
                     UnaryRule::FloatMath | UnaryRule::FloatOnly => out_dt,
                     _ => inp,
                 };
-                format!(
-                    "nvf_{}({})",
-                    u.name(),
-                    self.operand_in(e, ins[0], sem, cidx)?
+                Expr::call(
+                    Func::Unary(*u),
+                    vec![self.operand_in(e, ins[0], sem, cidx)?],
                 )
             }
             Op::Binary(b) => {
@@ -133,39 +124,15 @@ impl Lower<'_> {
                     self.operand_in(e, ins[0], sem, cidx)?,
                     self.operand_in(e, ins[1], sem, cidx)?,
                 );
-                match (self.int_division(e), self.check_code(e), infix(*b)) {
-                    (Some(helper), Some(code), _) => format!("{helper}(nvf_err, {code}, {x}, {y})"),
-                    (_, _, Some(op)) => format!("{x} {op} {y}"),
-                    _ => format!("nvf_{}({x}, {y})", b.name()),
+                match (self.int_division(e), self.check_code(e), BinOp::of(*b)) {
+                    (Some(helper), Some(code), _) => {
+                        Expr::call(helper, vec![Expr::var("nvf_err"), code, x, y])
+                    }
+                    (_, _, Some(op)) => x.bin(op, y),
+                    _ => Expr::call(Func::Binary(*b), vec![x, y]),
                 }
             }
-            Op::Ternary(t) => match t {
-                TernaryOp::Where => {
-                    let cond = self.operand(e, ins[0], DataType::Bool, cidx)?;
-                    format!(
-                        "{cond} ? {} : {}",
-                        self.operand_in(e, ins[1], out_dt, cidx)?,
-                        self.operand_in(e, ins[2], out_dt, cidx)?
-                    )
-                }
-                _ => {
-                    let a: Vec<String> = ins
-                        .iter()
-                        .map(|&v| self.operand_in(e, v, out_dt, cidx))
-                        .collect::<SchedResult<_>>()?;
-                    match t {
-                        TernaryOp::Lerp => format!("{0} + {2} * ({1} - {0})", a[0], a[1], a[2]),
-                        TernaryOp::Clamp => format!("nvf_clamp({}, {}, {})", a[0], a[1], a[2]),
-                        TernaryOp::Threshold => {
-                            format!("{0} > {1} ? {0} : {2}", a[0], a[1], a[2])
-                        }
-                        TernaryOp::Addcmul => {
-                            format!("{} + {} * {} * {}", a[0], a[3], a[1], a[2])
-                        }
-                        TernaryOp::Where => unreachable!("handled above"),
-                    }
-                }
-            },
+            Op::Ternary(t) => self.ternary_value(e, *t, cidx)?,
             Op::Slice { .. }
             | Op::Pad { .. }
             | Op::Cat { .. }
@@ -179,36 +146,12 @@ impl Lower<'_> {
                 let c = out_dt.compute_type();
                 let d = &self.t(e.output).domain;
                 let i = cidx.get(&d.root[0]).cloned().unwrap_or(Idx::Const(0));
-                format!(
-                    "{} + ({})({i}) * {}",
-                    self.operand(e, ins[0], c, cidx)?,
-                    cuda_type(c),
-                    self.operand(e, ins[1], c, cidx)?
-                )
+                let step = Expr::from(i)
+                    .cast(c)
+                    .bin(BinOp::Mul, self.operand(e, ins[1], c, cidx)?);
+                self.operand(e, ins[0], c, cidx)?.bin(BinOp::Add, step)
             }
-            Op::Rand { dist, .. } => {
-                let d = &self.t(e.output).domain;
-                let mut lin = Idx::Const(0);
-                for &r in &shape_doms(d) {
-                    let x = cidx.get(&r).cloned().unwrap_or(Idx::Const(0));
-                    lin = lin.mul(logical_ext(d.dom(r))).add(x);
-                }
-                let seed = self.operand(e, ins[2], DataType::I64, cidx)?;
-                let off = self.operand(e, ins[3], DataType::I64, cidx)?;
-                let wide = out_dt == DataType::F64;
-                let uniform_t = format!("nvf_uniform<{}>", cuda_type(out_dt));
-                let (f, pt) = match (dist, wide) {
-                    (Distribution::Uniform, false) => (uniform_t.as_str(), DataType::F32),
-                    (Distribution::Uniform, true) => ("nvf_uniform_f64_op", DataType::F64),
-                    (Distribution::Normal, false) => ("nvf_normal_f32", DataType::F64),
-                    (Distribution::Normal, true) => ("nvf_normal_f64", DataType::F64),
-                };
-                format!(
-                    "{f}((unsigned long long)({seed}), (unsigned long long)({off}), (unsigned long long)({lin}), {}, {})",
-                    self.operand(e, ins[0], pt, cidx)?,
-                    self.operand(e, ins[1], pt, cidx)?
-                )
-            }
+            Op::Rand { dist, .. } => self.rand_value(e, *dist, cidx)?,
             other => {
                 return unsupported(format!(
                     "lowering of {} is not implemented yet",
@@ -216,6 +159,85 @@ impl Lower<'_> {
                 ))
             }
         })
+    }
+
+    /// `where`, `lerp`, `clamp`, `threshold` and `addcmul`.
+    fn ternary_value(
+        &self,
+        e: &SExpr,
+        t: TernaryOp,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<Expr> {
+        let out_dt = self.t(e.output).dtype;
+        let ins = &e.inputs;
+        Ok(match t {
+            TernaryOp::Where => {
+                let cond = self.operand(e, ins[0], DataType::Bool, cidx)?;
+                cond.select(
+                    self.operand_in(e, ins[1], out_dt, cidx)?,
+                    self.operand_in(e, ins[2], out_dt, cidx)?,
+                )
+            }
+            _ => {
+                let a: Vec<Expr> = ins
+                    .iter()
+                    .map(|&v| self.operand_in(e, v, out_dt, cidx))
+                    .collect::<SchedResult<_>>()?;
+                let arg = |k: usize| a[k].clone();
+                match t {
+                    // a + w * (b - a)
+                    TernaryOp::Lerp => arg(0).bin(
+                        BinOp::Add,
+                        arg(2).bin(BinOp::Mul, arg(1).bin(BinOp::Sub, arg(0))),
+                    ),
+                    TernaryOp::Clamp => Expr::call(Func::Clamp, a),
+                    TernaryOp::Threshold => arg(0).bin(BinOp::Gt, arg(1)).select(arg(0), arg(2)),
+                    // x + value * t1 * t2
+                    TernaryOp::Addcmul => arg(0).bin(
+                        BinOp::Add,
+                        arg(3).bin(BinOp::Mul, arg(1)).bin(BinOp::Mul, arg(2)),
+                    ),
+                    TernaryOp::Where => unreachable!("handled above"),
+                }
+            }
+        })
+    }
+
+    /// `rand` / `randn`: a counter-based generator keyed by seed, offset and the
+    /// element's linear index.
+    fn rand_value(
+        &self,
+        e: &SExpr,
+        dist: Distribution,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<Expr> {
+        let out_dt = self.t(e.output).dtype;
+        let ins = &e.inputs;
+        let d = &self.t(e.output).domain;
+        let mut lin = Idx::Const(0);
+        for &r in &shape_doms(d) {
+            let x = cidx.get(&r).cloned().unwrap_or(Idx::Const(0));
+            lin = lin.mul(logical_ext(d.dom(r))).add(x);
+        }
+        let seed = self.operand(e, ins[2], DataType::I64, cidx)?;
+        let off = self.operand(e, ins[3], DataType::I64, cidx)?;
+        let wide = out_dt == DataType::F64;
+        let (f, pt) = match (dist, wide) {
+            (Distribution::Uniform, false) => (Func::Uniform(out_dt), DataType::F32),
+            (Distribution::Uniform, true) => (Func::UniformF64, DataType::F64),
+            (Distribution::Normal, false) => (Func::NormalF32, DataType::F64),
+            (Distribution::Normal, true) => (Func::NormalF64, DataType::F64),
+        };
+        Ok(Expr::call(
+            f,
+            vec![
+                seed.cast(CType::U64),
+                off.cast(CType::U64),
+                Expr::from(lin).cast(CType::U64),
+                self.operand(e, ins[0], pt, cidx)?,
+                self.operand(e, ins[1], pt, cidx)?,
+            ],
+        ))
     }
 
     pub(super) fn emit_expr(&mut self, ei: usize, out: &mut Vec<Stmt>) -> SchedResult<()> {
@@ -262,7 +284,7 @@ impl Lower<'_> {
         if t.memory == MemoryType::Global {
             cond.extend(self.thread_guards(tv));
         }
-        let lhs = format!("T{}[{}]", tv.id(), self.store_offset(tv, &cidx)?);
+        let lhs = Expr::elem(format!("T{}", tv.id()), self.store_offset(tv, &cidx)?);
         let vec = t
             .domain
             .loop_dims
@@ -296,14 +318,14 @@ impl Lower<'_> {
             Stmt::VecCopy {
                 dtype: t.dtype,
                 width,
-                dst: format!("&{lhs}"),
-                src: format!("&{src}"),
+                dst: lhs.addr_of(),
+                src: src.addr_of(),
             }
         } else {
             let rhs = self.value(e, &cidx)?;
             Stmt::Assign {
                 lhs,
-                rhs: format!("({})({rhs})", cuda_type(t.dtype)),
+                rhs: rhs.cast(t.dtype),
             }
         };
         out.push(if cond.is_empty() {
@@ -315,83 +337,5 @@ impl Lower<'_> {
             }
         });
         Ok(())
-    }
-}
-
-fn infix(b: BinaryOp) -> Option<&'static str> {
-    use BinaryOp::*;
-    Some(match b {
-        Add => "+",
-        Sub => "-",
-        Mul => "*",
-        Div | TrueDiv => "/",
-        Eq => "==",
-        Ne => "!=",
-        Lt => "<",
-        Le => "<=",
-        Gt => ">",
-        Ge => ">=",
-        LogicalAnd => "&&",
-        LogicalOr => "||",
-        BitwiseAnd => "&",
-        BitwiseOr => "|",
-        BitwiseXor => "^",
-        ShiftLeft => "<<",
-        ShiftRight => ">>",
-        _ => return None,
-    })
-}
-
-/// A C++ literal of `v` in type `to` (a compute type: never f16/bf16 unless cast).
-pub(super) fn literal(v: ScalarValue, to: DataType) -> String {
-    match to {
-        DataType::Bool => format!("{}", v.as_f64() != 0.0),
-        DataType::I32 => {
-            // `-2147483648` is the negation of a `long` literal in C++: spell i32::MIN
-            // as an `int` expression.
-            let i = v.cast(DataType::I32).as_i64().unwrap_or(0);
-            if i == i64::from(i32::MIN) {
-                "(-2147483647 - 1)".into()
-            } else {
-                format!("{i}")
-            }
-        }
-        DataType::I64 => {
-            let i = v.cast(DataType::I64).as_i64().unwrap_or(0);
-            if i == i64::MIN {
-                "(-9223372036854775807LL - 1)".into()
-            } else {
-                format!("{i}LL")
-            }
-        }
-        DataType::F64 => {
-            let x = v.as_f64();
-            if x.is_nan() {
-                "__longlong_as_double(0x7ff8000000000000LL)".into()
-            } else if x.is_infinite() {
-                format!(
-                    "{}__longlong_as_double(0x7ff0000000000000LL)",
-                    if x < 0.0 { "-" } else { "" }
-                )
-            } else {
-                format!("{x:?}")
-            }
-        }
-        DataType::F32 => {
-            let x = v.as_f64() as f32;
-            if x.is_nan() {
-                "__int_as_float(0x7fc00000)".into()
-            } else if x.is_infinite() {
-                format!(
-                    "{}__int_as_float(0x7f800000)",
-                    if x < 0.0 { "-" } else { "" }
-                )
-            } else {
-                format!("{x:?}f")
-            }
-        }
-        DataType::F16 | DataType::BF16 => {
-            format!("({})({})", cuda_type(to), literal(v, DataType::F32))
-        }
     }
 }

@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 use std::ops::{Add, Div, Mul, Rem};
 
-use super::{ext, is_broadcast, unsupported, Key, Lower};
-use crate::codegen::index::Idx;
+use super::{ext, is_broadcast, shape_field, unsupported, Key, Lower};
+use crate::codegen::index::{Idx, ShapeField};
+use crate::codegen::kir::{Expr, Func};
 use crate::ir::{Extent, IterKind, Op, ValId};
 use crate::sched::{
     DomId, DomTransform, MemoryType, ParallelType, SExpr, SchedResult, TensorDomain,
@@ -184,7 +185,7 @@ impl Lower<'_> {
                 if t.contiguity.get(j) == Some(&Some(true)) && t.stride_order.get(j) == Some(&0) {
                     Idx::Const(1)
                 } else {
-                    Idx::var(format!("T{}_shape.stride[{j}]", tv.id()))
+                    shape_field(tv.id(), ShapeField::Stride, j)
                 };
             off = off.add(shape_idx[j].clone().mul(stride));
         }
@@ -211,7 +212,7 @@ impl Lower<'_> {
         e: &SExpr,
         p: ValId,
         cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<String> {
+    ) -> SchedResult<Expr> {
         let off = self.read_offset(e, p, cidx)?;
         Ok(self.element(p, &off))
     }
@@ -219,11 +220,12 @@ impl Lower<'_> {
     /// `T3[off]`; for an output this kernel stores and reads back (by the storing
     /// thread: `collect_bindings`, `read_offset`), a volatile load, since NVRTC merged
     /// `c ? in[i] : out[i]` into one read-only load issued before the store.
-    pub(super) fn element(&self, p: ValId, off: &Idx) -> String {
+    pub(super) fn element(&self, p: ValId, off: &Idx) -> Expr {
+        let el = Expr::elem(format!("T{}", p.id()), off.clone());
         if self.t(p).memory == MemoryType::Global && self.s.definition(p).is_some() {
-            format!("nvf_load_volatile(&T{}[{off}])", p.id())
+            Expr::call(Func::LoadVolatile, vec![el.addr_of()])
         } else {
-            format!("T{}[{off}]", p.id())
+            el
         }
     }
 

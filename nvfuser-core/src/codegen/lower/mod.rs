@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::abi::{IndexType, KernelAbi, Param, ParamKind};
 use super::checks::DeviceCheck;
-use super::index::Idx;
+use super::index::{Idx, ShapeField};
 use super::kir::Requirement;
 use super::{Kernel, KernelOptions, LaunchDims};
 use crate::dtype::DataType;
@@ -47,8 +47,6 @@ use crate::sched::{
     ParallelType, SchedResult, Schedule, ScheduleError, ScheduledFusion, TensorSchedule,
 };
 use indexing::shape_doms;
-
-pub(super) use reductions::reduction_functor;
 
 type Key = (ValId, usize);
 
@@ -86,8 +84,21 @@ fn unsupported<T>(m: String) -> SchedResult<T> {
     Err(ScheduleError::Unsupported(m))
 }
 
-fn dim_name(t: u32, a: u32) -> String {
-    format!("T{t}_shape.size[{a}]")
+/// `T3_shape.size[1]` or `.stride[1]`: a field of a tensor's shape parameter.
+fn shape_field(t: u32, field: ShapeField, axis: usize) -> Idx {
+    Idx::Shape {
+        param: format!("T{t}_shape"),
+        field,
+        axis,
+    }
+}
+
+fn dim_size(t: u32, a: u32) -> Idx {
+    shape_field(t, ShapeField::Size, a as usize)
+}
+
+fn scalar_idx(v: u32) -> Idx {
+    Idx::Var(scalar_name(v))
 }
 
 fn scalar_name(v: u32) -> String {
@@ -113,7 +124,7 @@ fn logical_ext(d: &crate::sched::Dom) -> Idx {
 }
 
 fn ext(e: &Extent) -> Idx {
-    Idx::from_extent(e, &dim_name, &scalar_name)
+    Idx::from_extent(e, &dim_size, &scalar_idx)
 }
 
 pub(super) fn lower(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<Kernel> {

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use super::reductions::red_parallel;
 use super::{ext, Lower};
 use crate::codegen::index::Idx;
+use crate::codegen::kir::{BinOp, Expr};
 use crate::ir::{IterKind, ValId};
 use crate::sched::{DomId, DomTransform, TensorDomain};
 
@@ -16,7 +17,7 @@ impl Lower<'_> {
         tv: ValId,
         cidx: &HashMap<DomId, Idx>,
         with_red: bool,
-    ) -> Vec<String> {
+    ) -> Vec<Expr> {
         let d = &self.t(tv).domain;
         let mut out = Vec::new();
         for &r in &d.root {
@@ -26,7 +27,7 @@ impl Lower<'_> {
             }
             if needs_predicate(d, r) {
                 if let Some(i) = cidx.get(&r) {
-                    out.push(format!("{} < {}", i, ext(&dom.extent)));
+                    out.push(Expr::from(i.clone()).bin(BinOp::Lt, ext(&dom.extent).into()));
                 }
             }
         }
@@ -34,7 +35,7 @@ impl Lower<'_> {
     }
 
     /// `threadIdx.x == 0`-style guards for a global write of `tv`.
-    pub(super) fn thread_guards(&self, tv: ValId) -> Vec<String> {
+    pub(super) fn thread_guards(&self, tv: ValId) -> Vec<Expr> {
         let d = &self.t(tv).domain;
         let mut out = Vec::new();
         for &p in self.bound.keys() {
@@ -45,7 +46,8 @@ impl Lower<'_> {
             // A grid reduction's result is written by the last block, whichever it is.
             let grid_reduced = p.is_bid() && red_parallel(d, p);
             if !used && !grid_reduced {
-                out.push(format!("{} == 0", p.cuda_index().unwrap_or("0")));
+                let index = Expr::var(p.cuda_index().unwrap_or("0"));
+                out.push(index.bin(BinOp::Eq, Expr::int(0)));
             }
         }
         out

@@ -4,11 +4,10 @@
 
 use std::ops::{Add, Mul};
 
-use super::exprs::literal;
 use super::{ext, unsupported, Lower};
-use crate::codegen::abi::{cuda_type, Param, ParamKind, WorkKind};
+use crate::codegen::abi::{Param, ParamKind, WorkKind};
 use crate::codegen::index::Idx;
-use crate::codegen::kir::Stmt;
+use crate::codegen::kir::{BinOp, CType, Expr, Func, Stmt};
 use crate::dtype::{DataType, ScalarValue};
 use crate::ir::{Extent, IterKind, Op, ReductionOp, ValId};
 use crate::sched::{MemoryType, ParallelType, SchedResult, TensorDomain};
@@ -24,13 +23,16 @@ impl Lower<'_> {
         }
     }
 
-    fn acc(&self, tv: ValId) -> SchedResult<String> {
+    fn acc(&self, tv: ValId) -> SchedResult<Expr> {
         let t = self.t(tv);
         if t.memory == MemoryType::Global {
-            return Ok(format!("T{}_acc", tv.id()));
+            return Ok(Expr::var(format!("T{}_acc", tv.id())));
         }
         let cidx = self.consumer_indices(tv);
-        Ok(format!("T{}[{}]", tv.id(), self.store_offset(tv, &cidx)?))
+        Ok(Expr::elem(
+            format!("T{}", tv.id()),
+            self.store_offset(tv, &cidx)?,
+        ))
     }
 
     pub(super) fn emit_reduction_init(
@@ -41,33 +43,34 @@ impl Lower<'_> {
         let tv = self.s.exprs[ei].output;
         let dt = self.t(tv).dtype;
         if is_welford(&self.s.exprs[ei].op) {
-            let c = cuda_type(dt);
-            let zero = literal(ScalarValue::Int(0), dt.compute_type());
+            let zero = Expr::Lit(ScalarValue::Int(0), dt.compute_type());
             out.push(Stmt::Comment(format!(
                 "Welford accumulator of T{}: running mean, sum of squared deviations, count",
                 tv.id()
             )));
-            out.push(Stmt::Assign {
-                lhs: format!("{c} T{}_avg", tv.id()),
-                rhs: zero.clone(),
-            });
-            out.push(Stmt::Assign {
-                lhs: format!("{c} T{}_m2", tv.id()),
-                rhs: zero,
-            });
-            out.push(Stmt::Assign {
-                lhs: format!("long long T{}_n", tv.id()),
-                rhs: "0".into(),
-            });
+            for (suffix, ty, init) in [
+                ("avg", dt, zero.clone()),
+                ("m2", dt, zero),
+                ("n", DataType::I64, Expr::int(0)),
+            ] {
+                out.push(Stmt::Decl {
+                    konst: false,
+                    ty: ty.into(),
+                    name: format!("T{}_{suffix}", tv.id()),
+                    init,
+                });
+            }
             return Ok(());
         }
         let op = self.red_op(ei)?;
         let init = init_value(op, dt);
         if self.t(tv).memory == MemoryType::Global {
             out.push(Stmt::Comment(format!("accumulator of T{}", tv.id())));
-            out.push(Stmt::Assign {
-                lhs: format!("{} T{}_acc", cuda_type(dt), tv.id()),
-                rhs: init,
+            out.push(Stmt::Decl {
+                konst: false,
+                ty: dt.into(),
+                name: format!("T{}_acc", tv.id()),
+                init,
             });
         } else {
             out.push(Stmt::Assign {
@@ -86,22 +89,29 @@ impl Lower<'_> {
         let cond = self.predicates(tv, &cidx, true);
         let x = self.operand(e, e.inputs[0], dt, &cidx)?;
         let st = if is_welford(&e.op) {
-            Stmt::Call(format!(
-                "nvf_welford_update(T{0}_avg, T{0}_m2, T{0}_n, {x})",
-                tv.id()
-            ))
+            let n = tv.id();
+            let mut args: Vec<Expr> = ["avg", "m2", "n"]
+                .iter()
+                .map(|s| Expr::var(format!("T{n}_{s}")))
+                .collect();
+            args.push(x);
+            Stmt::Call {
+                func: Func::WelfordUpdate,
+                args,
+            }
         } else {
             let op = self.red_op(ei)?;
             let acc = self.acc(tv)?;
+            let a = acc.clone();
             let rhs = match op {
-                ReductionOp::Sum | ReductionOp::Mean => format!("{acc} + {x}"),
-                ReductionOp::Prod => format!("{acc} * {x}"),
-                ReductionOp::Max => format!("nvf_maximum({acc}, {x})"),
-                ReductionOp::Min => format!("nvf_minimum({acc}, {x})"),
+                ReductionOp::Sum | ReductionOp::Mean => a.bin(BinOp::Add, x),
+                ReductionOp::Prod => a.bin(BinOp::Mul, x),
+                ReductionOp::Max => Expr::call(Func::Maximum, vec![a, x]),
+                ReductionOp::Min => Expr::call(Func::Minimum, vec![a, x]),
             };
             Stmt::Assign {
                 lhs: acc,
-                rhs: format!("({})({rhs})", cuda_type(dt)),
+                rhs: rhs.cast(dt),
             }
         };
         out.push(if cond.is_empty() {
@@ -120,8 +130,8 @@ impl Lower<'_> {
     fn store_result(
         &self,
         o: ValId,
-        value: String,
-        extra: &[String],
+        value: Expr,
+        extra: &[Expr],
         out: &mut Vec<Stmt>,
     ) -> SchedResult<()> {
         let t = self.t(o);
@@ -133,8 +143,8 @@ impl Lower<'_> {
             cond.extend(extra.iter().cloned());
         }
         let st = Stmt::Assign {
-            lhs: format!("T{}[{}]", o.id(), self.store_offset(o, &cidx)?),
-            rhs: format!("({})({value})", cuda_type(t.dtype)),
+            lhs: Expr::elem(format!("T{}", o.id()), self.store_offset(o, &cidx)?),
+            rhs: value.cast(t.dtype),
         };
         out.push(if cond.is_empty() {
             st
@@ -152,27 +162,35 @@ impl Lower<'_> {
         let tv = e.output;
         let t = self.t(tv);
         let n = tv.id();
+        let named = |s: &str| Expr::var(format!("T{n}_{s}"));
         if red_parallel(&t.domain, ParallelType::TIDx) {
-            out.push(Stmt::Call(format!(
-                "nvf_block_welford_x(T{n}_avg, T{n}_m2, T{n}_n, T{n}_smem_avg, T{n}_smem_m2, T{n}_smem_n)"
-            )));
+            out.push(Stmt::Call {
+                func: Func::BlockWelfordX,
+                args: ["avg", "m2", "n", "smem_avg", "smem_m2", "smem_n"]
+                    .iter()
+                    .map(|s| named(s))
+                    .collect(),
+            });
         }
-        let c = cuda_type(t.dtype.compute_type());
+        let c = t.dtype.compute_type();
         // As the reference: the variance divides by max(0, n - correction) (NaN or inf
         // when n <= correction) and the mean of no elements is NaN (0 / 0).
         let var = |corr: i64| {
             let count = if corr == 0 {
-                format!("T{n}_n")
+                named("n")
             } else {
-                format!("(T{n}_n > {corr} ? T{n}_n - {corr} : 0)")
+                let over = named("n").bin(BinOp::Gt, Expr::int(corr));
+                let less = named("n").bin(BinOp::Sub, Expr::int(corr));
+                over.select(less, Expr::int(0)).paren()
             };
-            format!("T{n}_m2 / ({c})({count})")
+            named("m2").bin(BinOp::Div, count.cast(c))
         };
-        let mean = format!("T{n}_avg / ({c})(T{n}_n != 0)");
-        let values: Vec<String> = match &e.op {
+        let nonempty = named("n").bin(BinOp::Ne, Expr::int(0));
+        let mean = named("avg").bin(BinOp::Div, nonempty.cast(c));
+        let values: Vec<Expr> = match &e.op {
             Op::Var { correction, .. } => vec![var(*correction)],
             Op::VarMean { correction, .. } => vec![var(*correction), mean],
-            Op::Welford { .. } => vec![mean, format!("T{n}_m2"), format!("T{n}_n")],
+            Op::Welford { .. } => vec![mean, named("m2"), named("n")],
             other => return unsupported(format!("{} is not a Welford reduction", other.name())),
         };
         for (o, v) in e.outputs().into_iter().zip(values) {
@@ -217,7 +235,7 @@ impl Lower<'_> {
             }
             out.push(Stmt::Assign {
                 lhs: acc.clone(),
-                rhs: format!("{acc} / ({})({n})", cuda_type(dt)),
+                rhs: acc.clone().bin(BinOp::Div, Expr::from(n).cast(dt)),
             });
         }
         if t.memory == MemoryType::Global {
@@ -226,7 +244,7 @@ impl Lower<'_> {
             cond.extend(self.thread_guards(tv));
             cond.extend(last);
             let st = Stmt::Assign {
-                lhs: format!("T{}[{}]", tv.id(), self.store_offset(tv, &cidx)?),
+                lhs: Expr::elem(format!("T{}", tv.id()), self.store_offset(tv, &cidx)?),
                 rhs: acc,
             };
             out.push(if cond.is_empty() {
@@ -298,10 +316,10 @@ impl Lower<'_> {
         &self,
         tv: ValId,
         op: ReductionOp,
-        acc: &str,
+        acc: &Expr,
         tidx: bool,
         out: &mut Vec<Stmt>,
-    ) -> String {
+    ) -> Expr {
         let d = &self.t(tv).domain;
         let dt = self.t(tv).dtype;
         let lin = |pts: &[ParallelType], want_reduced: bool, size: bool| -> Idx {
@@ -327,7 +345,6 @@ impl Lower<'_> {
         use ParallelType::*;
         let bids = [BIDz, BIDy, BIDx];
         let tids = [TIDz, TIDy, TIDx];
-        let f = reduction_functor(op);
         let reduced: Vec<String> = bids
             .iter()
             .filter(|&&p| red_parallel(d, p))
@@ -339,25 +356,33 @@ impl Lower<'_> {
             reduced.join(", ")
         )));
         let flag = format!("T{}_last", tv.id());
-        out.push(Stmt::Assign {
-            lhs: format!("const bool {flag}"),
-            rhs: format!(
-                "nvf_grid_reduce({acc}, {f}, {init}, T{n}_work, T{n}_sem, {seg}, {nblocks}, {rank}, {slot}, {nslots}, {tidx}, {smem})",
-                init = init_value(op, dt),
-                n = tv.id(),
-                seg = lin(&bids, false, false),
-                nblocks = lin(&bids, true, true),
-                rank = lin(&bids, true, false),
-                slot = lin(&tids, false, false),
-                nslots = lin(&tids, false, true),
-                smem = if tidx {
-                    format!("T{}_smem", tv.id())
-                } else {
-                    format!("({}*)nullptr", cuda_type(dt))
-                },
-            ),
+        let n = tv.id();
+        let smem = if tidx {
+            Expr::var(format!("T{n}_smem"))
+        } else {
+            Expr::NullPtr(dt)
+        };
+        let args = vec![
+            acc.clone(),
+            Expr::Functor(op),
+            init_value(op, dt),
+            Expr::var(format!("T{n}_work")),
+            Expr::var(format!("T{n}_sem")),
+            lin(&bids, false, false).into(),
+            lin(&bids, true, true).into(),
+            lin(&bids, true, false).into(),
+            lin(&tids, false, false).into(),
+            lin(&tids, false, true).into(),
+            Expr::Lit(ScalarValue::Bool(tidx), DataType::Bool),
+            smem,
+        ];
+        out.push(Stmt::Decl {
+            konst: true,
+            ty: CType::Data(DataType::Bool),
+            name: flag.clone(),
+            init: Expr::call(Func::GridReduce, args),
         });
-        flag
+        Expr::var(flag)
     }
 }
 
@@ -383,21 +408,11 @@ pub(super) fn grid_dims(d: &TensorDomain) -> impl Iterator<Item = ParallelType> 
         .map(|x| x.parallel)
 }
 
-/// The preamble's functor of a reduction.
-pub(in crate::codegen) fn reduction_functor(op: ReductionOp) -> &'static str {
-    match op {
-        ReductionOp::Sum | ReductionOp::Mean => "NvfSum()",
-        ReductionOp::Prod => "NvfProd()",
-        ReductionOp::Max => "NvfMax()",
-        ReductionOp::Min => "NvfMin()",
-    }
-}
-
 pub(super) fn is_reduction(d: &TensorDomain) -> bool {
     d.root.iter().any(|&r| d.dom(r).kind == IterKind::Reduction)
 }
 
-fn init_value(op: ReductionOp, dt: DataType) -> String {
+fn init_value(op: ReductionOp, dt: DataType) -> Expr {
     let v = match op {
         ReductionOp::Sum | ReductionOp::Mean => ScalarValue::Int(0),
         ReductionOp::Prod => ScalarValue::Int(1),
@@ -417,6 +432,5 @@ fn init_value(op: ReductionOp, dt: DataType) -> String {
     // The init is passed next to the accumulator to the templated block/grid reduce
     // helpers (`T init`): cast it to the accumulator's own C++ type so that template
     // deduction sees one type for every dtype.
-    let lit = literal(v, dt.compute_type());
-    format!("({})({lit})", cuda_type(dt))
+    Expr::Lit(v, dt.compute_type()).cast(dt)
 }

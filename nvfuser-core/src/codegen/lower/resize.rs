@@ -7,15 +7,15 @@ use std::ops::{Add, Div, Mul, Rem};
 
 use super::indexing::{forward_indices, shape_doms};
 use super::{ext, logical_ext, logical_extent, unsupported, Lower};
-use crate::codegen::abi::cuda_type;
 use crate::codegen::index::Idx;
+use crate::codegen::kir::{BinOp, CType, Expr, Func};
 use crate::dtype::DataType;
 use crate::ir::{Extent, IterKind, Op, SizeArg, SliceRange, ValId};
 use crate::sched::{DomId, MemoryType, SExpr, SchedResult, ScheduleError};
 
 impl Lower<'_> {
     /// Reads tensor `p` (global or shared) at the given indices of its shape dims.
-    fn read_at(&self, e: &SExpr, p: ValId, shape_idx: &[Idx]) -> SchedResult<String> {
+    fn read_at(&self, e: &SExpr, p: ValId, shape_idx: &[Idx]) -> SchedResult<Expr> {
         let pt = self.t(p);
         match pt.memory {
             MemoryType::Global => Ok(self.element(p, &self.global_offset(p, shape_idx))),
@@ -34,7 +34,7 @@ impl Lower<'_> {
                 let off = self.local_offset(p, &|i| {
                     pidx.get(&pd.loop_dims[i]).cloned().unwrap_or(Idx::Const(0))
                 })?;
-                Ok(format!("T{}[{off}]", p.id()))
+                Ok(Expr::elem(format!("T{}", p.id()), off))
             }
             MemoryType::Local => Err(ScheduleError::ResizeInputInRegisters {
                 op: e.op.name(),
@@ -46,11 +46,7 @@ impl Lower<'_> {
 
     /// The value of a resize or indexing op: its input's indices computed from the
     /// output's, with bounds conditions where an element may come from nowhere.
-    pub(super) fn resize_value(
-        &self,
-        e: &SExpr,
-        cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<String> {
+    pub(super) fn resize_value(&self, e: &SExpr, cidx: &HashMap<DomId, Idx>) -> SchedResult<Expr> {
         let od = &self.t(e.output).domain;
         let oi: Vec<Idx> = od
             .root
@@ -90,7 +86,7 @@ impl Lower<'_> {
         ranges: &[SliceRange],
         xext: &[Extent],
         oi: &[Idx],
-    ) -> SchedResult<String> {
+    ) -> SchedResult<Expr> {
         let size_arg = |a: SizeArg| -> Extent {
             match a {
                 SizeArg::Const(c) => Extent::Const(c),
@@ -124,7 +120,7 @@ impl Lower<'_> {
         xext: &[Extent],
         oi: &[Idx],
         cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<String> {
+    ) -> SchedResult<Expr> {
         let out_dt = self.t(e.output).dtype;
         let mut conds = Vec::new();
         let mut xi = Vec::new();
@@ -136,24 +132,23 @@ impl Lower<'_> {
             let i = Idx::Sub(Box::new(o.clone()), Box::new(Idx::Const(lo)));
             let i = if lo == 0 { o.clone() } else { i };
             if lo > 0 {
-                conds.push(format!("{o} >= {lo}"));
+                conds.push(Expr::from(o.clone()).bin(BinOp::Ge, Expr::int(lo)));
             }
             if hi > 0 {
-                conds.push(format!("{i} < {}", ext(size)));
+                conds.push(Expr::from(i.clone()).bin(BinOp::Lt, ext(size).into()));
             }
             xi.push(i);
         }
         let fill = self.operand(e, e.inputs[1], out_dt, cidx)?;
         let v = self.read_at(e, e.inputs[0], &xi)?;
-        Ok(if conds.is_empty() {
-            v
-        } else {
-            format!("({}) ? {v} : {fill}", conds.join(" && "))
+        Ok(match Expr::all(conds) {
+            None => v,
+            Some(inside) => inside.paren().select(v, fill),
         })
     }
 
     /// `cat`: the input whose range along `axis` holds the output index.
-    fn cat_value(&self, e: &SExpr, axis: usize, oi: &[Idx]) -> SchedResult<String> {
+    fn cat_value(&self, e: &SExpr, axis: usize, oi: &[Idx]) -> SchedResult<Expr> {
         let mut offset = Extent::Const(0);
         let mut pieces = Vec::new();
         for &p in e.inputs.iter() {
@@ -169,9 +164,12 @@ impl Lower<'_> {
             offset = offset + len;
             pieces.push((ext(&offset), self.read_at(e, p, &xi)?));
         }
-        let mut v = pieces.pop().map(|(_, r)| r).unwrap_or_default();
+        let Some((_, mut v)) = pieces.pop() else {
+            return unsupported("cat of no inputs".into());
+        };
         while let Some((end, r)) = pieces.pop() {
-            v = format!("{} < {end} ? {r} : ({v})", oi[axis]);
+            let here = Expr::from(oi[axis].clone()).bin(BinOp::Lt, end.into());
+            v = here.select(r, v.paren());
         }
         Ok(v)
     }
@@ -183,7 +181,7 @@ impl Lower<'_> {
         xext: &[Extent],
         oi: &[Idx],
         oext: &[Idx],
-    ) -> SchedResult<String> {
+    ) -> SchedResult<Expr> {
         let mut lin = Idx::Const(0);
         for (o, n) in oi.iter().zip(oext) {
             lin = lin.mul(n.clone()).add(o.clone());
@@ -211,14 +209,14 @@ impl Lower<'_> {
         xext: &[Extent],
         oi: &[Idx],
         cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<String> {
+    ) -> SchedResult<Expr> {
         let size = ext(&xext[axis]);
         let i = match index {
             SizeArg::Const(c) if c < 0 => ext(&(xext[axis].clone() + Extent::Const(c))),
             SizeArg::Const(c) => Idx::Const(c),
             SizeArg::Input(k) => {
                 let v = self.operand(e, e.inputs[k as usize], DataType::I64, cidx)?;
-                Idx::var(format!("nvf_wrap_index({v}, {size})"))
+                Idx::Value(Box::new(Expr::call(Func::WrapIndex, vec![v, size.into()])))
             }
         };
         let mut xi = oi.to_vec();
@@ -234,9 +232,9 @@ impl Lower<'_> {
         axis: usize,
         xext: &[Extent],
         oi: &[Idx],
-    ) -> SchedResult<String> {
+    ) -> SchedResult<Expr> {
         let out_dt = self.t(e.output).dtype;
-        let idx_of = |v: String| Idx::var(format!("(nvfuser_index_t)({v})"));
+        let idx_of = |v: Expr| Idx::Value(Box::new(v.cast(CType::Index)));
         let index = e.inputs[1];
         let raw = match &e.op {
             Op::IndexSelect { .. } => self.read_at(e, index, &[oi[axis].clone()])?,
@@ -250,15 +248,20 @@ impl Lower<'_> {
         // error flag, checked in the index's own type (before the narrowing to the index
         // type); the CPU reference rejects such an index.
         let check = match self.check_code(e) {
-            Some(code) => {
-                format!("nvf_check_index(nvf_err, {code}, (long long)({raw}), (long long)({size}))")
-            }
-            None => format!("nvf_in_range({i}, {size})"),
+            Some(code) => Expr::call(
+                Func::CheckIndex,
+                vec![
+                    Expr::var("nvf_err"),
+                    code,
+                    raw.cast(DataType::I64),
+                    Expr::from(size).cast(DataType::I64),
+                ],
+            ),
+            None => Expr::call(Func::InRange, vec![i.into(), size.into()]),
         };
-        Ok(format!(
-            "{check} ? {} : ({})(0)",
+        Ok(check.select(
             self.read_at(e, e.inputs[0], &xi)?,
-            cuda_type(out_dt)
+            Expr::int(0).cast(out_dt),
         ))
     }
 }

@@ -4,6 +4,7 @@
 
 use super::Lower;
 use crate::codegen::checks::{self, CheckKind, DeviceCheck};
+use crate::codegen::kir::{Expr, Func};
 use crate::dtype::{promote, DataType, Operand};
 use crate::ir::{BinaryOp, Op, ValId};
 use crate::sched::SExpr;
@@ -34,22 +35,19 @@ impl Lower<'_> {
         self.check_fingerprint = checks::fingerprint(&self.checks);
     }
 
-    /// The error code of the check site of `e`'s output, as a C++ literal.
-    pub(super) fn check_code(&self, e: &SExpr) -> Option<String> {
+    /// The error code of the check site of `e`'s output.
+    pub(super) fn check_code(&self, e: &SExpr) -> Option<Expr> {
         let site = *self.check_site.get(&e.output)?;
-        Some(format!(
-            "0x{:016x}ull",
-            checks::code(self.check_fingerprint, site)
-        ))
+        Some(Expr::Code(checks::code(self.check_fingerprint, site)))
     }
 
-    /// `div`, `fmod` or `remainder` computed on integers: the checked helper's name.
-    pub(super) fn int_division(&self, e: &SExpr) -> Option<&'static str> {
+    /// `div`, `fmod` or `remainder` computed on integers: the checked helper.
+    pub(super) fn int_division(&self, e: &SExpr) -> Option<Func> {
         let Op::Binary(b) = &e.op else { return None };
         let helper = match b {
-            BinaryOp::Div => "nvf_div_checked",
-            BinaryOp::Fmod => "nvf_fmod_checked",
-            BinaryOp::Remainder => "nvf_remainder_checked",
+            BinaryOp::Div => Func::DivChecked,
+            BinaryOp::Fmod => Func::FmodChecked,
+            BinaryOp::Remainder => Func::RemainderChecked,
             _ => return None,
         };
         let ops: Vec<Operand> = e
