@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release --example fuzz -- [--count N] [--seed S] [--steps K] [--calls C]
 //!                                       [--jobs J] [--time-limit SECS] [--no-gpu]
+//!                                       [--preset h100|h200|a100|l40s|rtx4090|b200]
 //!                                       [--case SEED] [--repro FILE] [--no-shrink]
 //!                                       [--quiet]
 //! ```
@@ -18,7 +19,8 @@
 //!   and starts a new one after a fault.
 //! - `--no-gpu`: every fusion is planned for every call as an H100 would see it (one
 //!   kernel, or segments), every distinct kernel compiled by NVRTC for sm_80 and sm_90,
-//!   and the reference run on the CPU device. CI runs this mode.
+//!   and the reference run on the CPU device. CI runs this mode. `--preset MODEL` plans
+//!   for that GPU's public specification instead and compiles for its architecture.
 //!
 //! `--case SEED` runs one case (its reproducer printed first). `--repro FILE` runs a
 //! printed reproducer again, in either mode: the `fusion!` source (built with the DSL) and
@@ -48,6 +50,7 @@ use std::process::{Command, Stdio};
 
 use gen::Recipe;
 use nvfuser::prelude::*;
+use nvfuser::scheduler::GpuModel;
 use run::{FailKind, Verdict};
 
 struct Options {
@@ -64,6 +67,8 @@ struct Options {
     jobs: u64,
     /// Seconds after which no new case starts (the summary is still printed).
     time_limit: Option<u64>,
+    /// `--preset`, as given (forwarded to workers).
+    preset: Option<String>,
 }
 
 fn parse() -> Result<Options, String> {
@@ -80,6 +85,7 @@ fn parse() -> Result<Options, String> {
         quiet: false,
         jobs: 1,
         time_limit: None,
+        preset: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -98,13 +104,19 @@ fn parse() -> Result<Options, String> {
                 o.repro = Some(args.next().ok_or("--repro needs a file")?);
             }
             "--no-gpu" => o.no_gpu = true,
+            "--preset" => {
+                let name = args.next().ok_or("--preset needs a GPU model")?;
+                let model = name.parse::<GpuModel>().map_err(|e| e.to_string())?;
+                let _ = run::PRESET.set(model);
+                o.preset = Some(name);
+            }
             "--no-shrink" => o.shrink = false,
             "--worker" => o.worker = true,
             "--quiet" => o.quiet = true,
             "--jobs" => o.jobs = num("--jobs")?.max(1),
             "--time-limit" => o.time_limit = Some(num("--time-limit")?),
             "--help" | "-h" => {
-                println!("usage: fuzz [--count N] [--seed S] [--steps K] [--calls C] [--jobs J] [--time-limit SECS] [--no-gpu] [--case SEED] [--repro FILE] [--no-shrink] [--quiet]");
+                println!("usage: fuzz [--count N] [--seed S] [--steps K] [--calls C] [--jobs J] [--time-limit SECS] [--no-gpu] [--preset MODEL] [--case SEED] [--repro FILE] [--no-shrink] [--quiet]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -466,6 +478,10 @@ fn drive_range(o: &Options, from: u64, end: u64, t0: std::time::Instant) -> Tall
                 vec![]
             } else {
                 vec!["--no-shrink"]
+            })
+            .args(match &o.preset {
+                Some(p) => vec!["--preset", p.as_str()],
+                None => vec![],
             })
             .args(match o.time_limit {
                 Some(l) => vec![

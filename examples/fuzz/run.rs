@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use nvfuser::eval::{evaluate, HostData, HostTensor};
 use nvfuser::nvrtc::compile;
 use nvfuser::prelude::*;
-use nvfuser::scheduler::DeviceInfo;
+use nvfuser::scheduler::{DeviceInfo, GpuModel};
 use nvfuser::{Error, GpuArch};
 
 use crate::args::{make_args, ArgSpec, CallSpec};
@@ -324,20 +324,39 @@ pub fn quiet_panics() {
 }
 
 /// Compile statistics of the CPU mode.
+/// The GPU the CPU mode plans for (`--preset`); unset: an H100, compiled for sm_80 and
+/// sm_90.
+pub static PRESET: std::sync::OnceLock<GpuModel> = std::sync::OnceLock::new();
+
+/// The device the CPU mode plans for and the architectures it compiles for.
+fn planned_for() -> (DeviceInfo, Vec<GpuArch>) {
+    match PRESET.get() {
+        None => (
+            DeviceInfo::preset(GpuModel::H100),
+            vec![GpuArch::SM80, GpuArch::SM90],
+        ),
+        Some(&m) => {
+            let (major, minor) = m.spec().compute_capability;
+            (DeviceInfo::preset(m), vec![GpuArch::new(major, minor)])
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct CpuStats {
     pub kernels: usize,
     pub compiled: std::collections::HashSet<u64>,
 }
 
-/// Without a GPU: plans every call (a single kernel or segments), generates the kernels
-/// and compiles each distinct one with NVRTC for sm_80 and sm_90; runs the reference on
-/// the CPU device. `Refused` when no plan exists.
+/// Without a GPU: plans every call (a single kernel or segments) for an H100 (or the
+/// `--preset` GPU), generates the kernels and compiles each distinct one with NVRTC for
+/// sm_80 and sm_90 (or the preset's architecture); runs the reference on the CPU device. `Refused` when no plan exists.
 pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
     let fusion = &case.fusion;
     let cpu = Device::cpu();
     let exec = FusionExecutorCache::new(fusion.clone());
     let mut refused = None;
+    let (device, archs) = planned_for();
     for (c, call) in case.calls.iter().enumerate() {
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Verdict>, String> {
             let args = make_args(call, &cpu).map_err(|e| format!("making arguments: {e}"))?;
@@ -347,9 +366,9 @@ pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
                 // Refused arguments: nothing to plan for this call.
                 return Ok(None);
             }
-            // The kernels an H100 would run, planned as `run` plans them (host scalars,
+            // The kernels the GPU would run, planned as `run` plans them (host scalars,
             // one kernel or segments).
-            let kernels = match exec.plan_kernels(DeviceInfo::h100_for_tests(), &arg_list) {
+            let kernels = match exec.plan_kernels(device.clone(), &arg_list) {
                 Ok(k) => k,
                 Err(e) if is_refusal(&e) => {
                     refused.get_or_insert(reason_class(&e.to_string()));
@@ -374,7 +393,7 @@ pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
                 if !stats.compiled.insert(key) {
                     continue;
                 }
-                for arch in [GpuArch::SM80, GpuArch::SM90] {
+                for &arch in &archs {
                     if let Err(e) = compile(&src, &kernel.abi.name, arch) {
                         return Ok(Some(Verdict::Fail(
                             FailKind::Error,

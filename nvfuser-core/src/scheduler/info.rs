@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::presets::GpuModel;
 use super::unfit::{SizeQuantity, SizeRefusal, SizeSubject};
 use crate::dtype::{DataType, ScalarValue};
 use crate::ir::{Extent, Fusion, ValId, MAX_NUMEL};
@@ -33,31 +34,16 @@ pub struct DeviceInfo {
 }
 
 impl DeviceInfo {
-    /// **Test fixture**: what an H100 SXM reports (132 SMs, 64K registers and 2048
-    /// threads per SM, 227 KiB of opt-in shared memory, 50 MiB of L2). For heuristic
-    /// tests on machines without a GPU; a real device reports its own.
+    /// **Test fixture**: the H100 preset ([`GpuModel::H100`]: 132 SMs, 64K registers
+    /// and 2048 threads per SM, 227 KiB of opt-in shared memory, 50 MiB of L2).
     pub fn h100_for_tests() -> Self {
-        DeviceInfo {
-            sm_count: 132,
-            warp_size: 32,
-            max_threads_per_block: 1024,
-            max_threads_per_sm: 2048,
-            registers_per_sm: 65536,
-            shared_memory_per_block: 232_448,
-            l2_cache_bytes: 52_428_800,
-            max_grid_dim: [2_147_483_647, 65535, 65535],
-        }
+        DeviceInfo::preset(GpuModel::H100)
     }
 
-    /// **Test fixture**: what an A100 SXM reports (108 SMs, 64K registers and 2048
-    /// threads per SM, 163 KiB of opt-in shared memory, 40 MiB of L2).
+    /// **Test fixture**: the A100 preset ([`GpuModel::A100`]: 108 SMs, 163 KiB of
+    /// opt-in shared memory, 40 MiB of L2).
     pub fn a100_for_tests() -> Self {
-        DeviceInfo {
-            sm_count: 108,
-            shared_memory_per_block: 166_912,
-            l2_cache_bytes: 41_943_040,
-            ..DeviceInfo::h100_for_tests()
-        }
+        DeviceInfo::preset(GpuModel::A100)
     }
 }
 

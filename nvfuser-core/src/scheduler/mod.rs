@@ -60,6 +60,7 @@ mod kind;
 pub mod outer;
 pub mod params;
 pub mod pointwise;
+mod presets;
 mod recompute;
 pub mod reduction;
 pub mod registry;
@@ -75,6 +76,7 @@ pub use params::{
     CompileParams, HeuristicParams, InvalidParams, LaunchParams, OuterReductionParams,
     PersistentParams, PointwiseParams, ReductionParams, TransposeParams,
 };
+pub use presets::{GpuModel, GpuSpec, UnknownGpu};
 pub use registry::{
     can_schedule, can_schedule_kind, check_fits, compute_heuristics, compute_heuristics_for,
     index_type_for, lower_with, schedule_with, Analysis, Decision, KernelPlan, PlanError, Refusal,

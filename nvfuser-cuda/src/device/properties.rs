@@ -7,6 +7,7 @@
 //! tests on machines without a GPU, and a real device's properties can be saved as JSON
 //! and loaded elsewhere.
 
+use nvfuser_core::scheduler::GpuModel;
 use serde::{Deserialize, Serialize};
 
 use cudarc::driver::sys::CUdevice_attribute as Attr;
@@ -99,35 +100,45 @@ impl DeviceProperties {
         self.max_threads_per_sm / self.warp_size.max(1)
     }
 
-    /// **Test fixture**: the properties an NVIDIA H100 80GB HBM3 (SXM5) reports.
-    ///
-    /// For heuristic and scheduler tests on machines without a GPU. Never use it to run
-    /// kernels: a real [`Device`](super::Device) reads its own properties from the driver.
-    /// The numbers are what the driver reports on that part (132 SMs, 228 KiB of shared
-    /// memory per SM, 50 MiB of L2, HBM3 at 2619 MHz on a 5120-bit bus).
+    /// **Test fixture**: the H100 preset ([`DeviceProperties::preset`]), named as a
+    /// fixture. Never use it to run kernels: a real [`Device`](super::Device) reads its
+    /// own properties from the driver.
     pub fn h100_sxm_for_tests() -> Self {
         DeviceProperties {
             name: "NVIDIA H100 80GB HBM3 (test fixture)".to_owned(),
-            compute_capability_major: 9,
-            compute_capability_minor: 0,
-            sm_count: 132,
-            warp_size: 32,
-            max_threads_per_block: 1024,
-            max_threads_per_sm: 2048,
-            max_blocks_per_sm: 32,
+            ..DeviceProperties::preset(GpuModel::H100)
+        }
+    }
+
+    /// The properties `model` has by its public specification
+    /// ([`GpuModel::spec`]): plan, schedule, generate and compile (NVRTC needs no GPU,
+    /// [`DeviceProperties::arch`]) for a GPU this machine does not have. The driver
+    /// of a real device reports its own.
+    pub fn preset(model: GpuModel) -> Self {
+        let s = model.spec();
+        let info = model.device_info();
+        DeviceProperties {
+            name: s.name.to_owned(),
+            compute_capability_major: s.compute_capability.0,
+            compute_capability_minor: s.compute_capability.1,
+            sm_count: info.sm_count,
+            warp_size: info.warp_size,
+            max_threads_per_block: info.max_threads_per_block,
+            max_threads_per_sm: info.max_threads_per_sm,
+            max_blocks_per_sm: s.max_blocks_per_sm,
             max_block_dim: [1024, 1024, 64],
-            max_grid_dim: [2_147_483_647, 65_535, 65_535],
-            registers_per_sm: 65_536,
-            registers_per_block: 65_536,
-            shared_memory_per_block: 49_152,
-            shared_memory_per_block_optin: 232_448,
-            shared_memory_per_sm: 233_472,
+            max_grid_dim: info.max_grid_dim,
+            registers_per_sm: info.registers_per_sm,
+            registers_per_block: info.registers_per_sm,
+            shared_memory_per_block: 48 * 1024,
+            shared_memory_per_block_optin: info.shared_memory_per_block,
+            shared_memory_per_sm: s.shared_memory_per_sm,
             reserved_shared_memory_per_block: 1024,
-            l2_cache_bytes: 52_428_800,
-            memory_clock_khz: 2_619_000,
-            memory_bus_width_bits: 5120,
-            sm_clock_khz: 1_980_000,
-            total_memory_bytes: 85_520_809_984,
+            l2_cache_bytes: info.l2_cache_bytes,
+            memory_clock_khz: s.memory_clock_khz,
+            memory_bus_width_bits: s.memory_bus_width_bits,
+            sm_clock_khz: s.sm_clock_khz,
+            total_memory_bytes: s.total_memory_bytes,
         }
     }
 
