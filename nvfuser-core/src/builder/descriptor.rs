@@ -1,10 +1,12 @@
 //! Input tensor descriptors: sizes, contiguity and stride order.
 //!
 //! Rules (as in nvFuser): a size of `-1` is symbolic, `1` is a broadcast dim, any other
-//! `n >= 0` is static. Contiguity is given per shape dim, `None` for broadcast and
-//! expanded dims: a dim is contiguous when its stride equals stride × size of the next
-//! inner non-broadcast dim in allocation order (1 for the innermost). The stride order
-//! gives each dim's rank in allocation order, 0 innermost.
+//! `n >= 0` is static. The stride order gives each dim's rank in allocation order, 0
+//! innermost (default: row-major). Contiguity has one entry per dim **in allocation
+//! order** (outermost first; with the default stride order that is the shape's order),
+//! `None` for broadcast and expanded dims: a dim is contiguous when its stride equals
+//! stride × size of the next inner non-broadcast dim in allocation order (1 for the
+//! innermost). The fusion's `TensorType` keeps contiguity by shape dim.
 
 use super::FusionDefinition;
 use crate::dtype::DataType;
@@ -27,7 +29,8 @@ pub struct TensorSpec {
     pub dtype: DataType,
     /// Per dim: `-1` symbolic, `1` broadcast, `n` static.
     pub sizes: Vec<i64>,
-    /// Contiguity (default: all contiguous).
+    /// Contiguity (default: all contiguous); per-dim entries are in allocation order
+    /// (the shape's order unless a stride order says otherwise), as in nvFuser.
     pub contiguity: Contiguity,
     /// Stride order, 0 innermost (default: row-major).
     pub stride_order: Option<Vec<usize>>,
@@ -118,6 +121,23 @@ impl FusionDefinition {
                 }
             });
         }
+        let stride_order = match spec.stride_order {
+            None => (0..rank).rev().collect::<Vec<usize>>(),
+            Some(order) => {
+                let mut seen = vec![false; rank];
+                if order.len() != rank
+                    || !order
+                        .iter()
+                        .all(|&o| o < rank && !std::mem::replace(&mut seen[o], true))
+                {
+                    return Err(Error::invalid(
+                        op,
+                        format!("stride order {order:?}: expected a permutation of 0..{rank}"),
+                    ));
+                }
+                order
+            }
+        };
         let contiguity = match spec.contiguity {
             Contiguity::All(c) => domain
                 .iter()
@@ -132,41 +152,33 @@ impl FusionDefinition {
                         c.len(),
                     ));
                 }
-                for (axis, (d, c)) in domain.iter().zip(&c).enumerate() {
+                // Entry k is the dim at allocation position k (outermost first).
+                let logical: Vec<Option<bool>> =
+                    (0..rank).map(|d| c[rank - 1 - stride_order[d]]).collect();
+                for (axis, (d, c)) in domain.iter().zip(&logical).enumerate() {
+                    let at = rank - 1 - stride_order[axis];
+                    let entry = if at == axis {
+                        String::new()
+                    } else {
+                        format!(" (contiguity entry {at}: entries are in allocation order)")
+                    };
                     match (d.is_broadcast_like(), c) {
                         (true, Some(_)) => {
                             return Err(Error::invalid(
                                 op,
-                                format!("dim {axis} is a broadcast dim: expected contiguity None, found {c:?}"),
+                                format!("dim {axis} is a broadcast dim: expected contiguity None, found {c:?}{entry}"),
                             ))
                         }
                         (false, None) => {
                             return Err(Error::invalid(
                                 op,
-                                format!("dim {axis} is not a broadcast dim: expected contiguity Some(true|false), found None"),
+                                format!("dim {axis} is not a broadcast dim: expected contiguity Some(true|false), found None{entry}"),
                             ))
                         }
                         _ => {}
                     }
                 }
-                c
-            }
-        };
-        let stride_order = match spec.stride_order {
-            None => (0..rank).rev().collect(),
-            Some(order) => {
-                let mut seen = vec![false; rank];
-                if order.len() != rank
-                    || !order
-                        .iter()
-                        .all(|&o| o < rank && !std::mem::replace(&mut seen[o], true))
-                {
-                    return Err(Error::invalid(
-                        op,
-                        format!("stride order {order:?}: expected a permutation of 0..{rank}"),
-                    ));
-                }
-                order
+                logical
             }
         };
         super::check_domain(op, &domain)?;
@@ -233,24 +245,27 @@ pub fn tensor_spec_from_strides(
     // Which dims hold no data of their own: size-1 (broadcast) or stride-0 (expanded).
     let broadcast: Vec<bool> = (0..rank).map(|i| sizes[i] == 1 && !static_sizes).collect();
     let expanded: Vec<bool> = (0..rank).map(|i| strides[i] == 0 && sizes[i] > 1).collect();
-    // Allocation order: outermost first by decreasing stride; ties keep the later dim
-    // inner (so a row-major layout with size-1 dims stays row-major).
-    let mut alloc: Vec<usize> = (0..rank).collect();
-    // Expanded dims hold no data: they go outermost rather than innermost.
-    let key = |d: usize| if expanded[d] { i64::MAX } else { strides[d] };
-    alloc.sort_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
+    // Allocation order (nvFuser's rule): dims with a stride, outermost first by
+    // decreasing stride, ties in shape order; each stride-0 dim then keeps its own
+    // position in the shape among them (so [8, 4, 0, 2] is row-major, not the stride-0
+    // dim outermost).
+    let mut alloc: Vec<usize> = (0..rank).filter(|&d| strides[d] != 0).collect();
+    alloc.sort_by(|&a, &b| strides[b].cmp(&strides[a]).then(a.cmp(&b)));
+    for d in (0..rank).filter(|&d| strides[d] == 0) {
+        alloc.insert(d.min(alloc.len()), d);
+    }
     let mut stride_order = vec![0; rank];
     for (pos, &d) in alloc.iter().enumerate() {
         stride_order[d] = rank - 1 - pos;
     }
-    // Contiguity, walking from the innermost dim outwards.
+    // Contiguity in allocation order, walking from the innermost dim outwards.
     let mut contiguity = vec![None; rank];
     let mut expected_stride = 1i64;
-    for &d in alloc.iter().rev() {
+    for (pos, &d) in alloc.iter().enumerate().rev() {
         if broadcast[d] || expanded[d] {
             continue;
         }
-        contiguity[d] = Some(strides[d] == expected_stride || sizes[d] == 1);
+        contiguity[pos] = Some(strides[d] == expected_stride || sizes[d] == 1);
         expected_stride = strides[d].saturating_mul(sizes[d]);
     }
     let spec_sizes = (0..rank)
@@ -305,6 +320,46 @@ mod tests {
         // A [4, 5] slice of a [4, 8] tensor.
         let (_, c, _) = derive(&[4, 5], &[8, 1]);
         assert_eq!(c, vec![Some(false), Some(true)]);
+    }
+
+    #[test]
+    fn stride_zero_dims_keep_their_position_and_contiguity_is_in_allocation_order() {
+        // nvFuser's example: the expanded dim stays between its neighbours.
+        let (s, c, o) = derive(&[2, 2, 2, 2], &[8, 4, 0, 2]);
+        assert_eq!(s, vec![-1, -1, -1, -1]);
+        assert_eq!(o, vec![3, 2, 1, 0]);
+        // dim 1's next inner dim with data is dim 3 (2 * 2 = 4); dim 3 has stride 2.
+        assert_eq!(c, vec![Some(true), Some(true), None, Some(false)]);
+        // A column-major view with padded columns: allocation order is dim 1, dim 0;
+        // contiguity lists dim 1 (stride 8 for 4 rows: not contiguous) first.
+        let (_, c, o) = derive(&[4, 5], &[1, 8]);
+        assert_eq!(o, vec![0, 1]);
+        assert_eq!(c, vec![Some(false), Some(true)]);
+        let mut fd = FusionDefinition::new();
+        let t = fd
+            .define_tensor_from_strides(DataType::F32, &[4, 5], &[1, 8], false)
+            .unwrap();
+        let tt = fd.fusion().tensor_type(t).unwrap().clone();
+        assert_eq!(tt.contiguity, vec![Some(true), Some(false)], "by shape dim");
+        assert_eq!(tt.stride_order, vec![0, 1]);
+        // The same spec written by hand reads the same way; a broadcast entry in the
+        // wrong place names the allocation-order entry.
+        let spec = TensorSpec::new(DataType::F32, &[-1, -1])
+            .contiguity(Contiguity::PerDim(vec![Some(false), Some(true)]))
+            .stride_order(&[0, 1]);
+        let u = fd.define_tensor_spec(spec).unwrap();
+        assert_eq!(
+            fd.fusion().tensor_type(u).unwrap().contiguity,
+            tt.contiguity
+        );
+        let bad = TensorSpec::new(DataType::F32, &[1, -1])
+            .contiguity(Contiguity::PerDim(vec![None, Some(true)]))
+            .stride_order(&[0, 1]);
+        let err = fd.define_tensor_spec(bad).unwrap_err().to_string();
+        assert!(
+            err.contains("contiguity entry 1: entries are in allocation order"),
+            "{err}"
+        );
     }
 
     #[test]

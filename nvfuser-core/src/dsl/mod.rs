@@ -71,9 +71,10 @@
 //!   `[N, H] + [M]` an error); a name meeting a static size or `_` is accepted and checked
 //!   when the fusion runs. A named dim in the return type must be one a parameter names.
 //! - **Layouts**: `#[layout(...)]` on a tensor parameter sets what the default does not
-//!   say: `contiguity` (one entry per dim, `_` for broadcast and expanded dims, or one
-//!   bool for all), `stride_order` (each dim's rank in allocation order, 0 innermost;
-//!   default row-major), `expanded` (dims with stride 0 and a real size), `static_sizes`
+//!   say: `contiguity` (one entry per dim in allocation order, outermost first, as in
+//!   nvFuser: the shape's order unless `stride_order` says otherwise; `_` for broadcast
+//!   and expanded dims, or one bool for all), `stride_order` (each dim's rank in
+//!   allocation order, 0 innermost; default row-major), `expanded` (dims with stride 0 and a real size), `static_sizes`
 //!   (size-1 dims are static size-1 dims, not broadcast dims). Printers emit it only when
 //!   a layout is not the default.
 //! - **Unused inputs** are warnings, not errors: the parameter stays a fusion input (the

@@ -240,6 +240,22 @@ impl TensorType {
         self.shape().count()
     }
 
+    /// The contiguity entries in allocation order, outermost first: how a
+    /// `TensorSpec`, `#[layout(contiguity = ..)]` and nvFuser's `define_tensor` list
+    /// them (the shape's order when the stride order is row-major).
+    pub fn contiguity_in_allocation_order(&self) -> Vec<Option<bool>> {
+        let rank = self.contiguity.len();
+        let mut by_position = vec![None; rank];
+        for (d, &c) in self.contiguity.iter().enumerate() {
+            if let Some(&o) = self.stride_order.get(d) {
+                if o < rank {
+                    by_position[rank - 1 - o] = c;
+                }
+            }
+        }
+        by_position
+    }
+
     /// True when the stride order is row-major.
     pub fn is_row_major(&self) -> bool {
         let r = self.stride_order.len();

@@ -95,8 +95,9 @@ impl fmt::Display for Math<'_> {
             )?;
             let kind = fusion.get_val(i).map(|v| &v.kind);
             if let (true, Some(ValKind::Tensor(t))) = (self.options.layouts, kind) {
+                // Contiguity in allocation order, as a layout is written.
                 let contiguity: Vec<&str> = t
-                    .contiguity
+                    .contiguity_in_allocation_order()
                     .iter()
                     .map(|c| match c {
                         Some(true) => "true",

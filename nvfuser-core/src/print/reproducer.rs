@@ -405,8 +405,9 @@ fn layout_attr(t: &TensorType) -> String {
     let shape: Vec<_> = t.shape().collect();
     let mut parts = Vec::new();
     if t.contiguity.contains(&Some(false)) {
+        // In allocation order (outermost first), as `#[layout]` reads it.
         let c: Vec<&str> = t
-            .contiguity
+            .contiguity_in_allocation_order()
             .iter()
             .map(|c| match c {
                 Some(true) => "true",

@@ -50,7 +50,9 @@ impl InputSpec {
         Ok(InputSpec {
             dtype,
             sizes,
-            contiguity: (t.contiguity != default_contiguity).then(|| t.contiguity.clone()),
+            // A spec lists contiguity in allocation order.
+            contiguity: (t.contiguity != default_contiguity)
+                .then(|| t.contiguity_in_allocation_order()),
             stride_order: (t.stride_order != row_major).then(|| t.stride_order.clone()),
             expanded: expanded.contains(&true).then_some(expanded),
             static_sizes,
