@@ -71,9 +71,9 @@ fn wrong_arity_names_the_signature() {
     check(
         &body("let _ = x.sum();"),
         expect![[r#"
-        2:15-2:20: `sum` takes 2 to 3 arguments, found 1: `axes` is missing
-            help: the signature is sum(x, axes, keepdim = false)
-    "#]],
+            2:15-2:20: `sum` takes 2 to 4 arguments, found 1: `axes` is missing
+                help: the signature is sum(x, axes, keepdim = false, dtype = x.dtype)
+        "#]],
     );
     check(
         &body("let _ = x.exp(1);"),
@@ -85,9 +85,9 @@ fn wrong_arity_names_the_signature() {
     check(
         &body("let _ = x.sum([1], keep = true);"),
         expect![[r#"
-        2:24-2:28: `sum` has no argument `keep`
-            help: the signature is sum(x, axes, keepdim = false)
-    "#]],
+            2:24-2:28: `sum` has no argument `keep`
+                help: the signature is sum(x, axes, keepdim = false, dtype = x.dtype)
+        "#]],
     );
     check(
         &body("let _ = x.sum([1], true, keepdim = false);"),
@@ -394,9 +394,9 @@ fn builder_errors_point_at_the_argument() {
     check(
         &body("let y = x.sum([n]);"),
         expect![[r#"
-        2:19-2:22: argument `axes` of `sum` must be integer literals, e.g. [1] or [0, -1]
-            help: the signature is sum(x, axes, keepdim = false)
-    "#]],
+            2:19-2:22: argument `axes` of `sum` must be integer literals, e.g. [1] or [0, -1]
+                help: the signature is sum(x, axes, keepdim = false, dtype = x.dtype)
+        "#]],
     );
     check(
         &body("let y = x as f17;"),

@@ -10,6 +10,7 @@ use common::{f32s, f64s, fusion, i32s, i64s, run, t};
 use half::{bf16, f16};
 use nvfuser_core::builder::Slice;
 use nvfuser_core::eval::{EvalInput, HostTensor};
+use nvfuser_core::ir::ReductionOp;
 use nvfuser_core::prelude::*;
 
 // ----- reductions -----
@@ -394,4 +395,73 @@ fn f32_max_rows_round_like_f32_kernels() {
     });
     let x64 = t(&[f32::MAX as f64; 4], &[1, 4]);
     assert_eq!(f64s(&run(&mean64, vec![x64])[0]), [f32::MAX as f64]);
+}
+
+#[test]
+fn reduction_dtype_arguments_cast_first_and_return_that_dtype() {
+    // 3 x 30000 in f16: the f16 sum rounds 90000 to inf (above 65504); summed into f32
+    // it is exact. An i32 sum in i32 wraps; by default it widens to i64. A mean of
+    // integers in f32, and a sum of f32 into f16.
+    let f = fusion(|fd| {
+        let h = fd.define_tensor(DataType::F16, &[-1])?;
+        let i = fd.define_tensor(DataType::I32, &[-1])?;
+        let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+        Ok(vec![
+            fd.sum(h, &[0], false)?,
+            fd.sum_as(h, &[0], false, DataType::F32)?,
+            fd.sum(i, &[0], false)?,
+            fd.sum_as(i, &[0], false, DataType::I32)?,
+            fd.reduction_as(ReductionOp::Mean, i, &[0], true, DataType::F32)?,
+            fd.reduction_as(ReductionOp::Prod, x, &[1], false, DataType::F64)?,
+            fd.sum_as(x, &[0], false, DataType::F16)?,
+        ])
+    });
+    let h = [f16::from_f32(30000.0); 3];
+    let out = run(
+        &f,
+        vec![t(&h, &[3]), t(&[i32::MAX, 1, 2], &[3]), t(&X23, &[2, 3])],
+    );
+    assert_eq!(out[0].dtype(), DataType::F16);
+    assert!(out[0].to_vec::<f16>().unwrap()[0].to_f32().is_infinite());
+    assert_eq!(out[1].dtype(), DataType::F32);
+    assert_eq!(f32s(&out[1]), [90000.0]);
+    assert_eq!(out[2].dtype(), DataType::I64);
+    assert_eq!(i64s(&out[2]), [i32::MAX as i64 + 3]);
+    assert_eq!(out[3].dtype(), DataType::I32);
+    assert_eq!(i32s(&out[3]), [i32::MIN + 2]);
+    assert_eq!((out[4].dtype(), out[4].shape()), (DataType::F32, &[1][..]));
+    assert_eq!(f32s(&out[4]), [(i32::MAX as f64 + 3.0) as f32 / 3.0]);
+    assert_eq!(out[5].dtype(), DataType::F64);
+    assert_eq!(f64s(&out[5]), [-7.0, -12.0]);
+    assert_eq!(out[6].dtype(), DataType::F16);
+    assert_eq!(
+        out[6].to_vec::<f16>().unwrap(),
+        [f16::from_f32(5.0), f16::from_f32(-1.5), f16::from_f32(-2.5)]
+    );
+
+    // The DSL takes it as a keyword; max and min have no dtype, and bool is refused.
+    let dsl = nvfuser_core::dsl::build_str(
+        "fn f(h: Tensor<f16, [N]>) -> Tensor<f32, []> { h.sum([0], dtype = f32) }",
+    )
+    .unwrap()
+    .remove(0)
+    .0;
+    let out = run(&dsl, vec![t(&h, &[3])]);
+    assert_eq!(f32s(&out[0]), [90000.0]);
+    let err = nvfuser_core::dsl::build_str(
+        "fn f(h: Tensor<f16, [N]>) -> Tensor<f32, []> { h.max([0], dtype = f32) }",
+    )
+    .unwrap_err();
+    assert!(
+        format!("{err:?}").contains("`max` has no argument `dtype`"),
+        "{err:?}"
+    );
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    let e = fd
+        .reduction_as(ReductionOp::Max, x, &[0], false, DataType::F64)
+        .unwrap_err();
+    assert!(e.to_string().contains("sum, prod and mean only"), "{e}");
+    let e = fd.sum_as(x, &[0], false, DataType::Bool).unwrap_err();
+    assert!(e.to_string().contains("a numeric dtype argument"), "{e}");
 }

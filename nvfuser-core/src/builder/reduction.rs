@@ -50,6 +50,44 @@ impl FusionDefinition {
         self.keepdim(r, &axes, keepdim)
     }
 
+    /// [`reduction`](Self::reduction) computed in and returning `dtype`, as PyTorch's
+    /// `dtype=` argument: `x` is cast to `dtype` first (a sum of f16 into f32 never
+    /// rounds to f16; integer sums wrap in `dtype`). `sum`, `prod` and `mean` only
+    /// (`mean` of a floating `dtype`); `dtype` may not be bool.
+    pub fn reduction_as(
+        &mut self,
+        op: ReductionOp,
+        x: ValId,
+        axes: &[i64],
+        keepdim: bool,
+        dtype: DataType,
+    ) -> Result<ValId> {
+        let name = op.name();
+        if !matches!(op, ReductionOp::Sum | ReductionOp::Prod | ReductionOp::Mean) {
+            return Err(Error::invalid(
+                name,
+                "a dtype argument is taken by sum, prod and mean only",
+            ));
+        }
+        if dtype == DataType::Bool {
+            return Err(Error::dtype(name, "a numeric dtype argument", dtype));
+        }
+        let xc = self.cast(x, dtype)?;
+        let r = self.reduction(op, xc, axes, keepdim)?;
+        self.cast(r, dtype)
+    }
+
+    /// Sum over `axes` in `dtype` ([`reduction_as`](Self::reduction_as)).
+    pub fn sum_as(
+        &mut self,
+        x: ValId,
+        axes: &[i64],
+        keepdim: bool,
+        dtype: DataType,
+    ) -> Result<ValId> {
+        self.reduction_as(ReductionOp::Sum, x, axes, keepdim, dtype)
+    }
+
     /// Sum over `axes`.
     pub fn sum(&mut self, x: ValId, axes: &[i64], keepdim: bool) -> Result<ValId> {
         self.reduction(ReductionOp::Sum, x, axes, keepdim)

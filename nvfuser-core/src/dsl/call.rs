@@ -25,6 +25,8 @@ pub(crate) enum ArgVal {
     Sizes(Vec<Size>),
     Size(Size),
     DType(DataType),
+    /// A `dtype` left out: the input's.
+    InputDType,
     Vals(Vec<ValId>),
     Mask(Vec<bool>),
     Widths(Vec<(i64, i64)>),
@@ -188,6 +190,7 @@ impl Interp<'_> {
                 (Some(v), _) => v,
                 (None, Some(Default::Bool(b))) => ArgVal::Bool(b),
                 (None, Some(Default::Int(i))) => ArgVal::Int(i),
+                (None, Some(Default::InputDType)) => ArgVal::InputDType,
                 (None, None) => unreachable!("missing arguments are reported above"),
             })
             .collect();

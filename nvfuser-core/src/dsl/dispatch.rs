@@ -68,9 +68,11 @@ impl Interp<'_> {
             Family::Cast => fd.cast(v(0), dtype(1)).map(Value::Tensor),
             Family::Set => fd.set(v(0)).map(Value::Tensor),
             Family::SegmentSet => fd.segment_set(v(0)).map(Value::Tensor),
-            Family::Reduction(r) => fd
-                .reduction(r, v(0), &ints(1), boolean(2))
-                .map(Value::Tensor),
+            Family::Reduction(r) => match vals.get(3) {
+                Some(A::DType(d)) => fd.reduction_as(r, v(0), &ints(1), boolean(2), *d),
+                _ => fd.reduction(r, v(0), &ints(1), boolean(2)),
+            }
+            .map(Value::Tensor),
             Family::Var => fd
                 .var(v(0), &ints(1), int(2), boolean(3))
                 .map(Value::Tensor),

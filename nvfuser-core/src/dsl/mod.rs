@@ -46,7 +46,9 @@
 //!   `maximum(a, b)`, `truediv`, `remainder`, `atan2`, `logical_shift_right`, ...);
 //!   `where_(cond, a, b)`, `lerp(start, end, weight)`, `clamp(x, min, max)`,
 //!   `threshold(x, threshold, value)`, `addcmul(x, t1, t2, value)`; `cast(x, dtype)`,
-//!   `set(x)`, `segment_set(x)`; `sum|prod|max|min|mean(x, axes, keepdim = false)`,
+//!   `set(x)`, `segment_set(x)`; `sum|prod|mean(x, axes, keepdim = false, dtype = ..)`
+//!   (`dtype`: compute and return in it, the input cast first, as PyTorch's `dtype=`),
+//!   `max|min(x, axes, keepdim = false)`,
 //!   `var(x, axes, correction = 1, keepdim = false)`, `var_mean(...)` (returns
 //!   `(var, mean)`), `welford(x, axes)` (returns `(mean, var_sum, count)`);
 //!   `broadcast(x, [false, true])`, `unsqueeze(x, axis)`, `squeeze(x, axes)`,

@@ -43,6 +43,8 @@ pub(crate) enum Kind {
 pub(crate) enum Default {
     Bool(bool),
     Int(i64),
+    /// The reduction's input dtype (`dtype` of `sum`, `prod`, `mean`).
+    InputDType,
 }
 
 /// One parameter of an op.
@@ -136,6 +138,7 @@ impl OpSpec {
                 None => p.name.to_string(),
                 Some(Default::Bool(b)) => format!("{} = {b}", p.name),
                 Some(Default::Int(i)) => format!("{} = {i}", p.name),
+                Some(Default::InputDType) => format!("{} = x.dtype", p.name),
             })
             .collect();
         format!("{}({})", self.name, params.join(", "))
@@ -161,6 +164,14 @@ const REDUCE: &[P] = &[
     p("x", Value),
     p("axes", Axes),
     opt("keepdim", Bool, Default::Bool(false)),
+];
+/// `sum`, `prod` and `mean` take the dtype to compute and return in (PyTorch's
+/// `dtype=`: the input is cast to it first).
+const REDUCE_DTYPE: &[P] = &[
+    p("x", Value),
+    p("axes", Axes),
+    opt("keepdim", Bool, Default::Bool(false)),
+    opt("dtype", DType, Default::InputDType),
 ];
 const VAR: &[P] = &[
     p("x", Value),
@@ -236,7 +247,11 @@ pub(crate) fn table() -> &'static [OpSpec] {
             add(op.name(), Family::Ternary(op), params);
         }
         for &r in ReductionOp::ALL {
-            add(r.name(), Family::Reduction(r), REDUCE);
+            let params = match r {
+                ReductionOp::Sum | ReductionOp::Prod | ReductionOp::Mean => REDUCE_DTYPE,
+                _ => REDUCE,
+            };
+            add(r.name(), Family::Reduction(r), params);
         }
         for &d in Distribution::ALL {
             let params = match d {
