@@ -148,6 +148,8 @@ pub enum Step {
     Select(usize, usize, i64),
     /// `x * (size(x, axis) as dtype)` scaled down: scalar math on sizes.
     ScaleBySize(usize, usize),
+    /// `triu` (true) or `tril` (false) of a tensor of rank 2 or more, with a diagonal.
+    Triangle(usize, bool, i64),
     /// `x op scalar input`.
     WithScalar(BinaryOp, usize, usize),
 }
@@ -487,6 +489,7 @@ pub fn operands(s: &Step) -> Vec<usize> {
         | Step::SegmentSet(a)
         | Step::Select(a, ..)
         | Step::ScaleBySize(a, _)
+        | Step::Triangle(a, ..)
         | Step::FullLike(a, ..)
         | Step::Iota(a, ..)
         | Step::UniformLike(a, ..) => vec![*a],

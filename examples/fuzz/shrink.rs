@@ -124,6 +124,7 @@ fn remap(s: &mut Step, from: usize, to: usize) {
         }
         Step::MergeDims(a, _) | Step::SplitDim(a, ..) | Step::Squeeze(a, _) | Step::Set(a) => f(a),
         Step::SegmentSet(a) | Step::Select(a, ..) | Step::ScaleBySize(a, _) => f(a),
+        Step::Triangle(a, ..) => f(a),
         Step::FullLike(a, ..) | Step::Iota(a, ..) | Step::UniformLike(a, ..) => f(a),
         Step::Binary(_, a, b)
         | Step::Cat(a, b, _)

@@ -516,3 +516,72 @@ fn index_select_select_gather_take_along_axis() {
     assert_eq!(out[1].shape(), [2, 2]);
     assert_eq!(f64s(&out[1]), [3.5, 1.5, 2.5, 2.5]);
 }
+
+#[test]
+fn triu_and_tril_keep_one_triangle_of_the_last_two_dims() {
+    // x[b][r][c] = 10 r + c + 1 (+ 100 b); 3 x 4 matrices, two of them.
+    let data: Vec<f32> = (0..2)
+        .flat_map(|b| {
+            (0..3).flat_map(move |r| (0..4).map(move |c| (100 * b + 10 * r + c + 1) as f32))
+        })
+        .collect();
+    let f = fusion(|fd| {
+        let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+        Ok(vec![
+            fd.triu(x, 0)?,
+            fd.tril(x, 0)?,
+            fd.triu(x, 1)?,
+            fd.tril(x, -1)?,
+        ])
+    });
+    let out = run(&f, vec![t(&data, &[2, 3, 4])]);
+    #[rustfmt::skip]
+    let triu0 = [
+        1.0, 2.0, 3.0, 4.0,
+        0.0, 12.0, 13.0, 14.0,
+        0.0, 0.0, 23.0, 24.0,
+    ];
+    #[rustfmt::skip]
+    let tril0 = [
+        1.0, 0.0, 0.0, 0.0,
+        11.0, 12.0, 0.0, 0.0,
+        21.0, 22.0, 23.0, 0.0,
+    ];
+    #[rustfmt::skip]
+    let triu1 = [
+        0.0, 2.0, 3.0, 4.0,
+        0.0, 0.0, 13.0, 14.0,
+        0.0, 0.0, 0.0, 24.0,
+    ];
+    #[rustfmt::skip]
+    let tril_m1 = [
+        0.0, 0.0, 0.0, 0.0,
+        11.0, 0.0, 0.0, 0.0,
+        21.0, 22.0, 0.0, 0.0,
+    ];
+    for (o, want) in out.iter().zip([triu0, tril0, triu1, tril_m1]) {
+        assert_eq!(o.shape(), [2, 3, 4]);
+        let got = f32s(o);
+        // The second matrix is the first plus 100 where kept.
+        let second: Vec<f32> = want
+            .iter()
+            .map(|&v| if v != 0.0 { v + 100.0 } else { 0.0 })
+            .collect();
+        assert_eq!(&got[..12], &want[..]);
+        assert_eq!(&got[12..], &second[..]);
+    }
+    // The DSL names; rank 1 is refused.
+    let dsl = nvfuser_core::dsl::build_str(
+        "fn f(x: Tensor<i32, [R, C]>) -> Tensor<i32, [R, C]> { x.triu(diagonal = 1) + tril(x) }",
+    )
+    .unwrap()
+    .remove(0)
+    .0;
+    let m: Vec<i32> = (1..=9).collect();
+    let out = run(&dsl, vec![t(&m, &[3, 3])]);
+    assert_eq!(i32s(&out[0]), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    let mut fd = FusionDefinition::new();
+    let v = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    let e = fd.triu(v, 0).unwrap_err().to_string();
+    assert!(e.contains("rank 2 or more, found rank 1"), "{e}");
+}

@@ -182,3 +182,42 @@ fn fuzz_case(a: Tensor<f16, [_, _, _]>, b: Tensor<f16, [_, _, _]>) -> Tensor<f16
         &[&[2, 4, 8], &[2, 4, 8]],
     );
 }
+
+/// `triu`/`tril` expand into iota, comparisons and `where_`. Every segment is planned by
+/// a tuned scheduler (never the default schedule) and every kernel compiles. Known gap:
+/// the pointwise scheduler refuses a computed value of lower rank before a broadcast
+/// (the 1-D iotas), so the iotas run as small segments of their own; this test pins
+/// today's plan so that fusing them into one kernel shows up here.
+#[test]
+fn triangles_plan_to_tuned_kernels() {
+    use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
+    let fusion = nvfuser_core::dsl::build_str(
+        "fn f(x: Tensor<bf16, [B, S, S]>, m: Tensor<f32, [S, S]>) -> Tensor<f32, [B, S, S]> {
+            (x as f32).tril(0) + m.triu(diagonal = 1)
+        }",
+    )
+    .unwrap()
+    .remove(0)
+    .0;
+    let info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &[
+            (nvfuser_core::DataType::BF16, &[8, 512, 512][..]),
+            (nvfuser_core::DataType::F32, &[512, 512][..]),
+        ],
+    );
+    let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+    let plan = exec.plan_for(&info, None).unwrap();
+    assert_eq!(plan.segments.len(), 5, "{plan}");
+    for segment in &plan.segments {
+        assert_eq!(segment.scheduler, "pointwise", "{plan}");
+        assert!(segment.fallback.is_none(), "{plan}");
+    }
+    if require_nvrtc().is_none() {
+        return;
+    }
+    for segment in &plan.segments {
+        let kernel = &segment.kernel.as_ref().unwrap().kernel;
+        compile(&kernel.cuda_source(), "triangles", GpuArch::SM90).unwrap();
+    }
+}

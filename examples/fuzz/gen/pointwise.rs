@@ -284,6 +284,29 @@ impl Gen {
         ))
     }
 
+    /// `triu` or `tril` of a tensor of rank 2 or more, diagonal in -2..=2.
+    pub(super) fn propose_triangle(&mut self) -> Option<Step> {
+        let a = self.pick_tensor(|m| m.dims.len() >= 2)?;
+        let upper = self.rng.below(2) == 0;
+        let diagonal = self.rng.below(5) as i64 - 2;
+        Some(Step::Triangle(a, upper, diagonal))
+    }
+
+    pub(super) fn make_triangle(
+        &mut self,
+        a: usize,
+        upper: bool,
+        diagonal: i64,
+    ) -> Option<(ValId, Meta)> {
+        let (x, m) = self.operand(a)?;
+        let v = if upper {
+            self.fd.triu(x, diagonal).ok()?
+        } else {
+            self.fd.tril(x, diagonal).ok()?
+        };
+        Some((v, m))
+    }
+
     pub(super) fn make_clamp(&mut self, a: usize, lo: f64, hi: f64) -> Option<(ValId, Meta)> {
         let (x, m) = self.operand(a)?;
         let lo = self.fd.constant(lo);

@@ -201,6 +201,7 @@ impl Gen {
             92..=94 => self.propose_indexing(inputs),
             95 => self.propose_select(),
             96..=97 => self.propose_scale_by_size(),
+            98 => self.propose_triangle(),
             _ => self.propose_with_scalar(inputs),
         }
     }
@@ -303,6 +304,7 @@ impl Gen {
             Step::Gather(x, ix, axis) => self.make_take(*x, *ix, *axis, true),
             Step::Select(x, axis, index) => self.make_select(*x, *axis, *index),
             Step::ScaleBySize(x, axis) => self.make_scale_by_size(*x, *axis),
+            Step::Triangle(x, upper, diagonal) => self.make_triangle(*x, *upper, *diagonal),
             Step::WithScalar(op, a, s) => self.make_with_scalar(*op, *a, *s),
         }
     }

@@ -18,6 +18,7 @@ mod indexing;
 mod pointwise;
 mod reduction;
 mod shape;
+mod triangular;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

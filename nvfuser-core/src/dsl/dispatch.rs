@@ -114,6 +114,8 @@ impl Interp<'_> {
                 fd.broadcast_in_dim(v(0), &sizes(1), &dims)
                     .map(Value::Tensor)
             }
+            Family::Triu => fd.triu(v(0), int(1)).map(Value::Tensor),
+            Family::Tril => fd.tril(v(0), int(1)).map(Value::Tensor),
             Family::Full => fd.full(&sizes(0), v(1), dtype(2)).map(Value::Tensor),
             Family::Iota => fd.iota(size(0), v(1), v(2), dtype(3)).map(Value::Tensor),
             Family::Rand(crate::ir::Distribution::Uniform) => fd

@@ -58,7 +58,8 @@
 //!   `uniform(sizes, low, high, seed, offset, dtype)`,
 //!   `normal(sizes, mean, std, seed, offset, dtype)`; `size(x, axis)` (an `i64` scalar);
 //!   `index_select(x, axis, index)`, `select(x, axis, index)`, `gather(x, axis, index)`,
-//!   `take_along_axis(x, index, axis)`.
+//!   `take_along_axis(x, index, axis)`; `triu(x, diagonal = 0)`, `tril(x, diagonal = 0)`
+//!   (the triangle of the last two dims, expanded into iota, comparison and `where_`).
 //! - **Arguments**: axes, masks, perms and dims are literals (`[1, -1]`, `[false, true]`;
 //!   a single integer is one axis). Sizes are integer literals or integer scalars
 //!   (`[x.size(0), -1]`, an `i64` parameter). Slice ranges, one per dim: `..`, `a..b`,

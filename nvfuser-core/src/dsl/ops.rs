@@ -103,6 +103,8 @@ pub(crate) enum Family {
     Gather,
     TakeAlongAxis,
     Inplace,
+    Triu,
+    Tril,
 }
 
 /// An op of the language.
@@ -217,6 +219,7 @@ const AXIS_INDEX: &[P] = &[p("x", Value), p("axis", Int), p("index", Value)];
 const SELECT: &[P] = &[p("x", Value), p("axis", Int), p("index", Size)];
 const TAKE: &[P] = &[p("x", Value), p("index", Value), p("axis", Int)];
 const INPLACE: &[P] = &[p("value", Value), p("input", Value)];
+const TRIANGLE: &[P] = &[p("x", Value), opt("diagonal", Int, Default::Int(0))];
 
 /// Every op of the language.
 pub(crate) fn table() -> &'static [OpSpec] {
@@ -260,7 +263,7 @@ pub(crate) fn table() -> &'static [OpSpec] {
             };
             add(d.name(), Family::Rand(d), params);
         }
-        let rest: [(&'static str, Family, &'static [P]); 24] = [
+        let rest: [(&'static str, Family, &'static [P]); 26] = [
             ("cast", Family::Cast, CAST),
             ("set", Family::Set, X),
             ("segment_set", Family::SegmentSet, X),
@@ -285,6 +288,8 @@ pub(crate) fn table() -> &'static [OpSpec] {
             ("gather", Family::Gather, AXIS_INDEX),
             ("take_along_axis", Family::TakeAlongAxis, TAKE),
             ("inplace", Family::Inplace, INPLACE),
+            ("triu", Family::Triu, TRIANGLE),
+            ("tril", Family::Tril, TRIANGLE),
         ];
         for (name, family, params) in rest {
             add(name, family, params);
