@@ -117,6 +117,37 @@ pub fn check_args_with(
     Ok(())
 }
 
+/// The CPU device's in-place outputs (`add_output_alias`): each output that aliases an
+/// input is written into that input's buffer (seen through every view of it), and the
+/// input tensor itself is returned as the output. Other outputs pass through.
+pub(crate) fn store_in_place(
+    fusion: &Fusion,
+    args: &[Arg<'_>],
+    mut outputs: Vec<Tensor>,
+) -> Result<Vec<Tensor>, Error> {
+    for (k, o) in fusion.outputs().iter().enumerate() {
+        let Some(input) = o.alias_of else { continue };
+        let target = fusion
+            .input_position(input)
+            .and_then(|p| args.get(p))
+            .and_then(|a| match a {
+                Arg::Tensor(t) => Some(*t),
+                Arg::Scalar(_) => None,
+            });
+        let (Some(target), Some(value)) = (target, outputs.get(k)) else {
+            return Err(Error::UnsupportedFusion {
+                reason: format!(
+                    "the in-place output {} has no input tensor to store into",
+                    o.val
+                ),
+            });
+        };
+        target.store_host_tensor(&value.to_host_tensor()?)?;
+        outputs[k] = target.clone();
+    }
+    Ok(outputs)
+}
+
 fn bad(index: usize, expected: String, found: String) -> Error {
     Error::InvalidTensor {
         op: "fusion call",

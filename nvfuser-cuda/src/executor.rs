@@ -376,7 +376,11 @@ impl FusionExecutorCache {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let outputs = evaluate(self.fusion(), &inputs)?;
-        outputs.iter().map(|o| device.tensor_from_host(o)).collect()
+        let outputs = outputs
+            .iter()
+            .map(|o| device.tensor_from_host(o))
+            .collect::<Result<Vec<_>, _>>()?;
+        crate::args::store_in_place(self.fusion(), args, outputs)
     }
 
     /// The fusion's outputs from the kernel fusion's: inputs returned as outputs are

@@ -72,8 +72,8 @@ pub struct SegmentedStats {
 impl SegmentedRuntime {
     /// Segments `fusion` with the scheduler registry and prepares its runtime. Errors:
     /// [`Error::UnsupportedFusion`] when some expression cannot be scheduled even
-    /// alone, or when an output updates an input in place (the segmented runtime does
-    /// not write into inputs).
+    /// alone. An output that updates an input in place is stored into it on the CPU
+    /// device, and refused (typed) on a GPU.
     pub fn new(fusion: Fusion) -> Result<SegmentedRuntime, Error> {
         let segmented = SegmentedFusion::new(&fusion).map_err(|e| Error::UnsupportedFusion {
             reason: e.to_string(),
@@ -83,19 +83,6 @@ impl SegmentedRuntime {
 
     /// A runtime for a segmentation made elsewhere (for example with a custom rule).
     pub fn from_segmented(segmented: SegmentedFusion) -> Result<SegmentedRuntime, Error> {
-        if let Some(o) = segmented
-            .original()
-            .outputs()
-            .iter()
-            .find(|o| o.alias_of.is_some())
-        {
-            return Err(Error::UnsupportedFusion {
-                reason: format!(
-                    "the in-place output {} of a segmented fusion (outputs that update an input are not supported by the segmented runtime)",
-                    o.val
-                ),
-            });
-        }
         let executors = segmented
             .segments()
             .iter()
@@ -203,13 +190,14 @@ impl SegmentedRuntime {
             .iter()
             .enumerate()
             .map(|(k, s)| (s.inputs(), s.outputs(), self.segmented.release_after(k)));
-        run_chain(
+        let outputs = run_chain(
             (fusion.inputs(), &outputs),
             fusion.num_vals(),
             chain,
             args,
             &mut |k, seg_args| self.executors[k].run(device, seg_args),
-        )
+        )?;
+        crate::args::store_in_place(fusion, args, outputs)
     }
 
     /// Plans every segment for the sizes it will see with `args` and compiles their

@@ -153,7 +153,10 @@ impl FusionDefinition {
     }
 
     /// Marks `val` as an output stored in place into the input tensor `input` (same
-    /// dtype and rank; sizes are checked when the fusion runs).
+    /// dtype and rank; sizes are checked when the fusion runs). The CPU device writes it
+    /// into the input's buffer (every view of the input sees it) and returns the input
+    /// as that output; GPU planning refuses it with a typed error for now
+    /// (`PlanError::InPlaceOutput`), segmented or not.
     pub fn add_output_alias(&mut self, val: ValId, input: ValId) -> Result<()> {
         let op = "add_output_alias";
         let t = self.tensor_type(op, val)?.rank();

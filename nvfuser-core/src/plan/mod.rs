@@ -293,6 +293,14 @@ impl FusionPlanner {
         user: Option<&HeuristicParams>,
         wide: bool,
     ) -> Result<Decisions, PlanError> {
+        // Refused before any segmentation: a segment's outputs never alias an input, so
+        // a segmented plan would return the value without storing it.
+        if let Some(o) = self.fusion.outputs().iter().find(|o| o.alias_of.is_some()) {
+            return Err(PlanError::InPlaceOutput {
+                output: o.val,
+                input: o.alias_of.unwrap_or(o.val),
+            });
+        }
         let wide = wide || self.needs_wide(info);
         if let Some(p) = user {
             p.validate()

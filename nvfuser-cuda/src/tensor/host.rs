@@ -76,6 +76,65 @@ impl Tensor {
     }
 }
 
+impl Tensor {
+    /// Writes the values of `host` into this tensor's elements, in place (the buffer
+    /// every view of it shares): how the CPU device stores an in-place output
+    /// (`add_output_alias`) into its input. Any strided view; not one that repeats
+    /// elements (a stride-0 dim of more than one element), and not a GPU tensor.
+    pub(crate) fn store_host_tensor(&self, host: &HostTensor) -> Result<(), Error> {
+        const OP: &str = "in-place output";
+        if host.dtype() != self.dtype() || host.shape() != self.sizes() {
+            return Err(Error::tensor(
+                OP,
+                format!(
+                    "a {} value of shape {:?} (the input's)",
+                    self.dtype(),
+                    self.sizes()
+                ),
+                format!("a {} value of shape {:?}", host.dtype(), host.shape()),
+            ));
+        }
+        if let Some(axis) =
+            (0..self.rank()).find(|&d| self.strides()[d] == 0 && self.sizes()[d] > 1)
+        {
+            return Err(Error::tensor(
+                OP,
+                "an input whose elements are distinct memory locations",
+                format!("stride 0 at dim {axis} (an expanded view)"),
+            ));
+        }
+        let super::storage::Storage::Host(buffer) = &self.storage else {
+            return Err(Error::tensor(
+                OP,
+                "an input on the CPU device",
+                format!("a tensor on {}", self.device()),
+            ));
+        };
+        let bytes = with_element!(OP, self.dtype(), T => {
+            let values = host.to_vec::<T>()?;
+            let mut bytes = Vec::new();
+            <T as super::Element>::encode(&values, &mut bytes);
+            Ok::<Vec<u8>, Error>(bytes)
+        })?;
+        // Element positions of the view, in row-major order of its shape.
+        let (sizes, strides) = (self.sizes(), self.strides());
+        let mut positions = Vec::with_capacity(self.numel());
+        let mut index = vec![0usize; sizes.len()];
+        for _ in 0..self.numel() {
+            let p = self.offset() + index.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>();
+            positions.push(p);
+            for d in (0..sizes.len()).rev() {
+                index[d] += 1;
+                if index[d] < sizes[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+        buffer.write_elements(self.dtype().size_bytes(), &positions, &bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,8 @@
 //! matters for its byte length; the tensor's dtype says how the bytes are read.
 
 use std::fmt;
-use std::sync::Arc;
+use std::ops::Range;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 
@@ -24,13 +25,17 @@ use crate::error::Error;
 /// The alignment in bytes of every buffer this crate allocates, host or device.
 pub const BUFFER_ALIGNMENT: usize = 256;
 
-/// Bytes on the host, starting at a [`BUFFER_ALIGNMENT`] boundary.
+/// Bytes on the host, starting at a [`BUFFER_ALIGNMENT`] boundary. Behind a lock: the
+/// CPU device writes an in-place output (`add_output_alias`) into an input's buffer
+/// while other views of it may be read.
 pub(crate) struct HostBuffer {
     /// Over-allocated by up to `BUFFER_ALIGNMENT - 1` bytes; never resized, so the heap
     /// block (and with it the alignment of `start`) never moves.
-    raw: Vec<u8>,
+    raw: RwLock<Vec<u8>>,
     start: usize,
     len: usize,
+    /// The address of byte `start` (fixed: the block never moves).
+    address: u64,
 }
 
 impl HostBuffer {
@@ -52,28 +57,78 @@ impl HostBuffer {
             )
         })?;
         raw.resize(total, 0);
-        let address = raw.as_ptr() as usize;
-        let start = (BUFFER_ALIGNMENT - address % BUFFER_ALIGNMENT) % BUFFER_ALIGNMENT;
-        Ok(HostBuffer { raw, start, len })
+        let base = raw.as_ptr() as usize;
+        let start = (BUFFER_ALIGNMENT - base % BUFFER_ALIGNMENT) % BUFFER_ALIGNMENT;
+        Ok(HostBuffer {
+            raw: RwLock::new(raw),
+            start,
+            len,
+            address: (base + start) as u64,
+        })
     }
 
     /// A copy of `bytes`.
     pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
-        let mut buffer = Self::zeroed(bytes.len())?;
-        buffer.as_bytes_mut().copy_from_slice(bytes);
+        let buffer = Self::zeroed(bytes.len())?;
+        buffer.write(0, bytes)?;
         Ok(buffer)
     }
 
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.raw[self.start..self.start + self.len]
+    /// The bytes, read-locked (a poisoned lock still holds whole bytes: writes are plain
+    /// copies).
+    fn read(&self) -> RwLockReadGuard<'_, Vec<u8>> {
+        self.raw.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn as_bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.raw[self.start..self.start + self.len]
+    /// Copies `bytes` to `start..start + bytes.len()`.
+    pub(crate) fn write(&self, start: usize, bytes: &[u8]) -> Result<(), Error> {
+        let range = start..start.saturating_add(bytes.len());
+        if range.end > self.len || start > range.end {
+            return Err(Error::tensor(
+                "write",
+                format!("a byte range inside the {}-byte buffer", self.len),
+                format!("{range:?}"),
+            ));
+        }
+        let mut raw = self.raw.write().unwrap_or_else(|p| p.into_inner());
+        raw[self.start + range.start..self.start + range.end].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Writes element `i` (`size` bytes of `bytes` at `i * size`) at byte
+    /// `positions[i] * size`, under one lock; every position is checked first.
+    pub(crate) fn write_elements(
+        &self,
+        size: usize,
+        positions: &[usize],
+        bytes: &[u8],
+    ) -> Result<(), Error> {
+        let fits = |p: &usize| {
+            p.checked_add(1)
+                .and_then(|e| e.checked_mul(size))
+                .is_some_and(|e| e <= self.len)
+        };
+        if bytes.len() != positions.len() * size || !positions.iter().all(fits) {
+            return Err(Error::tensor(
+                "write",
+                format!(
+                    "{} elements inside the {}-byte buffer",
+                    positions.len(),
+                    self.len
+                ),
+                "an element outside it".to_string(),
+            ));
+        }
+        let mut raw = self.raw.write().unwrap_or_else(|p| p.into_inner());
+        for (i, &p) in positions.iter().enumerate() {
+            let at = self.start + p * size;
+            raw[at..at + size].copy_from_slice(&bytes[i * size..(i + 1) * size]);
+        }
+        Ok(())
     }
 
     pub(crate) fn address(&self) -> u64 {
-        self.as_bytes().as_ptr() as usize as u64
+        self.address
     }
 }
 
@@ -196,18 +251,19 @@ impl Storage {
     pub(crate) fn read_bytes(&self, start: usize, len: usize) -> Result<Bytes<'_>, Error> {
         match self {
             Storage::Host(b) => {
-                let bytes = b.as_bytes();
                 let range = start..start.saturating_add(len);
-                bytes
-                    .get(range.clone())
-                    .map(Bytes::Borrowed)
-                    .ok_or_else(|| {
-                        Error::tensor(
-                            "read",
-                            format!("a byte range inside the {}-byte buffer", bytes.len()),
-                            format!("{range:?}"),
-                        )
-                    })
+                if range.end > b.len || start > range.end {
+                    return Err(Error::tensor(
+                        "read",
+                        format!("a byte range inside the {}-byte buffer", b.len),
+                        format!("{range:?}"),
+                    ));
+                }
+                let range = b.start + range.start..b.start + range.end;
+                Ok(Bytes::Host {
+                    guard: b.read(),
+                    range,
+                })
             }
             Storage::Cuda { buffer, .. } => {
                 let mut out = try_bytes("read", len)?;
@@ -219,9 +275,12 @@ impl Storage {
     }
 }
 
-/// Bytes read from a storage: borrowed from host memory or downloaded.
+/// Bytes read from a storage: host memory (read-locked while borrowed) or downloaded.
 pub(crate) enum Bytes<'a> {
-    Borrowed(&'a [u8]),
+    Host {
+        guard: RwLockReadGuard<'a, Vec<u8>>,
+        range: Range<usize>,
+    },
     Owned(Vec<u8>),
 }
 
@@ -230,7 +289,7 @@ impl std::ops::Deref for Bytes<'_> {
 
     fn deref(&self) -> &[u8] {
         match self {
-            Bytes::Borrowed(b) => b,
+            Bytes::Host { guard, range } => &guard[range.clone()],
             Bytes::Owned(v) => v,
         }
     }
@@ -259,11 +318,18 @@ mod tests {
         for len in [0, 1, 7, 256, 1000] {
             let b = HostBuffer::zeroed(len).unwrap();
             assert_eq!(b.address() % BUFFER_ALIGNMENT as u64, 0, "len {len}");
-            assert_eq!(b.as_bytes().len(), len);
-            assert!(b.as_bytes().iter().all(|&x| x == 0));
+            let s = Storage::host(b);
+            let bytes = s.read_bytes(0, len).unwrap();
+            assert_eq!(bytes.len(), len);
+            assert!(bytes.iter().all(|&x| x == 0));
         }
-        let b = HostBuffer::from_bytes(&[1, 2, 3]).unwrap();
-        assert_eq!(b.as_bytes(), &[1, 2, 3]);
+        let s = Storage::host(HostBuffer::from_bytes(&[1, 2, 3]).unwrap());
+        assert_eq!(&*s.read_bytes(0, 3).unwrap(), &[1, 2, 3]);
+        let Storage::Host(b) = &s else { unreachable!() };
+        b.write(1, &[9, 8]).unwrap();
+        assert_eq!(&*s.read_bytes(0, 3).unwrap(), &[1, 9, 8]);
+        assert!(b.write(2, &[1, 2]).is_err());
+        assert!(b.write(usize::MAX, &[1]).is_err());
     }
 
     #[test]
