@@ -11,9 +11,8 @@ mod expr;
 
 use serde::{Deserialize, Serialize};
 
-pub use expr::{BinOp, CType, Expr, Func};
+pub use expr::{BinOp, CType, Expr, Func, Idx, ShapeField};
 
-use super::index::Idx;
 use crate::dtype::DataType;
 use crate::ir::ReductionOp;
 

@@ -7,7 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::presets::GpuModel;
 use super::unfit::{SizeQuantity, SizeRefusal, SizeSubject};
 use crate::dtype::{DataType, ScalarValue};
 use crate::ir::{Extent, Fusion, ValId, MAX_NUMEL};
@@ -31,20 +30,6 @@ pub struct DeviceInfo {
     pub l2_cache_bytes: u32,
     /// Grid limits (x, y, z).
     pub max_grid_dim: [u32; 3],
-}
-
-impl DeviceInfo {
-    /// **Test fixture**: the H100 preset ([`GpuModel::H100`]: 132 SMs, 64K registers
-    /// and 2048 threads per SM, 227 KiB of opt-in shared memory, 50 MiB of L2).
-    pub fn h100_for_tests() -> Self {
-        DeviceInfo::preset(GpuModel::H100)
-    }
-
-    /// **Test fixture**: the A100 preset ([`GpuModel::A100`]: 108 SMs, 163 KiB of
-    /// opt-in shared memory, 40 MiB of L2).
-    pub fn a100_for_tests() -> Self {
-        DeviceInfo::preset(GpuModel::A100)
-    }
 }
 
 /// One tensor argument as the heuristics see it.

@@ -228,6 +228,18 @@ impl DeviceInfo {
     pub const fn preset(model: GpuModel) -> Self {
         model.device_info()
     }
+
+    /// **Test fixture**: the H100 preset ([`GpuModel::H100`]: 132 SMs, 64K registers
+    /// and 2048 threads per SM, 227 KiB of opt-in shared memory, 50 MiB of L2).
+    pub fn h100_for_tests() -> Self {
+        DeviceInfo::preset(GpuModel::H100)
+    }
+
+    /// **Test fixture**: the A100 preset ([`GpuModel::A100`]: 108 SMs, 163 KiB of
+    /// opt-in shared memory, 40 MiB of L2).
+    pub fn a100_for_tests() -> Self {
+        DeviceInfo::preset(GpuModel::A100)
+    }
 }
 
 #[cfg(test)]
