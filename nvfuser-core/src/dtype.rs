@@ -312,11 +312,34 @@ impl From<f32> for ScalarValue {
     }
 }
 
-/// Rounds an f64 to the nearest value representable in a float `dtype` (nearest-even,
-/// correctly rounded in one step), returned as f64. Non-float types return the value
-/// unchanged. The implementation lives with the evaluator's conversions.
+/// Rounds `x` to f32 toward zero and sets the last bit when the result is inexact
+/// ("round to odd"). Rounding that to any format with at least two bits less precision
+/// (f16, bf16) with round-to-nearest-even gives the correctly rounded result.
+fn f64_to_f32_odd(x: f64) -> f32 {
+    let f = x as f32;
+    if !x.is_finite() || f as f64 == x {
+        return f;
+    }
+    let mut bits = f.to_bits();
+    if (f as f64).abs() > x.abs() {
+        // f was rounded away from zero (possibly to infinity): step back toward zero.
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
+}
+
+/// Rounds an f64 to the nearest value of the float type `dtype` (ties to even),
+/// returned as f64. This is correctly rounded for every input, unlike a conversion
+/// through `half`'s f64 paths (which go through f32 with round-to-nearest, so a value
+/// just above a tie can round down; rounding to f32 with round-to-odd first makes the
+/// second rounding exact). Non-float types return `x` unchanged.
 pub fn round_to(x: f64, dtype: DataType) -> f64 {
-    crate::eval::round_to(x, dtype)
+    match dtype {
+        DataType::F32 => x as f32 as f64,
+        DataType::F16 => half::f16::from_f32(f64_to_f32_odd(x)).to_f64(),
+        DataType::BF16 => half::bf16::from_f32(f64_to_f32_odd(x)).to_f64(),
+        _ => x,
+    }
 }
 
 #[cfg(test)]

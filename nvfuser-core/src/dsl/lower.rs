@@ -7,7 +7,7 @@
 
 use super::ast::{Arg, BinOp, Expr, ExprKind, Lit, Name, Pat, Stmt, UnOp};
 use super::error::{DslError, SpanRange};
-use super::parse::dtype_of;
+use super::ops::closest;
 use crate::dtype::DataType;
 
 /// The statements and the tail expression of a body.
@@ -611,4 +611,20 @@ fn lower_lit(lit: &syn::Lit, errors: &mut Vec<DslError>) -> Option<Lit> {
             None
         }
     }
+}
+
+/// A dtype name, or an error with a suggestion.
+pub(crate) fn dtype_of(ident: &syn::Ident, errors: &mut Vec<DslError>) -> Option<DataType> {
+    let name = ident.to_string();
+    if let Some(d) = DataType::from_name(&name) {
+        return Some(d);
+    }
+    let hint = match closest(&name, DataType::ALL.iter().map(|d| d.name())) {
+        Some(s) => format!("did you mean `{s}`?"),
+        None => "the dtypes are bool, i32, i64, f16, bf16, f32, f64".to_string(),
+    };
+    errors.push(
+        DslError::new(SpanRange::of(ident), format!("unknown dtype `{name}`")).with_hint(hint),
+    );
+    None
 }

@@ -16,7 +16,7 @@ use super::ast::{
     ContiguitySpec, Dim, DimKind, FusionFn, Layout, Name, Param, ParamType, ReturnType, TensorType,
 };
 use super::error::{from_syn, DslError, SpanRange};
-use super::lower::lower_block;
+use super::lower::{dtype_of, lower_block};
 use super::ops::closest;
 use crate::dtype::DataType;
 
@@ -274,22 +274,6 @@ fn parse_param(input: ParseStream, errors: &mut Vec<DslError>) -> syn::Result<Pa
         ty,
         span,
     })
-}
-
-/// A dtype name, or an error with a suggestion.
-pub(crate) fn dtype_of(ident: &syn::Ident, errors: &mut Vec<DslError>) -> Option<DataType> {
-    let name = ident.to_string();
-    if let Some(d) = DataType::from_name(&name) {
-        return Some(d);
-    }
-    let hint = match closest(&name, DataType::ALL.iter().map(|d| d.name())) {
-        Some(s) => format!("did you mean `{s}`?"),
-        None => "the dtypes are bool, i32, i64, f16, bf16, f32, f64".to_string(),
-    };
-    errors.push(
-        DslError::new(SpanRange::of(ident), format!("unknown dtype `{name}`")).with_hint(hint),
-    );
-    None
 }
 
 fn parse_type(input: ParseStream, errors: &mut Vec<DslError>) -> syn::Result<ParamType> {

@@ -4,30 +4,15 @@
 //! `half`'s `f16::from_f64`/`bf16::from_f64` are not correctly rounded for every f64
 //! (they go through f32 with round-to-nearest, or drop the low 32 mantissa bits, so a
 //! value just above a tie can round down). The evaluator holds floats in f64, so it
-//! rounds through f32 with *round-to-odd*, which makes the second rounding exact.
+//! rounds through f32 with *round-to-odd*, which makes the second rounding exact
+//! ([`crate::dtype::round_to`]).
 
 use ndarray::{ArrayD, CowArray, IxDyn};
 
 use super::tensor::{HostData, HostTensor};
-use crate::dtype::DataType;
+use crate::dtype::{round_to, DataType};
 
-/// Rounds `x` to f32 toward zero and sets the last bit when the result is inexact
-/// ("round to odd"). Rounding that to any format with at least two bits less precision
-/// (f16, bf16) with round-to-nearest-even gives the correctly rounded result.
-fn f64_to_f32_odd(x: f64) -> f32 {
-    let f = x as f32;
-    if !x.is_finite() || f as f64 == x {
-        return f;
-    }
-    let mut bits = f.to_bits();
-    if (f as f64).abs() > x.abs() {
-        // f was rounded away from zero (possibly to infinity): step back toward zero.
-        bits -= 1;
-    }
-    f32::from_bits(bits | 1)
-}
-
-/// Round-to-odd conversion of an i64 to f64 (see [`f64_to_f32_odd`]).
+/// Round-to-odd conversion of an i64 to f64 (see `dtype::f64_to_f32_odd`).
 fn i64_to_f64_odd(i: i64) -> f64 {
     let f = i as f64;
     // Every f64 of magnitude <= 2^63 converts to i128 exactly.
@@ -41,18 +26,6 @@ fn i64_to_f64_odd(i: i64) -> f64 {
         bits -= 1;
     }
     f64::from_bits(bits | 1)
-}
-
-/// Rounds an f64 to the nearest value of the float type `dtype` (ties to even),
-/// returned as f64. This is correctly rounded for every input, unlike a conversion
-/// through `half`'s f64 paths. Non-float types return `x` unchanged.
-pub fn round_to(x: f64, dtype: DataType) -> f64 {
-    match dtype {
-        DataType::F32 => x as f32 as f64,
-        DataType::F16 => half::f16::from_f32(f64_to_f32_odd(x)).to_f64(),
-        DataType::BF16 => half::bf16::from_f32(f64_to_f32_odd(x)).to_f64(),
-        _ => x,
-    }
 }
 
 /// Converts an integer to the float type `dtype`, correctly rounded.
@@ -93,13 +66,6 @@ pub(crate) fn wrap_int(i: i64, dtype: DataType) -> i64 {
 pub(crate) fn wrap_array(a: &mut ArrayD<i64>, dtype: DataType) {
     if dtype == DataType::I32 {
         a.mapv_inplace(|v| v as i32 as i64);
-    }
-}
-
-/// Rounds every element to `dtype` (no-op for f64).
-pub(crate) fn round_array(a: &mut ArrayD<f64>, dtype: DataType) {
-    if matches!(dtype, DataType::F32 | DataType::F16 | DataType::BF16) {
-        a.mapv_inplace(|v| round_to(v, dtype));
     }
 }
 
@@ -181,6 +147,21 @@ pub(crate) fn operand_truth(t: &HostTensor) -> CowArray<'_, bool, IxDyn> {
         HostData::Bool(a) => CowArray::from(a.view()),
         HostData::Int(a) => CowArray::from(a.mapv(|v| v != 0)),
         HostData::Float(a) => CowArray::from(a.mapv(|v| v != 0.0)),
+    }
+}
+
+impl HostTensor {
+    /// Converts to `dtype` with `cast` semantics (float to int truncates toward zero,
+    /// saturating, NaN to 0; int to i32 wraps; nonzero to `true`; to float rounds to
+    /// nearest even).
+    pub fn cast(&self, dtype: DataType) -> HostTensor {
+        if dtype == self.dtype {
+            return self.clone();
+        }
+        HostTensor {
+            dtype,
+            data: cast_data(&self.data, self.dtype, dtype),
+        }
     }
 }
 

@@ -199,8 +199,8 @@ mod reduce;
 mod shape;
 mod tensor;
 
+pub use crate::dtype::round_to;
 pub use compare::{compare, Mismatch, Tolerance};
-pub use convert::round_to;
 pub use interp::evaluate;
 pub use math::erfinv;
 pub use tensor::{Element, HostData, HostTensor, MAX_HOST_BYTES};

@@ -122,7 +122,7 @@ pub(super) fn reduction(
                 // The sum rounded to the output type, then divided (PyTorch's mean:
                 // an f32 sum of values near f32::MAX overflows to inf, as on the GPU).
                 Mean => rows(name, a, axes, |s| {
-                    super::convert::round_to(sum_f(s), out) / s.len() as f64
+                    crate::dtype::round_to(sum_f(s), out) / s.len() as f64
                 })?,
             };
             Ok(HostData::Float(r))

@@ -5,7 +5,7 @@ use std::fmt;
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 
-use super::convert::{cast_data, round_to};
+use crate::dtype::round_to;
 use crate::dtype::{Category, DataType, ScalarValue};
 use crate::error::{Error, Result};
 
@@ -93,8 +93,8 @@ impl HostData {
 /// [`compare`](super::compare) for tolerances.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostTensor {
-    dtype: DataType,
-    data: HostData,
+    pub(super) dtype: DataType,
+    pub(super) data: HostData,
 }
 
 mod sealed {
@@ -422,7 +422,7 @@ impl HostTensor {
         }
         let data = match data {
             HostData::Float(mut a) => {
-                super::convert::round_array(&mut a, dtype);
+                round_array(&mut a, dtype);
                 HostData::Float(a)
             }
             HostData::Int(a) => {
@@ -439,19 +439,6 @@ impl HostTensor {
             b => b,
         };
         Ok(HostTensor { dtype, data })
-    }
-
-    /// Converts to `dtype` with `cast` semantics (float to int truncates toward zero,
-    /// saturating, NaN to 0; int to i32 wraps; nonzero to `true`; to float rounds to
-    /// nearest even).
-    pub fn cast(&self, dtype: DataType) -> HostTensor {
-        if dtype == self.dtype {
-            return self.clone();
-        }
-        HostTensor {
-            dtype,
-            data: cast_data(&self.data, self.dtype, dtype),
-        }
     }
 
     /// The element type.
@@ -548,7 +535,7 @@ impl HostTensor {
     pub(crate) fn into_rounded(self) -> Self {
         match self.data {
             HostData::Float(mut a) => {
-                super::convert::round_array(&mut a, self.dtype);
+                round_array(&mut a, self.dtype);
                 HostTensor {
                     dtype: self.dtype,
                     data: HostData::Float(a),
@@ -595,4 +582,11 @@ fn all_equal<T: Copy + PartialEq>(a: &ArrayD<T>) -> Option<T> {
         count += 1;
     }
     (count >= 2).then_some(first)
+}
+
+/// Rounds every element to `dtype` (no-op for f64).
+pub(crate) fn round_array(a: &mut ArrayD<f64>, dtype: DataType) {
+    if matches!(dtype, DataType::F32 | DataType::F16 | DataType::BF16) {
+        a.mapv_inplace(|v| round_to(v, dtype));
+    }
 }

@@ -1,9 +1,9 @@
 //! The creation ops (full, iota, rand): tensors made from scalar arguments and sizes.
 
 use super::{checked_numel, invalid_ir, Evaluator};
+use crate::dtype::round_to;
 use crate::dtype::{Category, DataType};
 use crate::error::{Error, Result};
-use crate::eval::convert::round_to;
 use crate::eval::shape as sh;
 use crate::eval::tensor::{HostData, HostTensor};
 use crate::ir::{Distribution, Expr, SizeArg};
