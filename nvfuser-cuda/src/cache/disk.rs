@@ -13,6 +13,10 @@
 //! one, never a partial write; concurrent writers of one key both write complete files
 //! and the last rename wins. No `fsync`: an entry that a crash leaves damaged fails its
 //! checksum and is rebuilt.
+//!
+//! The entries are capped (`NVFUSER_DISK_CACHE_MAX_MB`, default 1 GB): after a write,
+//! the least recently used entries (by modification time, which a hit refreshes) are
+//! deleted until the rest takes at most 90% of the cap.
 
 use std::ffi::OsString;
 use std::fs;
@@ -27,11 +31,40 @@ use crate::nvrtc::CompiledKernel;
 
 /// Overrides the cache directory.
 pub const CACHE_DIR_VAR: &str = "NVFUSER_CACHE_DIR";
+/// The most megabytes (10^6 bytes) of entries the disk cache keeps; the least recently
+/// used entries are deleted past it. Unset: [`DEFAULT_DISK_CACHE_BYTES`].
+pub const DISK_CACHE_MAX_MB_VAR: &str = "NVFUSER_DISK_CACHE_MAX_MB";
+/// The disk cache's size cap unless `NVFUSER_DISK_CACHE_MAX_MB` says otherwise: 1 GB.
+pub const DEFAULT_DISK_CACHE_BYTES: u64 = 1_000_000_000;
 /// `0`/`false`/`no`/`off` disables the disk cache; `1`/`true`/`yes`/`on` or unset keeps it.
 pub const DISK_CACHE_VAR: &str = "NVFUSER_DISK_CACHE";
 
 /// The directory name under the user's cache directory.
 const APP_DIR: &str = "nvfuser-rs";
+
+/// The disk cache's size cap the environment asks for (`NVFUSER_DISK_CACHE_MAX_MB`, a
+/// positive whole number of megabytes), or [`DEFAULT_DISK_CACHE_BYTES`].
+///
+/// Errors: [`Error::InvalidEnv`] for anything else.
+pub fn disk_cache_limit_from_env() -> Result<u64, Error> {
+    resolve_limit(|var| std::env::var_os(var))
+}
+
+/// [`disk_cache_limit_from_env`] over any variable lookup (tests pass a map).
+pub(crate) fn resolve_limit(get: impl Fn(&str) -> Option<OsString>) -> Result<u64, Error> {
+    let Some(value) = get(DISK_CACHE_MAX_MB_VAR) else {
+        return Ok(DEFAULT_DISK_CACHE_BYTES);
+    };
+    let text = value.to_string_lossy();
+    match text.trim().parse::<u64>() {
+        Ok(mb) if mb > 0 => Ok(mb.saturating_mul(1_000_000)),
+        _ => Err(Error::InvalidEnv {
+            var: DISK_CACHE_MAX_MB_VAR,
+            value: text.into_owned(),
+            expected: "a positive whole number of megabytes",
+        }),
+    }
+}
 
 /// The on-disk cache directory the environment asks for, or `None` when the disk cache
 /// is disabled or no cache directory can be found (see the module docs for the order).
@@ -94,15 +127,79 @@ pub(crate) enum Lookup {
 pub(crate) struct DiskCache {
     root: PathBuf,
     entries: PathBuf,
+    /// The most bytes of entries kept (see [`DiskCache::trim`]).
+    limit: u64,
 }
 
 /// Makes temporary file names unique within this process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl DiskCache {
-    pub(crate) fn new(root: PathBuf) -> Self {
+    pub(crate) fn new(root: PathBuf, limit: u64) -> Self {
         let entries = root.join("kernels");
-        DiskCache { root, entries }
+        DiskCache {
+            root,
+            entries,
+            limit,
+        }
+    }
+
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Deletes the least recently used entries (by modification time, which a hit
+    /// refreshes) until the entries take at most 90% of the limit, once they take more
+    /// than the limit; returns how many it deleted. The entry of `keep` (just written)
+    /// is never deleted. Best effort: entries another process deletes meanwhile, or that
+    /// cannot be deleted, are skipped.
+    pub(crate) fn trim(&self, keep: &CacheKey) -> usize {
+        let Ok(dir) = fs::read_dir(&self.entries) else {
+            return 0;
+        };
+        let kept = self.entry_path(keep);
+        let mut entries: Vec<(std::time::SystemTime, u64, PathBuf)> = dir
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let path = e.path();
+                let meta = e.metadata().ok()?;
+                let is_entry = meta.is_file()
+                    && path.extension().is_some_and(|x| x == "cubin")
+                    && !e.file_name().to_string_lossy().starts_with('.');
+                if !is_entry {
+                    return None;
+                }
+                Some((meta.modified().ok()?, meta.len(), path))
+            })
+            .collect();
+        let mut total: u64 = entries.iter().map(|e| e.1).sum();
+        if total <= self.limit {
+            return 0;
+        }
+        entries.sort_by_key(|e| e.0);
+        let target = self.limit / 10 * 9;
+        let mut deleted = 0;
+        for (_, len, path) in entries {
+            if total <= target {
+                break;
+            }
+            if path != kept && fs::remove_file(&path).is_ok() {
+                total = total.saturating_sub(len);
+                deleted += 1;
+            }
+        }
+        deleted
+    }
+
+    /// Marks the entry of `key` as just used (its modification time), so that `trim`
+    /// keeps it longer. Best effort.
+    fn touch(&self, key: &CacheKey) {
+        if let Ok(file) = fs::OpenOptions::new()
+            .append(true)
+            .open(self.entry_path(key))
+        {
+            let _ = file.set_modified(std::time::SystemTime::now());
+        }
     }
 
     pub(crate) fn root(&self) -> &Path {
@@ -141,7 +238,10 @@ impl DiskCache {
             Err(e) => return Lookup::Unreadable(e),
         };
         match entry::decode(&bytes, key) {
-            Ok(kernel) => Lookup::Hit(kernel),
+            Ok(kernel) => {
+                self.touch(key);
+                Lookup::Hit(kernel)
+            }
             Err(err) => {
                 self.remove(key);
                 Lookup::Rejected(err)
@@ -288,7 +388,7 @@ mod tests {
         use std::time::Duration;
 
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let cache = DiskCache::new(dir.path().to_path_buf());
+        let cache = DiskCache::new(dir.path().to_path_buf(), DEFAULT_DISK_CACHE_BYTES);
         let key = CacheKey::from_bytes([3; 32]);
         fs::create_dir_all(&cache.entries).unwrap();
         let path = cache.entry_path(&key);
@@ -345,5 +445,100 @@ mod tests {
         let key4 = CacheKey::from_bytes([6; 32]);
         std::os::unix::fs::symlink(&real, cache.entry_path(&key4)).unwrap();
         assert!(matches!(cache.load(&key4), Lookup::Unreadable(_)));
+    }
+
+    fn fake_kernel(bytes: usize) -> crate::nvrtc::CompiledKernel {
+        crate::nvrtc::CompiledKernel {
+            name: "k".into(),
+            arch: crate::nvrtc::GpuArch::SM90,
+            cubin: b"\x7fELF"
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(0, bytes))
+                .collect(),
+            nvrtc_version: crate::nvrtc::NvrtcVersion {
+                major: 13,
+                minor: 0,
+            },
+            options: Vec::new(),
+            log: String::new(),
+            compile_time: std::time::Duration::ZERO,
+        }
+    }
+
+    /// Sets an entry's modification time `secs` seconds after the epoch.
+    fn age(cache: &DiskCache, key: &CacheKey, secs: u64) {
+        let file = fs::OpenOptions::new()
+            .append(true)
+            .open(cache.entry_path(key))
+            .unwrap();
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        file.set_modified(t).unwrap();
+    }
+
+    /// Past the cap, the least recently used entries go (down to 90% of the cap), never
+    /// the one just written; a hit makes an old entry recent again.
+    #[test]
+    fn the_disk_cache_keeps_under_its_cap_by_recency() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let key = |i: u8| CacheKey::from_bytes([i; 32]);
+        let probe = DiskCache::new(dir.path().to_path_buf(), u64::MAX);
+        let path = probe.store(&key(200), &fake_kernel(1000)).unwrap();
+        let entry_len = fs::metadata(&path).unwrap().len();
+        fs::remove_file(path).unwrap();
+        // Room for four entries.
+        let cache = DiskCache::new(dir.path().to_path_buf(), 4 * entry_len + entry_len / 2);
+        for i in 0..4u8 {
+            cache.store(&key(i), &fake_kernel(1000)).unwrap();
+            age(&cache, &key(i), 1_000 + i as u64);
+            assert_eq!(cache.trim(&key(i)), 0, "under the cap nothing goes");
+        }
+        // Entry 0 is read: now the most recent of the old ones.
+        assert!(matches!(cache.load(&key(0)), Lookup::Hit(_)));
+        cache.store(&key(9), &fake_kernel(1000)).unwrap();
+        age(&cache, &key(9), 500); // older than everything, yet just written
+        let deleted = cache.trim(&key(9));
+        // Five entries over a cap of 4.5: down to 90% of it (4.05 entries) means one
+        // goes, the least recently used of the others: entry 1 (entry 0 is older but
+        // was read, and entry 9 was just written).
+        assert_eq!(deleted, 1);
+        let present: Vec<u8> = [0u8, 1, 2, 3, 9]
+            .into_iter()
+            .filter(|&i| cache.entry_path(&key(i)).exists())
+            .collect();
+        assert_eq!(present, [0, 2, 3, 9]);
+        // Three more: each store keeps the cache under the cap.
+        for i in 10..13u8 {
+            cache.store(&key(i), &fake_kernel(1000)).unwrap();
+            age(&cache, &key(i), 2_000 + i as u64);
+            cache.trim(&key(i));
+            let total: u64 = fs::read_dir(&cache.entries)
+                .unwrap()
+                .map(|e| e.unwrap().metadata().unwrap().len())
+                .sum();
+            assert!(total <= cache.limit(), "{total} > {}", cache.limit());
+        }
+        assert!(cache.entry_path(&key(12)).exists());
+    }
+
+    #[test]
+    fn the_cap_comes_from_the_environment() {
+        let limit = |v: Option<&str>| {
+            resolve_limit(|var| {
+                assert_eq!(var, DISK_CACHE_MAX_MB_VAR);
+                v.map(OsString::from)
+            })
+        };
+        assert_eq!(limit(None).unwrap(), DEFAULT_DISK_CACHE_BYTES);
+        assert_eq!(limit(Some("250")).unwrap(), 250_000_000);
+        assert_eq!(limit(Some(" 2 ")).unwrap(), 2_000_000);
+        for bad in ["0", "-5", "1.5", "lots", ""] {
+            let err = limit(Some(bad)).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("a positive whole number of megabytes"),
+                "{bad}: {err}"
+            );
+        }
     }
 }

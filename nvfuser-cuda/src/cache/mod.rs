@@ -26,7 +26,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use disk::{disk_cache_dir_from_env, CACHE_DIR_VAR, DISK_CACHE_VAR};
+pub use disk::{
+    disk_cache_dir_from_env, disk_cache_limit_from_env, CACHE_DIR_VAR, DEFAULT_DISK_CACHE_BYTES,
+    DISK_CACHE_MAX_MB_VAR, DISK_CACHE_VAR,
+};
 pub use entry::EntryError;
 pub use key::CacheKey;
 
@@ -97,6 +100,8 @@ pub struct CacheStats {
     pub disk_writes: u64,
     /// Disk reads or writes that failed with an I/O error.
     pub disk_errors: u64,
+    /// Disk entries deleted to keep the disk cache under its size cap.
+    pub disk_evictions: u64,
 }
 
 #[derive(Default)]
@@ -107,6 +112,7 @@ struct Counters {
     disk_rejected: AtomicU64,
     disk_writes: AtomicU64,
     disk_errors: AtomicU64,
+    disk_evictions: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -165,9 +171,16 @@ impl KernelCache {
         Self::with_disk(None)
     }
 
-    /// A cache backed by the directory `dir` (created on the first write).
+    /// A cache backed by the directory `dir` (created on the first write), keeping at
+    /// most [`DEFAULT_DISK_CACHE_BYTES`] of entries there.
     pub fn with_disk_dir(dir: impl Into<PathBuf>) -> Self {
-        Self::with_disk(Some(DiskCache::new(dir.into())))
+        Self::with_disk_dir_limited(dir, DEFAULT_DISK_CACHE_BYTES)
+    }
+
+    /// A cache backed by `dir` keeping at most `max_bytes` of entries: past it, the least
+    /// recently used entries (written or read) are deleted down to 90% of it.
+    pub fn with_disk_dir_limited(dir: impl Into<PathBuf>, max_bytes: u64) -> Self {
+        Self::with_disk(Some(DiskCache::new(dir.into(), max_bytes)))
     }
 
     /// A cache configured by the environment: `NVFUSER_DISK_CACHE=0` for memory only,
@@ -175,7 +188,7 @@ impl KernelCache {
     /// [`disk_cache_dir_from_env`]).
     pub fn from_env() -> Result<Self, Error> {
         Ok(match disk_cache_dir_from_env()? {
-            Some(dir) => Self::with_disk_dir(dir),
+            Some(dir) => Self::with_disk_dir_limited(dir, disk_cache_limit_from_env()?),
             None => Self::memory_only(),
         })
     }
@@ -197,6 +210,11 @@ impl KernelCache {
     /// The disk cache's directory, if there is a disk cache.
     pub fn disk_dir(&self) -> Option<&Path> {
         self.disk.as_ref().map(DiskCache::root)
+    }
+
+    /// The disk cache's size cap in bytes, if there is a disk cache.
+    pub fn disk_limit(&self) -> Option<u64> {
+        self.disk.as_ref().map(DiskCache::limit)
     }
 
     /// The file that holds (or would hold) the disk entry of `key`.
@@ -277,7 +295,13 @@ impl KernelCache {
         )?);
         if let Some(disk) = &self.disk {
             match disk.store(&key, &kernel) {
-                Ok(_) => bump(&self.counters.disk_writes),
+                Ok(_) => {
+                    bump(&self.counters.disk_writes);
+                    let evicted = disk.trim(&key) as u64;
+                    self.counters
+                        .disk_evictions
+                        .fetch_add(evicted, Ordering::Relaxed);
+                }
                 Err(err) => self.disk_error(&format!(
                     "cannot write {}: {err}",
                     disk.entry_path(&key).display()
@@ -358,6 +382,7 @@ impl KernelCache {
             disk_rejected: get(&c.disk_rejected),
             disk_writes: get(&c.disk_writes),
             disk_errors: get(&c.disk_errors),
+            disk_evictions: get(&c.disk_evictions),
         }
     }
 
