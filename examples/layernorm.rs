@@ -23,9 +23,12 @@ fusion! {
 fn main() -> Result<(), nvfuser::Error> {
     let (n, h) = (8192usize, 4096usize);
     let eps = 1e-5f32;
-    // `Device::best()` is GPU 0 when there is one, else the CPU reference evaluator (and
-    // it says so on stderr). The CPU evaluator computes in f64: use a smaller problem.
+    // `Device::best()` is GPU 0 when there is one, else the CPU reference evaluator (it
+    // warns why through `log`). The CPU evaluator computes in f64: use a smaller problem.
     let device = Device::best();
+    if device.is_cpu() {
+        println!("nvfuser: no usable GPU here; running on the CPU reference evaluator");
+    }
     let (n, h) = if device.is_gpu() { (n, h) } else { (256, 1024) };
 
     let x = HostTensor::random(DataType::BF16, &[n, h], 1);

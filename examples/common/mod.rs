@@ -8,9 +8,36 @@ use nvfuser::eval::HostTensor;
 use nvfuser::prelude::*;
 use nvfuser::{Error, KernelProfile};
 
-/// GPU 0 when there is one; otherwise the CPU reference device. `Device::best()`
-/// prints why there is no GPU on stderr; this adds what the example will do instead.
+/// The library's warnings (through `log`) on stderr: a minimal logger, so the examples
+/// need no logging crate of their own. An application installs its own.
+struct StderrLogger;
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            eprintln!("{}: {}", record.target(), record.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Shows the library's warnings on stderr (once; later calls do nothing).
+pub fn init_logging() {
+    if log::set_logger(&StderrLogger).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+}
+
+/// GPU 0 when there is one; otherwise the CPU reference device. `Device::best()` warns
+/// why there is no GPU (shown by [`init_logging`]); this adds what the example will do
+/// instead.
 pub fn device() -> Device {
+    init_logging();
     let device = Device::best();
     if device.is_cpu() {
         println!(

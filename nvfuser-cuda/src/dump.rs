@@ -209,15 +209,14 @@ impl Dump {
     }
 
     /// The process-wide dump selected by `NVFUSER_DUMP`, read and parsed on the first
-    /// call only (unknown names are warned about then, once, on stderr).
+    /// call only (unknown names are warned about then, once, through `log`).
     #[inline]
     pub fn from_env() -> &'static Dump {
         FROM_ENV.get_or_init(|| {
             let spec = std::env::var(DUMP_VAR).unwrap_or_default();
             let (flags, unknown) = parse_dump_spec(&spec);
             if let Some(warning) = unknown_names_warning(&unknown) {
-                // Nothing useful can be done about a failed write to stderr.
-                let _ = writeln!(std::io::stderr().lock(), "{warning}");
+                log::warn!(target: "nvfuser", "{warning}");
             }
             Dump::to_stderr(flags)
         })

@@ -21,7 +21,6 @@ mod entry;
 mod key;
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -444,9 +443,7 @@ fn check_entry(
     Ok(())
 }
 
-/// One line on stderr.
+/// A warning for the application's logger (`log`, target `nvfuser`).
 fn note(message: &str) {
-    let mut stderr = std::io::stderr().lock();
-    // Nothing useful can be done about a failed write to stderr.
-    let _ = writeln!(stderr, "{message}");
+    log::warn!(target: "nvfuser", "{message}");
 }

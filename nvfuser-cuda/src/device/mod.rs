@@ -18,7 +18,6 @@ pub(crate) mod pool;
 mod properties;
 
 use std::fmt;
-use std::io::Write;
 use std::sync::{Arc, Mutex, Once, Weak};
 
 use cudarc::driver::{CudaContext, CudaModule, CudaStream};
@@ -204,18 +203,14 @@ impl Device {
         })
     }
 
-    /// GPU 0 when there is a usable one; otherwise the CPU reference device, after
-    /// printing once per process, on stderr, why there is no GPU and that the CPU
-    /// reference evaluator will run.
+    /// GPU 0 when there is a usable one; otherwise the CPU reference device, after a
+    /// one-line warning (once per process, through `log`, target `nvfuser`) saying why
+    /// there is no GPU and that the CPU reference evaluator will run.
     pub fn best() -> Device {
         match Device::cuda(0) {
             Ok(device) => device,
             Err(err) => {
-                CPU_NOTICE.call_once(|| {
-                    let mut stderr = std::io::stderr().lock();
-                    // Nothing useful can be done about a failed write to stderr.
-                    let _ = writeln!(stderr, "{}", no_gpu_notice(&err));
-                });
+                CPU_NOTICE.call_once(|| log::warn!(target: "nvfuser", "{}", no_gpu_notice(&err)));
                 Device::cpu()
             }
         }
@@ -426,18 +421,10 @@ mod tests {
 /// `Device::cuda(0)`'s error lists), and what runs instead.
 fn no_gpu_notice(err: &Error) -> String {
     let why = match err {
-        Error::NoDriver { searched } => format!(
-            "no CUDA driver (libcuda not found on the loader path; {} names tried, \
-             `Device::cuda(0)` names them)",
-            searched.len()
-        ),
+        Error::NoDriver { .. } => "no CUDA driver: libcuda is not on the loader path".into(),
         other => other.to_string(),
     };
-    format!(
-        "nvfuser: no usable GPU: {why}\n\
-         nvfuser: using the CPU reference device; fusions run on the CPU reference \
-         evaluator (correct results, far slower than a GPU)"
-    )
+    format!("no usable GPU ({why}); fusions run on the CPU reference evaluator")
 }
 
 #[cfg(test)]
@@ -448,12 +435,10 @@ mod notice_tests {
     fn a_missing_driver_is_one_short_line() {
         let searched: Vec<String> = (0..34).map(|i| format!("libcuda{i}.so.13")).collect();
         let notice = no_gpu_notice(&Error::NoDriver { searched });
-        let lines: Vec<&str> = notice.lines().collect();
-        assert_eq!(lines.len(), 2, "{notice}");
         assert_eq!(
-            lines[0],
-            "nvfuser: no usable GPU: no CUDA driver (libcuda not found on the loader path; 34 names tried, `Device::cuda(0)` names them)"
+            notice,
+            "no usable GPU (no CUDA driver: libcuda is not on the loader path); fusions run on the CPU reference evaluator"
         );
-        assert!(lines.iter().all(|l| l.len() < 160), "{notice}");
+        assert!(notice.len() < 120 && !notice.contains('\n'), "{notice}");
     }
 }
