@@ -1,17 +1,15 @@
-//! Without a GPU: what each full-size case would run on an H100. The scheduler registry
-//! computes params for the case's real shapes on the H100 test fixture's properties,
-//! the kernel is scheduled and generated, and NVRTC compiles it for sm_90 when it is
-//! installed. A failure here is one the GPU run would hit too, found before spending
-//! GPU time.
+//! Without a GPU: what each full-size case would run on an H100, planned by the product's
+//! own planner (`FusionExecutorCache::plan_for`: host scalars, one kernel or segments,
+//! each segment's scheduler and params), every kernel generated and, when NVRTC is
+//! installed, compiled for the device's architecture. A failure here is one the GPU run
+//! would hit too, found before spending GPU time.
 
-use nvfuser::codegen::{self, KernelOptions};
-use nvfuser::scheduler::{self, InputInfo, RuntimeInfo, TensorInfo};
-use nvfuser::DeviceProperties;
+use nvfuser::scheduler::{InputInfo, RuntimeInfo, TensorInfo};
+use nvfuser::{DeviceProperties, FusionExecutorCache};
 
 use crate::cases::{Case, Input};
 
-/// `Ok((scheduler, params as JSON, CUBIN bytes or why not compiled))` or why the case
-/// cannot be scheduled.
+/// `Ok((schedulers, params as JSON, what NVRTC said))` or why no plan exists.
 pub fn plan(case: &Case, props: &DeviceProperties) -> Result<(String, String, String), String> {
     let inputs = case
         .inputs
@@ -36,28 +34,27 @@ pub fn plan(case: &Case, props: &DeviceProperties) -> Result<(String, String, St
         device: nvfuser::executor::device_info(props),
         inputs,
     };
-    let params = scheduler::compute_heuristics(&case.fusion, &info).map_err(|r| {
-        let reasons: Vec<String> = r.0.iter().map(ToString::to_string).collect();
-        format!("no scheduler: {}", reasons.join("; "))
-    })?;
+    let exec = FusionExecutorCache::new(case.fusion.clone());
+    let plan = exec.plan_for(&info, None).map_err(|e| e.to_string())?;
+    let schedulers: Vec<&str> = plan.segments.iter().map(|s| s.scheduler).collect();
+    let params: Vec<&nvfuser::scheduler::HeuristicParams> =
+        plan.segments.iter().map(|s| &s.params).collect();
     let json = serde_json::to_string(&params).map_err(|e| e.to_string())?;
-    let sf = scheduler::schedule_with(&case.fusion, &params).map_err(|e| e.to_string())?;
-    let options = KernelOptions {
-        index_type: scheduler::index_type_for(&case.fusion, &info),
-        ..KernelOptions::default()
-    };
-    let kernel = codegen::generate(&sf, &options).map_err(|e| e.to_string())?;
-    let compiled =
-        match nvfuser_cuda::nvrtc::compile(&kernel.cuda_source(), &kernel.abi.name, props.arch()) {
-            Ok(k) => format!(
-                "compiles for {} ({} bytes of CUBIN)",
-                props.arch(),
-                k.cubin.len()
-            ),
-            Err(e) => format!(
-                "not compiled: {}",
-                crate::output::one_line(&e.to_string(), 90)
-            ),
-        };
-    Ok((params.kind().to_string(), json, compiled))
+    let mut compiled = Vec::new();
+    for k in plan.kernels() {
+        compiled.push(
+            match nvfuser_cuda::nvrtc::compile(&k.cuda_source(), &k.abi.name, props.arch()) {
+                Ok(c) => format!(
+                    "compiles for {} ({} bytes of CUBIN)",
+                    props.arch(),
+                    c.cubin.len()
+                ),
+                Err(e) => format!(
+                    "not compiled: {}",
+                    crate::output::one_line(&e.to_string(), 90)
+                ),
+            },
+        );
+    }
+    Ok((schedulers.join(" + "), json, compiled.join("; ")))
 }
