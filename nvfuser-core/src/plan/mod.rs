@@ -295,11 +295,13 @@ impl FusionPlanner {
     ) -> Result<Decisions, PlanError> {
         // Refused before any segmentation: a segment's outputs never alias an input, so
         // a segmented plan would return the value without storing it.
-        if let Some(o) = self.fusion.outputs().iter().find(|o| o.alias_of.is_some()) {
-            return Err(PlanError::InPlaceOutput {
-                output: o.val,
-                input: o.alias_of.unwrap_or(o.val),
-            });
+        if let Some((output, input)) = self
+            .fusion
+            .outputs()
+            .iter()
+            .find_map(|o| Some((o.val, o.alias_of?)))
+        {
+            return Err(PlanError::InPlaceOutput { output, input });
         }
         let wide = wide || self.needs_wide(info);
         if let Some(p) = user {

@@ -1,6 +1,6 @@
 //! GPUs described from their public specifications, for planning without one: the
 //! heuristics, the schedule, the generated CUDA and the params of
-//! `run_with_params` need only a [`DeviceInfo`], which [`GpuModel::device_info`] gives
+//! `run_with_params` need only a [`DeviceInfo`], which [`DeviceInfo::preset`] gives
 //! for each model here. Only the launch needs the GPU itself.
 //!
 //! The figures are the ones NVIDIA publishes for each product (SM count, L2 size,
@@ -153,21 +153,6 @@ impl GpuModel {
         }
     }
 
-    /// What the heuristics need to know about it.
-    pub const fn device_info(self) -> DeviceInfo {
-        let s = self.spec();
-        DeviceInfo {
-            sm_count: s.sm_count,
-            warp_size: 32,
-            max_threads_per_block: 1024,
-            max_threads_per_sm: s.max_threads_per_sm,
-            registers_per_sm: 65_536,
-            shared_memory_per_block: s.shared_memory_per_block_optin,
-            l2_cache_bytes: s.l2_cache_bytes,
-            max_grid_dim: [2_147_483_647, 65_535, 65_535],
-        }
-    }
-
     /// Peak DRAM bandwidth from the memory clock and bus width (double data rate), GB/s.
     pub fn peak_bandwidth_gb_per_s(self) -> f64 {
         let s = self.spec();
@@ -224,9 +209,20 @@ impl FromStr for GpuModel {
 }
 
 impl DeviceInfo {
-    /// The preset of `model` (see [`GpuModel`]).
+    /// The preset of `model` (see [`GpuModel`]): what the heuristics need to know
+    /// about it.
     pub const fn preset(model: GpuModel) -> Self {
-        model.device_info()
+        let s = model.spec();
+        DeviceInfo {
+            sm_count: s.sm_count,
+            warp_size: 32,
+            max_threads_per_block: 1024,
+            max_threads_per_sm: s.max_threads_per_sm,
+            registers_per_sm: 65_536,
+            shared_memory_per_block: s.shared_memory_per_block_optin,
+            l2_cache_bytes: s.l2_cache_bytes,
+            max_grid_dim: [2_147_483_647, 65_535, 65_535],
+        }
     }
 
     /// **Test fixture**: the H100 preset ([`GpuModel::H100`]: 132 SMs, 64K registers
@@ -270,7 +266,7 @@ mod tests {
     fn presets_keep_the_limits_of_their_compute_capability() {
         for model in GpuModel::ALL {
             let s = model.spec();
-            let d = model.device_info();
+            let d = DeviceInfo::preset(model);
             assert!(
                 d.shared_memory_per_block <= s.shared_memory_per_sm - 1024,
                 "{model}"

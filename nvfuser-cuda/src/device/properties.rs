@@ -116,7 +116,7 @@ impl DeviceProperties {
     /// of a real device reports its own.
     pub fn preset(model: GpuModel) -> Self {
         let s = model.spec();
-        let info = model.device_info();
+        let info = nvfuser_core::scheduler::DeviceInfo::preset(model);
         DeviceProperties {
             name: s.name.to_owned(),
             compute_capability_major: s.compute_capability.0,
