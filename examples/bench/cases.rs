@@ -51,6 +51,16 @@ fusion! {
         y as bf16
     }
 
+    /// Softmax backward over the last dim from the forward's output `y` and the output
+    /// gradient `dy`: `dx = (dy - sum(dy * y)) * y`, bf16 in and out, f32 math (what
+    /// PyTorch's softmax autograd computes).
+    pub fn softmax_bwd(dy: Tensor<bf16, [N, H]>, y: Tensor<bf16, [N, H]>) -> Tensor<bf16, [N, H]> {
+        let y = y as f32;
+        let dy = dy as f32;
+        let dx = (dy - (dy * y).sum([1], keepdim = true)) * y;
+        dx as bf16
+    }
+
     /// Sum over the innermost dim.
     pub fn inner_sum(x: Tensor<f32, [N, H]>) -> Tensor<f32, [N]> {
         x.sum([1])
@@ -201,12 +211,21 @@ fn eps() -> Input {
     Input::Scalar(ScalarValue::from(1e-5f32))
 }
 
-/// Softmax, LayerNorm or RMSNorm over `[n, h]` bf16.
+/// Softmax, its backward, LayerNorm or RMSNorm over `[n, h]` bf16.
 fn norm(kernel: &'static str, name: String, n: usize, h: usize) -> Result<Case, Error> {
     let x = tensor(DataType::BF16, &[n, h]);
     let w = tensor(DataType::BF16, &[h]);
     Ok(match kernel {
         "softmax" => rowwise(name, kernel, softmax_fusion()?, vec![x], n, h, "f32 math"),
+        "softmax_bwd" => rowwise(
+            name,
+            kernel,
+            softmax_bwd_fusion()?,
+            vec![x.clone(), x],
+            n,
+            h,
+            "dy and y in, dx out; f32 math",
+        ),
         "layernorm" => rowwise(
             name,
             kernel,
@@ -276,6 +295,15 @@ pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     cases.push(norm("rmsnorm", "rmsnorm".into(), n, h)?);
     let (n2, h2) = (s(8192, shrink), s(4096, shrink));
     cases.push(norm("rmsnorm", "rmsnorm_8192x4096".into(), n2, h2)?);
+    cases.push(norm("softmax_bwd", "softmax_bwd".into(), n, h)?);
+    // A vocabulary-sized row (not a power of two).
+    let (n3, h3) = (s(4096, shrink), s(32000, shrink));
+    cases.push(norm(
+        "softmax_bwd",
+        "softmax_bwd_4096x32000".into(),
+        n3,
+        h3,
+    )?);
 
     let f32_case = |name: &str,
                     kernel: &'static str,
@@ -337,12 +365,12 @@ pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
 /// The hidden sizes of the sweep.
 pub const SWEEP_HIDDEN: [usize; 6] = [1024, 2048, 4096, 8192, 16384, 32768];
 
-/// Softmax, LayerNorm and RMSNorm with `rows * hidden = 2^28` elements (512 MiB of
-/// bf16 in, as much out) for each hidden size; `shrink` divides the element count.
+/// Softmax, its backward, LayerNorm and RMSNorm with `rows * hidden = 2^28` elements
+/// (512 MiB of bf16 per tensor) for each hidden size; `shrink` divides the element count.
 pub fn sweep_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     let total = (1usize << 28) / shrink.max(1);
     let mut cases = Vec::new();
-    for kernel in ["softmax", "layernorm", "rmsnorm"] {
+    for kernel in ["softmax", "softmax_bwd", "layernorm", "rmsnorm"] {
         for h in SWEEP_HIDDEN {
             let h = s(h, shrink.isqrt().max(1));
             let n = (total / h).max(1);

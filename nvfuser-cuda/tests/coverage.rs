@@ -172,23 +172,37 @@ fn row(case: &Case, compiled: &mut usize) -> String {
                     }
                 }
             }
-            format!(
+            let mut row = format!(
                 "| {} | {} kernel(s): {} | default schedule: {} |",
                 case.name,
                 plan.segments.len(),
                 schedulers.join(", "),
                 default
-            )
+            );
+            // Why each default-scheduled segment got no tuned scheduler: the refusals
+            // of the tuned ones (or the tuned schedule's failure), one line each.
+            for (k, s) in plan.segments.iter().enumerate() {
+                if s.fallback.is_none() && !s.scheduler.starts_with("default") {
+                    continue;
+                }
+                for r in &s.refused.0 {
+                    row.push_str(&format!("\n    segment {k}: {}", one_line(&r.to_string())));
+                }
+                if let Some(why) = &s.fallback {
+                    row.push_str(&format!("\n    segment {k}: fallback: {}", one_line(why)));
+                }
+            }
+            row
         }
     }
 }
 
 fn one_line(s: &str) -> String {
     let s: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.len() > 140 {
+    if s.len() > 220 {
         format!(
             "{}...",
-            &s[..s.char_indices().nth(140).map_or(s.len(), |c| c.0)]
+            &s[..s.char_indices().nth(220).map_or(s.len(), |c| c.0)]
         )
     } else {
         s

@@ -65,21 +65,28 @@ def make_cases(shrink):
         "inner_sum": lambda x: x.sum(1),
         "outer_sum": lambda x: x.sum(0),
         "transpose": lambda x: x.t().contiguous(),
+        # Backward cases: the forward whose gradient is timed (see `backward`).
+        "softmax_bwd": lambda x: torch.softmax(x, dim=-1),
     }
+    # Backward cases: inputs (dy, forward input); the timed call is autograd's backward
+    # of the forward's output for dy, as nvFuser's Python benchmarks time backwards.
+    backward = {"softmax_bwd"}
 
     cases = []
 
     def add(name, kernel, shape, dtype, inputs, out_numel, note):
         group = "sweep" if name.startswith("sweep/") else "main"
         cases.append(dict(name=name, group=group, kernel=kernel, shape=list(shape), dtype=dtype,
-                          inputs=inputs, out_numel=out_numel, fn=fns[kernel], note=note))
+                          inputs=inputs, out_numel=out_numel, fn=fns[kernel], note=note,
+                          backward=kernel in backward))
 
     def norm(kernel, name, n, h):
         x = ([n, h], bf16)
         w = ([h], bf16)
-        inputs = {"softmax": [x], "layernorm": [x, w, w], "rmsnorm": [x, w]}[kernel]
+        inputs = {"softmax": [x], "softmax_bwd": [x, x], "layernorm": [x, w, w], "rmsnorm": [x, w]}[kernel]
         note = {"softmax": "torch.softmax(x, -1)", "layernorm": "F.layer_norm (weight + bias)",
-                "rmsnorm": "F.rms_norm (weight)"}[kernel]
+                "rmsnorm": "F.rms_norm (weight)",
+                "softmax_bwd": "autograd backward of torch.softmax(x, -1): dy and y in, dx out"}[kernel]
         add(name, kernel, [n, h], bf16, inputs, n * h, note)
 
     n, h = s(16384), s(32768)
@@ -93,6 +100,8 @@ def make_cases(shrink):
     for kernel in ["softmax", "layernorm", "rmsnorm"]:
         norm(kernel, kernel, n, h)
     norm("rmsnorm", "rmsnorm_8192x4096", s(8192), s(4096))
+    norm("softmax_bwd", "softmax_bwd", s(32768), s(8192))
+    norm("softmax_bwd", "softmax_bwd_4096x32000", s(4096), s(32000))
     n, h = s(32768), s(8192)
     add("inner_sum", "inner_sum", [n, h], f32, [([n, h], f32)], n, "x.sum(1)")
     n, h = s(8192), s(32768)
@@ -101,7 +110,7 @@ def make_cases(shrink):
     add("transpose", "transpose", [n, n], f32, [([n, n], f32)], n * n, "x.t().contiguous()")
 
     total = SWEEP_ELEMENTS // (shrink * shrink)
-    for kernel in ["softmax", "layernorm", "rmsnorm"]:
+    for kernel in ["softmax", "softmax_bwd", "layernorm", "rmsnorm"]:
         for h in SWEEP_HIDDEN:
             h = s(h)
             norm(kernel, f"sweep/{kernel}/h{h}", max(total // h, 1), h)
@@ -206,6 +215,12 @@ def run(args):
         out_bytes = case["out_numel"] * torch.empty((), dtype=case["dtype"]).element_size()
         nbytes = in_bytes + out_bytes
         fn = case["fn"]
+        if case["backward"]:
+            # (dy, x): the forward runs once, untimed; each call is its backward.
+            dy, x = inputs
+            inputs = [dy, x.detach().requires_grad_(True)]
+            # Bytes as the fused kernel moves them: dy and the saved output in, dx out.
+            nbytes = 3 * dy.numel() * dy.element_size()
         eager_out = None
         for impl in impls:
             r = dict(name=case["name"], group=case["group"], kernel=case["kernel"], shape=case["shape"],
@@ -220,6 +235,12 @@ def run(args):
                 else:
                     torch._dynamo.reset()
                     f = torch.compile(fn, dynamic=False)
+                if case["backward"]:
+                    fwd = f
+                    y = fwd(inputs[1])
+
+                    def f(dy, x, y=y):
+                        return torch.autograd.grad(y, x, dy, retain_graph=True)[0]
                 t0 = time.perf_counter()
                 out = f(*inputs)
                 if cuda:

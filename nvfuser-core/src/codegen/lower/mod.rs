@@ -29,6 +29,7 @@ mod alloc;
 mod exprs;
 mod indexing;
 mod loops;
+mod order;
 mod predicates;
 mod reductions;
 mod resize;
@@ -129,6 +130,25 @@ fn ext(e: &Extent) -> Idx {
 
 pub(super) fn lower(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<Kernel> {
     let s = sf.schedule();
+    let first = match lower_in(sf, s, opts) {
+        Ok(k) => return Ok(k),
+        Err(e) => e,
+    };
+    // The schedule's topological order put an expression between a producer and the
+    // consumer whose loops it shares: the same schedule with each inlined producer
+    // pulled to its first reader (see `order`). The first error stands if that fails
+    // too or changes nothing.
+    let order = order::emission_order(s);
+    if order.iter().enumerate().all(|(i, &e)| i == e) {
+        return Err(first);
+    }
+    let mut pulled = s.clone();
+    pulled.exprs = order.into_iter().map(|i| s.exprs[i].clone()).collect();
+    lower_in(sf, &pulled, opts).map_err(|_| first)
+}
+
+/// [`lower`] with the expressions of `s` (`sf`'s schedule, possibly reordered).
+fn lower_in(sf: &ScheduledFusion, s: &Schedule, opts: &KernelOptions) -> SchedResult<Kernel> {
     let mut l = Lower {
         sf,
         s,
