@@ -162,6 +162,70 @@ fn k(x: Tensor<bf16, [_, 1, _]>) -> Tensor<bf16, [_, _]> {
     }
 }
 
+/// Training-side normalizations (H100): softmax backward (its casts kept in
+/// registers across the reduction, the producers of each pulled to it by the
+/// lowering's emission order), RMSNorm backward's dx, and softmax of `[B, S, T]`
+/// scores plus a `[S, T]` mask (rows split: `S` on `blockIdx.x`, `B` on `blockIdx.y`).
+#[test]
+fn training_kernels_on_an_h100() {
+    let cases = [
+        (
+            "softmax_bwd",
+            r#"
+fn k(dy: Tensor<bf16, [_, _]>, y: Tensor<bf16, [_, _]>) -> Tensor<bf16, [_, _]> {
+    let y = y as f32;
+    let dy = dy as f32;
+    ((dy - (dy * y).sum([1], keepdim = true)) * y) as bf16
+}
+"#,
+            vec![
+                (DataType::BF16, vec![8192, 4096]),
+                (DataType::BF16, vec![8192, 4096]),
+            ],
+        ),
+        (
+            "rms_norm_bwd_dx",
+            r#"
+fn k(dy: Tensor<bf16, [_, _]>, x: Tensor<bf16, [_, _]>, w: Tensor<bf16, [_]>, rstd: Tensor<f32, [_, 1]>) -> Tensor<bf16, [_, _]> {
+    let x = x as f32;
+    let g = (dy as f32) * (w as f32);
+    let c = (g * x).mean([1], keepdim = true);
+    ((g - x * rstd * rstd * c) * rstd) as bf16
+}
+"#,
+            vec![
+                (DataType::BF16, vec![8192, 4096]),
+                (DataType::BF16, vec![8192, 4096]),
+                (DataType::BF16, vec![4096]),
+                (DataType::F32, vec![8192, 1]),
+            ],
+        ),
+        (
+            "masked_softmax_rank3",
+            r#"
+fn k(s: Tensor<bf16, [_, _, _]>, m: Tensor<f32, [_, _]>) -> Tensor<bf16, [_, _, _]> {
+    let x = (s as f32) + m;
+    let e = (x - x.max([2], keepdim = true)).exp();
+    (e / e.sum([2], keepdim = true)) as bf16
+}
+"#,
+            vec![
+                (DataType::BF16, vec![64, 1024, 1024]),
+                (DataType::F32, vec![1024, 1024]),
+            ],
+        ),
+    ];
+    for (name, src, shapes) in cases {
+        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+        let inputs: Vec<WorkloadInput> = shapes
+            .into_iter()
+            .map(|(d, s)| WorkloadInput::Tensor(d, s))
+            .collect();
+        let text = plan_text(fusion, &runtime_info(DeviceInfo::h100_for_tests(), &inputs));
+        insta::assert_snapshot!(format!("{name}_h100"), text);
+    }
+}
+
 /// Whole execution plans as `NVFUSER_DUMP=plan` prints them (H100): a fusion whose
 /// kernel reads a size computed on the host (the host scalar program, one segment), and
 /// fusions that run as segments (a forced boundary; a softmax beside a column sum of

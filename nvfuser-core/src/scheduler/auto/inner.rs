@@ -3,7 +3,9 @@
 //! Both take fusions whose reductions all reduce the same innermost `k` dims of rank-`r`
 //! tensors, with every computed tensor either *full* (rank `r`) or *per-row* (rank
 //! `r - k`). The rows (outer dims, merged) go to `blockIdx.x`, `rows_per_block` of them
-//! per block on `threadIdx.y`; the reduced dims (merged, extent `H`) are split into
+//! per block on `threadIdx.y` (when a tensor is broadcast in the leading row dims but
+//! not the last, as a `[S, T]` mask of `[B, S, T]` scores, the last row dim goes to
+//! `blockIdx.x` and the others to `blockIdx.y`); the reduced dims (merged, extent `H`) are split into
 //! `[grid_split, serial, unroll, threads_x, vectorize]`; each reduction accumulates its
 //! serial, unrolled and vector parts per thread and then combines across `threadIdx.x`
 //! (and across blocks on `blockIdx.y` when `grid_split > 1`). Full-rank inputs are read
@@ -53,6 +55,11 @@ pub(crate) struct InnerPlan {
     pub reduced: Vec<Extent>,
     /// The row dims' extents.
     pub rows: Vec<Extent>,
+    /// The last row dim goes to `blockIdx.x` alone and the others (merged) to
+    /// `blockIdx.y`: some tensor is broadcast in the leading row dims but not in the
+    /// last one (an attention mask `[S, T]` added to scores `[B, S, T]`), so the row
+    /// dims cannot be merged into one index.
+    pub split_rows: bool,
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
@@ -122,6 +129,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
     let s = ScheduledFusion::new(pushed.clone()).map_err(super::unschedulable)?;
     let live = pushed.live_exprs();
     let mut normalization = false;
+    let mut split_rows = false;
     for (id, e) in pushed.exprs() {
         if !live[id.index()] {
             continue;
@@ -149,14 +157,17 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
         }
         if r == rank && outer > 1 && reduction_axes(&e.op).is_none() {
             // Row dims are merged: a tensor must not mix broadcast and iteration dims
-            // among them.
+            // among them. Mixed only in the last one, the leading dims are merged
+            // apart from it (`split_rows`).
             let kinds = logical_kinds(&s, out);
-            let b = kinds[..outer]
-                .iter()
-                .filter(|&&x| x == IterKind::Broadcast)
-                .count();
+            let broadcast = |ks: &[IterKind]| ks.iter().filter(|&&x| x == IterKind::Broadcast).count();
+            let b = broadcast(&kinds[..outer]);
             if b != 0 && b != outer {
-                return Err(Unfit::MixedRowBroadcast { tensor: out });
+                let lead = broadcast(&kinds[..outer - 1]);
+                if lead != 0 && lead != outer - 1 {
+                    return Err(Unfit::MixedRowBroadcast { tensor: out });
+                }
+                split_rows = true;
             }
         }
     }
@@ -174,9 +185,11 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
         rank,
         k,
         normalization,
-        grid_ok,
+        // A grid reduction splits rows over `blockIdx.y`, which split rows take.
+        grid_ok: grid_ok && !split_rows,
         reduced,
         rows,
+        split_rows,
     })
 }
 
@@ -197,7 +210,7 @@ fn eval_all(p: &InnerPlan, info: &RuntimeInfo, es: &[Extent]) -> Plan<i64> {
 fn vector_width(p: &InnerPlan, info: &RuntimeInfo) -> Plan<i64> {
     let f = &p.fusion;
     let innermost = eval_all(p, info, &p.reduced[p.k - 1..])?;
-    let max_v = (16 / super::widest_io_bytes(f) as i64).max(1);
+    let max_v = (16 / vector_bytes(p) as i64).max(1);
     let mut v = pow2_dividing(innermost.max(1), max_v);
     for (_, t) in tensor_inputs(f, info) {
         if t.sizes.len() == p.rank {
@@ -216,10 +229,31 @@ fn vector_width(p: &InnerPlan, info: &RuntimeInfo) -> Plan<i64> {
     Ok(v)
 }
 
+/// The widest element of the tensors read or written with vectors: full-rank inputs
+/// and outputs whose innermost dim is not a broadcast, and inputs read through a
+/// broadcast that keeps their innermost dim. A per-row input (`rstd: [N, 1]` f32 beside
+/// bf16 rows) is read one value per row and does not narrow the vectors.
+fn vector_bytes(p: &InnerPlan) -> usize {
+    let f = &p.fusion;
+    let full = |v: ValId| {
+        f.tensor_type(v).is_some_and(|t| {
+            t.rank() == p.rank && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
+        })
+    };
+    f.inputs()
+        .iter()
+        .copied()
+        .chain(f.outputs().iter().map(|o| o.val))
+        .filter(|&v| full(v))
+        .chain(broadcast_vector_inputs(f).into_iter().map(|(_, i)| i))
+        .map(|v| f.val(v).dtype.size_bytes())
+        .max()
+        .unwrap_or_else(|| super::widest_io_bytes(f))
+}
+
 /// Heuristics of the streaming (non-persistent) inner reduction.
 pub(crate) fn reduction_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<ReductionParams> {
     let h = eval_all(p, info, &p.reduced)?;
-    let rows = eval_all(p, info, &p.rows)?;
     let v = vector_width(p, info)?;
     let chunks = ceil_div(h.max(1), v);
     let threads_x = round_up(chunks, 32).clamp(32, 512);
@@ -236,7 +270,7 @@ pub(crate) fn reduction_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<Re
     } else {
         1
     };
-    let blocks = ceil_div(rows, rows_per_block);
+    let (blocks, grid_y) = row_grid(p, info, rows_per_block)?;
     let sm = info.device.sm_count as i64;
     let mut grid_split = 1;
     if p.grid_ok && blocks < 2 * sm && serial >= 4 * unroll {
@@ -251,13 +285,32 @@ pub(crate) fn reduction_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<Re
         unroll,
         grid_split,
         launch: LaunchParams {
-            grid: [blocks.max(1), grid_split, 1],
+            grid: [blocks.max(1), grid_split.max(grid_y), 1],
             block: [threads_x, rows_per_block, 1],
         },
         compile: CompileParams {
             index_type: index_type(&p.fusion, info),
         },
     })
+}
+
+/// The blocks on `blockIdx.x` and on `blockIdx.y`: all rows on x, or with
+/// [`InnerPlan::split_rows`] the last row dim on x and the others on y.
+fn row_grid(p: &InnerPlan, info: &RuntimeInfo, rows_per_block: i64) -> Plan<(i64, i64)> {
+    if !p.split_rows {
+        return Ok((ceil_div(eval_all(p, info, &p.rows)?, rows_per_block), 1));
+    }
+    let (lead, last) = p.rows.split_at(p.rows.len() - 1);
+    let y = eval_all(p, info, lead)?;
+    let limit = info.device.max_grid_dim[1] as i64;
+    if y > limit {
+        return Err(Unfit::GridLimit {
+            count: y,
+            what: "rows of the leading row dims".into(),
+            axis: 'y',
+        });
+    }
+    Ok((ceil_div(eval_all(p, info, last)?, rows_per_block), y.max(1)))
 }
 
 /// Most vector chunks one thread keeps per row.
@@ -267,7 +320,6 @@ const MAX_BATCH: i64 = 16;
 /// on chip (the caller then streams it with [`reduction_heuristics`]).
 pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<PersistentParams> {
     let h = eval_all(p, info, &p.reduced)?;
-    let rows = eval_all(p, info, &p.rows)?;
     let mut dims = Vec::new();
     for e in &p.reduced {
         if !product_dims(e, &mut dims) {
@@ -303,6 +355,7 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
     } else {
         (128 / threads_x).max(1)
     };
+    let (blocks, grid_y) = row_grid(p, info, rows_per_block)?;
     Ok(PersistentParams {
         hidden: h,
         vectorize: v,
@@ -310,7 +363,7 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
         rows_per_block,
         batch,
         launch: LaunchParams {
-            grid: [ceil_div(rows, rows_per_block).max(1), 1, 1],
+            grid: [blocks.max(1), grid_y, 1],
             block: [threads_x, rows_per_block, 1],
         },
         compile: CompileParams {
@@ -417,6 +470,7 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
         for (i, name) in names.iter().enumerate() {
             let pt = match *name {
                 "row" => ParallelType::BIDx,
+                "lead" => ParallelType::BIDy,
                 "y" => ParallelType::TIDy,
                 "grid" => ParallelType::BIDy,
                 "tx" => ParallelType::TIDx,
@@ -437,19 +491,26 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
         .filter(|t| !vectorized.contains(t))
         .collect();
     mark_vector_dims(&mut s, sp.v, &vectorized, &unrolled)?;
+    // Per-row tensors: the rows as the reference has them (`[row, y?]`, or
+    // `[lead, row, y?]` with split rows).
+    let lead = usize::from(p.split_rows);
     for &tv in &per_row {
         if !s.schedule().tensors.contains_key(&tv) {
             continue;
         }
-        for _ in 1..outer {
+        for _ in 1 + lead..outer {
             s.merge(tv, 0)?;
         }
         if outer > 0 {
+            let row = lead as i64;
             if sp.y > 1 {
-                s.split(tv, 0, sp.y)?;
-                s.parallelize(tv, 1, ParallelType::TIDy)?;
+                s.split(tv, row, sp.y)?;
+                s.parallelize(tv, row + 1, ParallelType::TIDy)?;
             }
-            s.parallelize(tv, 0, ParallelType::BIDx)?;
+            s.parallelize(tv, row, ParallelType::BIDx)?;
+            if lead == 1 {
+                s.parallelize(tv, 0, ParallelType::BIDy)?;
+            }
         }
     }
     s.inline_most()?;
@@ -584,8 +645,8 @@ fn roles(
     })
 }
 
-/// Splits the reference's dims into `[row, y?, grid?, serial, unroll?, tx, v]` and
-/// returns the name of each loop dim.
+/// Splits the reference's dims into `[lead?, row, y?, grid?, serial, unroll?, tx, v]`
+/// and returns the name of each loop dim.
 fn split_reference(
     s: &mut ScheduledFusion,
     p: &InnerPlan,
@@ -611,14 +672,20 @@ fn split_reference(
         s.split_outer(reference, o, sp.grid)?;
         axes_after_rows.insert(0, "grid");
     }
-    for _ in 1..outer {
+    // Row dims: merged into one, or with split rows the leading ones merged apart
+    // from the last.
+    let lead = usize::from(p.split_rows);
+    for _ in 1 + lead..outer {
         s.merge(reference, 0)?;
     }
     let mut names: Vec<&'static str> = Vec::new();
     if outer > 0 {
+        if lead == 1 {
+            names.push("lead");
+        }
         names.push("row");
         if sp.y > 1 {
-            s.split(reference, 0, sp.y)?;
+            s.split(reference, lead as i64, sp.y)?;
             names.push("y");
         }
     }
