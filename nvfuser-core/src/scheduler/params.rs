@@ -105,6 +105,12 @@ pub struct PersistentParams {
     pub rows_per_block: i64,
     /// Vector chunks each thread keeps: `ceil(hidden / (vectorize × threads_x))`.
     pub batch: i64,
+    /// Keep only the rows of the inputs, in their own dtype, and recompute every
+    /// intermediate from them where it is used (nvFuser's projection of persistent
+    /// buffers to inputs): fewer registers than keeping the f32 intermediates (a bf16
+    /// softmax row at 32K: one bf16 row instead of the f32 input and its `exp`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub project_to_inputs: bool,
     /// Launch the parameters were computed for.
     pub launch: LaunchParams,
     /// Kernel options.

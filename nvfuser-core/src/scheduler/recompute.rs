@@ -25,6 +25,9 @@ const MAX_EXPRS: usize = 4096;
 struct Rewrite<'a> {
     f: &'a Fusion,
     nf: Fusion,
+    /// Each read of a fusion input goes through its own register copy (streaming);
+    /// otherwise inputs are read as they are (a persistent kernel caches each once).
+    copy_inputs: bool,
     is_output: Vec<bool>,
     /// Original reduction outputs, already emitted.
     shared: HashMap<ValId, ValId>,
@@ -32,6 +35,17 @@ struct Rewrite<'a> {
 
 /// The fusion with pointwise intermediates recomputed per use.
 pub(crate) fn recompute_per_use(f: &Fusion) -> Result<Fusion, DefaultScheduleError> {
+    rewrite(f, true)
+}
+
+/// The fusion with pointwise intermediates recomputed per use from the fusion inputs,
+/// which are read as they are: a persistent kernel that caches each input row once
+/// keeps only those rows (the projection of persistent buffers to inputs).
+pub(crate) fn project_to_inputs(f: &Fusion) -> Result<Fusion, DefaultScheduleError> {
+    rewrite(f, false)
+}
+
+fn rewrite(f: &Fusion, copy_inputs: bool) -> Result<Fusion, DefaultScheduleError> {
     let mut nf = f.clone();
     nf.exprs.clear();
     for v in nf.vals.iter_mut() {
@@ -44,6 +58,7 @@ pub(crate) fn recompute_per_use(f: &Fusion) -> Result<Fusion, DefaultScheduleErr
     let mut rw = Rewrite {
         f,
         nf,
+        copy_inputs,
         is_output,
         shared: HashMap::new(),
     };
@@ -106,7 +121,7 @@ impl Rewrite<'_> {
             None => {
                 // A fusion input: broadcasts and data movement read it directly, others
                 // through a copy.
-                if direct {
+                if direct || !self.copy_inputs {
                     return Ok(v);
                 }
                 (Op::Set, SmallVec::from_elem(v, 1))

@@ -35,7 +35,7 @@ use crate::scheduler::analysis::{
 };
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PersistentParams, ReductionParams};
-use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
+use crate::scheduler::recompute::{project_to_inputs, push_broadcasts, recompute_per_use};
 
 pub(crate) use super::rewrites::{divide_by_reciprocal, two_pass_moments};
 
@@ -160,7 +160,8 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
             // among them. Mixed only in the last one, the leading dims are merged
             // apart from it (`split_rows`).
             let kinds = logical_kinds(&s, out);
-            let broadcast = |ks: &[IterKind]| ks.iter().filter(|&&x| x == IterKind::Broadcast).count();
+            let broadcast =
+                |ks: &[IterKind]| ks.iter().filter(|&&x| x == IterKind::Broadcast).count();
             let b = broadcast(&kinds[..outer]);
             if b != 0 && b != outer {
                 let lead = broadcast(&kinds[..outer - 1]);
@@ -339,10 +340,14 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
         threads_x = round_up(chunks, 32).min(128);
     }
     let batch = ceil_div(chunks, threads_x);
-    // Registers: every kept tensor holds batch × v elements (32-bit or wider) per
-    // thread; keep the largest under a quarter of the thread's register budget.
+    // Registers: the kept rows (batch × v elements each per thread) stay under half of
+    // the thread's register budget. Kept as computed (f32 or wider) unless that is too
+    // much; then only the input rows are kept, in their dtype, and the math recomputed
+    // from them where it is used.
     let regs_per_thread = (info.device.registers_per_sm as i64 / (threads_x.max(256))).min(255);
-    if batch > MAX_BATCH || batch * v > regs_per_thread / 2 {
+    let (computed, projected) = kept_registers(p, batch * v);
+    let project_to_inputs = computed > regs_per_thread / 2;
+    if batch > MAX_BATCH || (project_to_inputs && projected > regs_per_thread / 2) {
         return Err(Unfit::RowTooLong {
             elements: h,
             batch,
@@ -362,6 +367,7 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
         threads_x,
         rows_per_block,
         batch,
+        project_to_inputs,
         launch: LaunchParams {
             grid: [blocks.max(1), grid_y, 1],
             block: [threads_x, rows_per_block, 1],
@@ -370,6 +376,46 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
             index_type: index_type(&p.fusion, info),
         },
     })
+}
+
+/// Registers per thread the kept rows take, `elements` per row each: kept as computed
+/// (one row per full-rank input, plus one per reduction after the first, as a softmax
+/// keeps `exp(x - max)` beside `x`; 32-bit values, 64-bit for f64 math), and projected
+/// to the inputs (one row per full-rank input, in its dtype).
+fn kept_registers(p: &InnerPlan, elements: i64) -> (i64, i64) {
+    let f = &p.fusion;
+    let live = f.live_exprs();
+    let read: BTreeSet<ValId> = f
+        .exprs()
+        .filter(|(id, _)| live[id.index()])
+        .flat_map(|(_, e)| e.inputs.iter().copied())
+        .collect();
+    let inputs: Vec<ValId> = f
+        .inputs()
+        .iter()
+        .copied()
+        .filter(|v| read.contains(v))
+        .filter(|&v| {
+            f.tensor_type(v).is_some_and(|t| {
+                t.rank() == p.rank && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
+            })
+        })
+        .collect();
+    let reductions = f
+        .exprs()
+        .filter(|(id, e)| live[id.index()] && reduction_axes(&e.op).is_some())
+        .count() as i64;
+    let wide = f
+        .exprs()
+        .filter(|(id, _)| live[id.index()])
+        .any(|(_, e)| f.val(e.outputs[0]).dtype.size_bytes() > 4);
+    let computed_rows = (inputs.len() as i64 + reductions - 1).max(1);
+    let computed = computed_rows * elements * if wide { 2 } else { 1 };
+    let projected_bytes: i64 = inputs
+        .iter()
+        .map(|&v| elements * f.val(v).dtype.size_bytes() as i64)
+        .sum();
+    (computed, ceil_div(projected_bytes, 4))
 }
 
 /// The shape of the split of the reduced dims.
@@ -422,7 +468,10 @@ pub(crate) fn schedule_persistent(
         } else {
             Vec::new()
         };
-    let f = specialize(&divide_by_reciprocal(&two_pass_moments(&p.fusion)), &fixed);
+    let mut f = specialize(&divide_by_reciprocal(&two_pass_moments(&p.fusion)), &fixed);
+    if params.project_to_inputs {
+        f = project_to_inputs(&f).map_err(|e| ScheduleError::Unsupported(e.to_string()))?;
+    }
     schedule(
         p,
         f,
