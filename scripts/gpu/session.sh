@@ -7,6 +7,8 @@
 #   bash scripts/gpu/session.sh fuzz SEED  # the differential fuzzer for ~200 s on 15 workers
 #   bash scripts/gpu/session.sh perf       # host_overhead (with the host phase split), the
 #                                          # benchmark and the PyTorch baseline in one run
+#   bash scripts/gpu/session.sh sweep      # the hidden-size sweep (softmax, its backward,
+#                                          # LayerNorm, RMSNorm) and PyTorch's, side by side
 #
 # The last lines of each output are printed at the end, so the call's reply shows them.
 set -u
@@ -14,9 +16,9 @@ stage=${1:-}
 out=${OUT:-/tmp/gpu-session}
 mkdir -p "$out"
 case "$stage" in
-  tests | fuzz | perf) ;;
+  tests | fuzz | perf | sweep) ;;
   *)
-    echo "usage: bash scripts/gpu/session.sh tests | fuzz [SEED] | perf" >&2
+    echo "usage: bash scripts/gpu/session.sh tests | fuzz [SEED] | perf | sweep" >&2
     exit 2
     ;;
 esac
@@ -43,5 +45,11 @@ case "$stage" in
     cat "$out/host_overhead.txt"
     tail -15 "$out/bench.txt"
     tail -15 "$out/torch.txt"
+    ;;
+  sweep)
+    .gpu/examples/bench --sweep-only --out "$out/res" > "$out/bench.txt" 2>&1
+    python3 scripts/bench/torch_baseline.py --sweep-only --out "$out/res" > "$out/torch.txt" 2>&1
+    grep -E "^\| sweep" "$out/bench.txt"
+    grep -E "torch-compile" "$out/torch.txt"
     ;;
 esac

@@ -17,7 +17,7 @@ pub(super) fn print(k: &Kernel) -> String {
     let _ = writeln!(s, "typedef {} nvfuser_index_t;", k.abi.index_type.cuda());
     s.push_str(PREAMBLE);
     s.push('\n');
-    s.push_str(&k.abi.signature());
+    s.push_str(&k.abi.signature_bounded(launch_bound(k)));
     s.push_str(" {\n");
     for (name, dtype, size) in &k.shared {
         let _ = writeln!(s, "  __shared__ {} {name}[{size}];", cuda_type(*dtype));
@@ -25,6 +25,20 @@ pub(super) fn print(k: &Kernel) -> String {
     print_block(&mut s, &k.body, 1);
     s.push_str("}\n");
     s
+}
+
+/// The block size a kernel is compiled for, when it is a constant above 256 threads:
+/// only then can a block need more registers per thread than the SM has for it (a
+/// 512-thread block leaves 128 per thread). Smaller or symbolic blocks get no bound.
+fn launch_bound(k: &Kernel) -> Option<i64> {
+    let mut threads = 1i64;
+    for e in &k.launch.block {
+        match e {
+            crate::ir::Extent::Const(c) => threads = threads.saturating_mul(*c),
+            _ => return None,
+        }
+    }
+    (threads > 256).then_some(threads)
 }
 
 fn print_block(s: &mut String, body: &[Stmt], depth: usize) {

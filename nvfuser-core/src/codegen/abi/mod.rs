@@ -241,13 +241,22 @@ impl Param {
 impl KernelAbi {
     /// The kernel's CUDA signature (`extern "C" __global__ void name(...)`).
     pub fn signature(&self) -> String {
+        self.signature_bounded(None)
+    }
+
+    /// [`signature`](Self::signature) with `__launch_bounds__(threads)` when given: the
+    /// compiler then keeps the registers per thread low enough for a block of that many
+    /// threads to launch (spilling if it must) instead of a launch failing with
+    /// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`.
+    pub fn signature_bounded(&self, threads: Option<i64>) -> String {
         let params: Vec<String> = self
             .params
             .iter()
             .map(|p| format!("    {}", p.cuda_decl()))
             .collect();
+        let bounds = threads.map_or(String::new(), |t| format!("__launch_bounds__({t}) "));
         format!(
-            "extern \"C\" __global__ void {}(\n{})",
+            "extern \"C\" __global__ void {bounds}{}(\n{})",
             self.name,
             params.join(",\n")
         )
