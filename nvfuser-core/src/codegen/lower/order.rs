@@ -48,10 +48,8 @@ pub(super) fn emission_order(s: &Schedule) -> Vec<usize> {
         .collect();
     let mut order = Vec::with_capacity(n);
     let mut emitted = vec![false; n];
-    for ei in 0..n {
-        if !pulled[ei] {
-            emit(ei, &producers, &mut emitted, &mut order);
-        }
+    for (ei, _) in pulled.iter().enumerate().filter(|(_, &p)| !p) {
+        emit(ei, &producers, &mut emitted, &mut order);
     }
     // Whatever nothing pulled (not reachable from an expression kept in place).
     for ei in 0..n {
