@@ -123,6 +123,23 @@ fn norm_sweep_on_an_h100() {
 
 /// Squeezes moved up to the inputs (read as views with index 0 in the removed dims):
 /// pointwise math on a squeezed `[N, 1, H]` input, and a softmax of one.
+/// A named `fusion!` source and the shapes of its contiguous inputs.
+type Case = (&'static str, &'static str, Vec<(DataType, Vec<usize>)>);
+
+/// Snapshots the plan of each `(name, fusion! source, contiguous input shapes)` on an
+/// H100, as `{name}_h100`.
+fn snapshot_cases<const N: usize>(cases: [Case; N]) {
+    for (name, src, shapes) in cases {
+        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+        let inputs: Vec<WorkloadInput> = shapes
+            .into_iter()
+            .map(|(d, s)| WorkloadInput::Tensor(d, s))
+            .collect();
+        let text = plan_text(fusion, &runtime_info(DeviceInfo::h100_for_tests(), &inputs));
+        insta::assert_snapshot!(format!("{name}_h100"), text);
+    }
+}
+
 #[test]
 fn squeezed_inputs_on_an_h100() {
     let cases = [
@@ -151,15 +168,7 @@ fn k(x: Tensor<bf16, [_, 1, _]>) -> Tensor<bf16, [_, _]> {
             vec![(DataType::BF16, vec![8192, 1, 4096])],
         ),
     ];
-    for (name, src, shapes) in cases {
-        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
-        let inputs: Vec<WorkloadInput> = shapes
-            .into_iter()
-            .map(|(d, s)| WorkloadInput::Tensor(d, s))
-            .collect();
-        let text = plan_text(fusion, &runtime_info(DeviceInfo::h100_for_tests(), &inputs));
-        insta::assert_snapshot!(format!("{name}_h100"), text);
-    }
+    snapshot_cases(cases);
 }
 
 /// Training-side normalizations (H100): softmax backward (its casts kept in
@@ -215,15 +224,80 @@ fn k(s: Tensor<bf16, [_, _, _]>, m: Tensor<f32, [_, _]>) -> Tensor<bf16, [_, _, 
             ],
         ),
     ];
-    for (name, src, shapes) in cases {
-        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
-        let inputs: Vec<WorkloadInput> = shapes
-            .into_iter()
-            .map(|(d, s)| WorkloadInput::Tensor(d, s))
-            .collect();
-        let text = plan_text(fusion, &runtime_info(DeviceInfo::h100_for_tests(), &inputs));
-        insta::assert_snapshot!(format!("{name}_h100"), text);
-    }
+    snapshot_cases(cases);
+}
+
+/// Data movement fused with its math (H100): rope's rotate-half (the `neg` and both
+/// slices recomputed inside the `cat`, `x`, `cos`, `sin` loaded with vectors), SiLU-mul
+/// on the halves of one `[N, 2H]` tensor (each half loaded with vectors through its
+/// slice), a KV-cache append (a `cat` of the cache and the new step's keys along the
+/// sequence), a pad of computed values, and a gather of a cast (recomputed at the
+/// gathered index).
+#[test]
+fn movement_kernels_on_an_h100() {
+    let cases = [
+        (
+            "rope_rotate_half",
+            r#"
+fn k(x: Tensor<bf16, [_, 128]>, cos: Tensor<bf16, [_, 128]>, sin: Tensor<bf16, [_, 128]>) -> Tensor<bf16, [_, 128]> {
+    let a = x.slice([.., 0..64]);
+    let b = x.slice([.., 64..128]);
+    let r = cat([-b, a], 1);
+    ((x as f32) * (cos as f32) + (r as f32) * (sin as f32)) as bf16
+}
+"#,
+            vec![
+                (DataType::BF16, vec![262144, 128]),
+                (DataType::BF16, vec![262144, 128]),
+                (DataType::BF16, vec![262144, 128]),
+            ],
+        ),
+        (
+            "silu_mul_halves",
+            r#"
+fn k(x: Tensor<bf16, [_, 8192]>) -> Tensor<bf16, [_, 4096]> {
+    let g = x.slice([.., 0..4096]) as f32;
+    let u = x.slice([.., 4096..8192]) as f32;
+    (g.silu() * u) as bf16
+}
+"#,
+            vec![(DataType::BF16, vec![8192, 8192])],
+        ),
+        (
+            "kv_cache_append",
+            r#"
+fn k(cache: Tensor<bf16, [_, _, _]>, new: Tensor<bf16, [_, 1, _]>) -> Tensor<bf16, [_, _, _]> {
+    cat([cache, new], 1)
+}
+"#,
+            vec![
+                (DataType::BF16, vec![32, 1023, 128]),
+                (DataType::BF16, vec![32, 1, 128]),
+            ],
+        ),
+        (
+            "pad_of_computed",
+            r#"
+fn k(x: Tensor<f32, [_, _]>) -> Tensor<f32, [_, _]> {
+    (x * 2.0f32).relu().pad([(0, 0), (1, 3)], -1.0f32) + 1.0f32
+}
+"#,
+            vec![(DataType::F32, vec![1024, 1020])],
+        ),
+        (
+            "gather_of_cast",
+            r#"
+fn k(x: Tensor<bf16, [_, _]>, i: Tensor<i64, [_, 1]>) -> Tensor<f32, [_, 1]> {
+    (x as f32).take_along_axis(i, 1) * 2.0f32
+}
+"#,
+            vec![
+                (DataType::BF16, vec![4096, 32000]),
+                (DataType::I64, vec![4096, 1]),
+            ],
+        ),
+    ];
+    snapshot_cases(cases);
 }
 
 /// Whole execution plans as `NVFUSER_DUMP=plan` prints them (H100): a fusion whose

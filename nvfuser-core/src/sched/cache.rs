@@ -65,6 +65,40 @@ impl ScheduledFusion {
         Ok(c)
     }
 
+    /// Moves the definition of `tv`, a load (a copy, slice or squeeze of fusion inputs:
+    /// a slice loaded with vectors), ahead of every computation, after the loads already
+    /// there: like an input cache, a load that gets its own loops then never splits a
+    /// loop nest of the math in two.
+    pub fn hoist(&mut self, tv: ValId) -> SchedResult<()> {
+        let s = &self.schedule;
+        let def = s.definition(tv).ok_or(ScheduleError::InvalidArgument {
+            op: "hoist",
+            tensor: tv,
+            reason: "a fusion input has no definition".into(),
+        })?;
+        // A load: a copy, slice or squeeze of fusion inputs.
+        let is_load = |e: &SExpr| {
+            matches!(e.op, Op::Set | Op::Slice { .. } | Op::Squeeze { .. })
+                && e.inputs.iter().any(|&i| s.tensors.contains_key(&i))
+                && e.inputs.iter().all(|&i| s.definition(i).is_none())
+        };
+        if !is_load(&s.exprs[def]) {
+            return Err(ScheduleError::InvalidArgument {
+                op: "hoist",
+                tensor: tv,
+                reason: format!(
+                    "{} is not a copy, slice or squeeze of fusion inputs",
+                    s.exprs[def].op.name()
+                ),
+            });
+        }
+        let at = s.exprs[..def].iter().take_while(|e| is_load(e)).count();
+        let e = self.schedule.exprs.remove(def);
+        self.schedule.exprs.insert(at, e);
+        self.schedule.history.push(Primitive::Hoist { tensor: tv });
+        Ok(())
+    }
+
     /// Makes the definition of `tv` write a new tensor `c` (in registers) and defines
     /// `tv = set(c)`; returns `c`. `c` takes over `tv`'s domain and transforms, and `tv`
     /// gets a fresh loop domain over its shape. Typically applied to outputs.

@@ -20,6 +20,7 @@ mod inline;
 mod ops;
 mod print;
 mod propagate;
+mod recompute;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,8 @@ use serde::{Deserialize, Serialize};
 
 pub use domain::{Dom, DomId, DomTransform, TensorDomain};
 pub use error::{SchedResult, ScheduleError};
+pub(crate) use recompute::{is_recomputable, reads_elsewhere};
+pub(crate) use validate::is_resize;
 pub use validate::{validate, STATIC_SHARED_LIMIT};
 
 use crate::dtype::DataType;
@@ -299,6 +302,11 @@ pub enum Primitive {
         reference: ValId,
         targets: Vec<ValId>,
     },
+    /// Compute `tensor` inside each resize op that reads it, at the index that op reads,
+    /// instead of storing it.
+    RecomputeAtUse { tensor: ValId },
+    /// Move the definition of `tensor` (a load of fusion inputs) ahead of the math.
+    Hoist { tensor: ValId },
 }
 
 /// The kernel graph and every tensor's scheduling state.
@@ -314,6 +322,11 @@ pub struct Schedule {
     pub outputs: Vec<ValId>,
     /// Every primitive applied so far, in order.
     pub history: Vec<Primitive>,
+    /// Expressions computed where they are read instead of stored (see
+    /// [`ScheduledFusion::recompute_at_use`]), in topological order. Their outputs have
+    /// no entry in `tensors`: they have no loops, no buffer and no memory type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recomputed: Vec<SExpr>,
     /// The next id for a tensor the schedule adds.
     next_id: u32,
 }
@@ -384,6 +397,7 @@ impl ScheduledFusion {
             inputs: fusion.inputs().to_vec(),
             outputs,
             history: Vec::new(),
+            recomputed: Vec::new(),
             next_id: fusion.num_vals() as u32,
         };
         Ok(ScheduledFusion { fusion, schedule })
@@ -505,6 +519,12 @@ impl Schedule {
         (0..self.exprs.len())
             .filter(|&i| self.exprs[i].inputs.contains(&tv))
             .collect()
+    }
+
+    /// The expression of a tensor computed at each use (see
+    /// [`ScheduledFusion::recompute_at_use`]).
+    pub fn recomputed(&self, tv: ValId) -> Option<&SExpr> {
+        self.recomputed.iter().find(|e| e.output == tv)
     }
 
     /// True for fusion inputs.

@@ -51,6 +51,8 @@ impl ScheduledFusion {
             Primitive::ParallelizeLike { reference, targets } => {
                 self.parallelize_like(reference, &targets)
             }
+            Primitive::RecomputeAtUse { tensor } => self.recompute_at_use(tensor),
+            Primitive::Hoist { tensor } => self.hoist(tensor),
         }
     }
 

@@ -1,6 +1,8 @@
 //! The "scheduled IR" printer: every tensor of the kernel graph with its root, logical
 //! and loop dims, the transforms between them, memory type and compute-at position.
 //!
+//! Tensors recomputed at each use (`T5_r`) print first, as one line each.
+//!
 //! A dim prints as `<kind><parallel><id>{<extent>}`: kind `i` iteration, `b` broadcast,
 //! `x` expanded, `r` reduction; parallel `S` serial, `BIDx`.., `TIDx`.., `V`, `UR`.
 
@@ -38,6 +40,7 @@ impl ScheduledFusion {
         let mut out = String::new();
         let name = |v: ValId| match s.tensors.get(&v) {
             Some(t) => tensor_name(v, t),
+            None if s.recomputed(v).is_some() => format!("T{}_r", v.id()),
             None => format!("s{}", v.id()),
         };
         let _ = writeln!(
@@ -58,6 +61,17 @@ impl ScheduledFusion {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        for e in &s.recomputed {
+            let args: Vec<String> = e.inputs.iter().map(|&v| name(v)).collect();
+            let _ = writeln!(
+                out,
+                "{} {} = {}({}) recomputed at each use",
+                name(e.output),
+                self.fusion().val(e.output).dtype,
+                e.op.name(),
+                args.join(", ")
+            );
+        }
         for e in &s.exprs {
             let t = &s.tensors[&e.output];
             let args: Vec<String> = e.inputs.iter().map(|&v| name(v)).collect();

@@ -5,8 +5,9 @@
 //! - each grid/block type has one extent in the kernel ([`ScheduleError::ParallelTypeConflict`]);
 //! - vectorize: innermost loop dim, split from the innermost logical dim
 //!   ([`ScheduleError::VectorizeNotInnermost`]), a constant power-of-two width of at most
-//!   16 bytes ([`ScheduleError::VectorizeWidth`]), a copy or a broadcast that keeps the
-//!   innermost dim ([`ScheduleError::VectorizeNotCopy`])
+//!   16 bytes ([`ScheduleError::VectorizeWidth`]), a copy, a broadcast or squeeze that
+//!   keeps the innermost dim, or a slice whose innermost range has step 1 and a start
+//!   the width divides ([`ScheduleError::VectorizeNotCopy`])
 //!   from/to a contiguous global tensor ([`ScheduleError::VectorizeNotContiguous`]) whose
 //!   static innermost extent the width divides ([`ScheduleError::VectorizeNotDivisible`]);
 //! - compute-at: never past a reduction dim of the producer
@@ -26,7 +27,9 @@
 //!   ([`ScheduleError::SiblingMismatch`]);
 //! - resize and indexing ops (slice, pad, cat, reshape, select, index_select, gather,
 //!   take_along_axis) read their tensor inputs from global or shared memory
-//!   ([`ScheduleError::ResizeInputInRegisters`]).
+//!   ([`ScheduleError::ResizeInputInRegisters`]), or from tensors recomputed at each
+//!   use, which only resize ops read and which read only global or shared tensors
+//!   (`recompute::check_recomputed`).
 
 use std::collections::BTreeMap;
 
@@ -191,6 +194,7 @@ pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
                 .join(", "),
         });
     }
+    super::recompute::check_recomputed(s)?;
     for e in &s.exprs {
         check_siblings(s, e)?;
         if is_resize(&e.op) {
@@ -405,6 +409,11 @@ fn check_vectorize(s: &Schedule, tv: ValId, axis: usize) -> SchedResult<()> {
         Op::Squeeze { axes } => s
             .tensor("vectorize", e.inputs[0])
             .is_ok_and(|p| !axes.contains(&p.contiguity.len().saturating_sub(1))),
+        // A slice whose innermost range is contiguous and starts at a multiple of the
+        // width (each vector is a contiguous, aligned run of the input's row).
+        Op::Slice { ranges } => ranges.last().is_some_and(|r| {
+            r.step == 1 && matches!(r.start, crate::ir::SizeArg::Const(c) if c >= 0 && c % w == 0)
+        }),
         _ => false,
     };
     if !copy {

@@ -252,6 +252,17 @@ pub(crate) fn check_exactly_mapped(
     full: &[crate::ir::Extent],
     slice: &[crate::ir::Extent],
 ) -> Result<(), Unfit> {
+    check_exactly_mapped_except(fusion, full, slice, &[])
+}
+
+/// [`check_exactly_mapped`] for every computed tensor but those in `skip` (tensors
+/// recomputed inside the resize ops that read them: they have no loops).
+pub(crate) fn check_exactly_mapped_except(
+    fusion: &Fusion,
+    full: &[crate::ir::Extent],
+    slice: &[crate::ir::Extent],
+    skip: &[crate::ir::ValId],
+) -> Result<(), Unfit> {
     use crate::ir::IterKind;
     let map = ExactExtents::new(fusion);
     let live = fusion.live_exprs();
@@ -261,7 +272,7 @@ pub(crate) fn check_exactly_mapped(
         .filter(|(id, _)| live[id.index()])
         .flat_map(|(_, e)| e.outputs.iter().copied());
     for tv in tensors {
-        let Some(t) = fusion.tensor_type(tv) else {
+        let Some(t) = fusion.tensor_type(tv).filter(|_| !skip.contains(&tv)) else {
             continue;
         };
         let r = t.domain.len();

@@ -64,6 +64,7 @@ mod presets;
 mod recompute;
 pub mod reduction;
 pub mod registry;
+mod resize;
 mod schedulers;
 pub mod squeeze;
 mod unfit;

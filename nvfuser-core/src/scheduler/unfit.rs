@@ -85,10 +85,21 @@ pub enum Unfit {
         takes: Takes,
     },
     /// An op the pointwise scheduler does not take.
-    #[error("{op} is not pointwise (pointwise takes elementwise math, casts, broadcasts, expands and full/iota/uniform/normal)")]
+    #[error("{op} is not pointwise (pointwise takes elementwise math, casts, broadcasts, expands, full/iota/uniform/normal, and resize/indexing ops)")]
     NotPointwise {
         /// The op.
         op: String,
+    },
+    /// A resize or indexing op reads a value that is neither a fusion input nor
+    /// recomputable at the positions it reads (see `sched::recompute`).
+    #[error("{op} reads {tensor}, which {why}")]
+    ResizeOfComputed {
+        /// The resize or indexing op.
+        op: String,
+        /// The value it reads.
+        tensor: ValId,
+        /// Why that value cannot be recomputed where it is read.
+        why: String,
     },
     /// A creation op (full, iota, RNG) or a `segment_set` beside reductions.
     #[error("{op} in a fusion with reductions")]

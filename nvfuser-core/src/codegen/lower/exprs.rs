@@ -1,6 +1,11 @@
 //! Expressions: the value an expression computes at the current indices, its operands
 //! converted to the math's type, and the statement that stores it (an assignment or a
 //! vectorized copy, under its predicates).
+//!
+//! A value is computed *at* its loop nest (the indices of its output's domain) or at
+//! given logical indices of its output: a tensor recomputed inside the resize op that
+//! reads it (`sched::recompute`), whose operands are read at the indices the op maps
+//! those to.
 
 use std::collections::HashMap;
 use std::ops::{Add, Mul};
@@ -14,17 +19,27 @@ use crate::dtype::{promote, DataType, Operand};
 use crate::ir::{BinaryRule, Distribution, Op, TernaryOp, UnaryRule, ValId};
 use crate::sched::{DomId, MemoryType, ParallelType, SExpr, SchedResult};
 
+/// Where an expression's value is computed.
+#[derive(Clone, Copy)]
+pub(super) enum At<'c> {
+    /// In its loop nest: the indices of every dim of its output's domain.
+    Loop(&'c HashMap<DomId, Idx>),
+    /// At these indices of its output's shape dims (a recomputed tensor).
+    Index(&'c [Idx]),
+}
+
 impl Lower<'_> {
-    pub(super) fn operand(
-        &self,
-        e: &SExpr,
-        v: ValId,
-        to: DataType,
-        cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<Expr> {
+    pub(super) fn operand(&self, e: &SExpr, v: ValId, to: DataType, at: At) -> SchedResult<Expr> {
         let val = self.sf.fusion().get_val(v);
-        let (x, from) = if self.s.tensors.contains_key(&v) {
-            (self.read(e, v, cidx)?, self.t(v).dtype)
+        let (x, from) = if self.is_tensor(v) {
+            let x = match at {
+                At::Loop(cidx) => self.read(e, v, cidx)?,
+                At::Index(idx) => {
+                    let vidx = self.operand_indices(e, v, idx);
+                    self.read_at(e, v, &vidx)?
+                }
+            };
+            (x, self.val_dtype_any(v))
         } else {
             match val {
                 Some(x) => match x.constant() {
@@ -37,36 +52,97 @@ impl Lower<'_> {
         Ok(if from == to { x } else { x.cast(to) })
     }
 
+    /// The indices of tensor operand `v` of `e` (not a resize op) read for the element of
+    /// `e`'s output at `idx`: broadcast dims dropped, squeezed dims at 0, permuted dims
+    /// moved; an operand's own broadcast dims read element 0.
+    fn operand_indices(&self, e: &SExpr, v: ValId, idx: &[Idx]) -> Vec<Idx> {
+        let kinds = self.shape_kinds(v);
+        let mapped: Vec<Idx> = match &e.op {
+            Op::Broadcast { mask } => idx
+                .iter()
+                .zip(mask)
+                .filter(|(_, m)| !**m)
+                .map(|(i, _)| i.clone())
+                .collect(),
+            Op::Squeeze { axes } => {
+                let mut it = idx.iter();
+                (0..kinds.len())
+                    .map(|j| {
+                        if axes.contains(&j) {
+                            Idx::Const(0)
+                        } else {
+                            it.next().cloned().unwrap_or(Idx::Const(0))
+                        }
+                    })
+                    .collect()
+            }
+            Op::Permute { perm } => {
+                let mut m = vec![Idx::Const(0); kinds.len()];
+                for (j, &pj) in perm.iter().enumerate() {
+                    if let (Some(slot), Some(i)) = (m.get_mut(pj), idx.get(j)) {
+                        *slot = i.clone();
+                    }
+                }
+                m
+            }
+            _ => idx.to_vec(),
+        };
+        mapped
+            .into_iter()
+            .zip(&kinds)
+            .map(|(i, &k)| {
+                if k == crate::ir::IterKind::Broadcast {
+                    Idx::Const(0)
+                } else {
+                    i
+                }
+            })
+            .collect()
+    }
+
+    /// The value of recomputed tensor `p` (see `sched::recompute`) at `idx` of its shape
+    /// dims, rounded to its dtype as a stored tensor would be.
+    pub(super) fn recompute(&self, r: &SExpr, idx: &[Idx]) -> SchedResult<Expr> {
+        let kinds = self.shape_kinds(r.output);
+        let idx: Vec<Idx> = idx
+            .iter()
+            .zip(&kinds)
+            .map(|(i, &k)| {
+                if k == crate::ir::IterKind::Broadcast {
+                    Idx::Const(0)
+                } else {
+                    i.clone()
+                }
+            })
+            .collect();
+        let v = self.value(r, At::Index(&idx))?;
+        Ok(v.cast(self.val_dtype_any(r.output)).paren())
+    }
+
     /// `v` as an operand of math whose type is `sem`, in `sem`'s computation type: a
     /// tensor of another type converts as a cast to `sem` would first (an `i32` meeting
     /// `f16` math rounds to `f16`), a scalar does not (PyTorch keeps scalars in its
     /// `f32` opmath type); see the evaluator's spec.
-    fn operand_in(
-        &self,
-        e: &SExpr,
-        v: ValId,
-        sem: DataType,
-        cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<Expr> {
+    fn operand_in(&self, e: &SExpr, v: ValId, sem: DataType, at: At) -> SchedResult<Expr> {
         let to = sem.compute_type();
         let half = matches!(sem, DataType::F16 | DataType::BF16);
         let from = self.val_dtype_any(v);
-        if half && self.s.tensors.contains_key(&v) && from != sem && from != DataType::Bool {
-            let inner = self.operand(e, v, from, cidx)?;
+        if half && self.is_tensor(v) && from != sem && from != DataType::Bool {
+            let inner = self.operand(e, v, from, at)?;
             return Ok(inner.cast(sem).cast(to));
         }
-        self.operand(e, v, to, cidx)
+        self.operand(e, v, to, at)
     }
 
-    fn value(&self, e: &SExpr, cidx: &HashMap<DomId, Idx>) -> SchedResult<Expr> {
-        let out_dt = self.t(e.output).dtype;
+    fn value(&self, e: &SExpr, at: At) -> SchedResult<Expr> {
+        let out_dt = self.val_dtype_any(e.output);
         let ins = &e.inputs;
         let promoted = |ids: &[ValId]| -> DataType {
             let ops: Vec<Operand> = ids
                 .iter()
                 .map(|&v| Operand {
                     dtype: self.val_dtype_any(v),
-                    is_scalar: !self.s.tensors.contains_key(&v),
+                    is_scalar: !self.is_tensor(v),
                 })
                 .collect();
             promote(&ops).unwrap_or(out_dt)
@@ -84,7 +160,7 @@ impl Lower<'_> {
                     e,
                     ins[0],
                     if wide { DataType::F64 } else { DataType::F32 },
-                    cidx,
+                    at,
                 )?;
                 let f = match (out_dt, wide) {
                     (DataType::I32, false) => Func::F2I32F32,
@@ -102,7 +178,7 @@ impl Lower<'_> {
             | Op::Squeeze { .. } => {
                 let p = ins[0];
                 let pd = self.val_dtype_any(p);
-                self.operand(e, p, pd, cidx)?
+                self.operand(e, p, pd, at)?
             }
             Op::Unary(u) => {
                 let inp = self.val_dtype_any(ins[0]);
@@ -110,10 +186,7 @@ impl Lower<'_> {
                     UnaryRule::FloatMath | UnaryRule::FloatOnly => out_dt,
                     _ => inp,
                 };
-                Expr::call(
-                    Func::Unary(*u),
-                    vec![self.operand_in(e, ins[0], sem, cidx)?],
-                )
+                Expr::call(Func::Unary(*u), vec![self.operand_in(e, ins[0], sem, at)?])
             }
             Op::Binary(b) => {
                 let sem = match b.rule() {
@@ -121,8 +194,8 @@ impl Lower<'_> {
                     _ => promoted(&ins[..2]),
                 };
                 let (x, y) = (
-                    self.operand_in(e, ins[0], sem, cidx)?,
-                    self.operand_in(e, ins[1], sem, cidx)?,
+                    self.operand_in(e, ins[0], sem, at)?,
+                    self.operand_in(e, ins[1], sem, at)?,
                 );
                 match (self.int_division(e), self.check_code(e), BinOp::of(*b)) {
                     (Some(helper), Some(code), _) => {
@@ -132,7 +205,7 @@ impl Lower<'_> {
                     _ => Expr::call(Func::Binary(*b), vec![x, y]),
                 }
             }
-            Op::Ternary(t) => self.ternary_value(e, *t, cidx)?,
+            Op::Ternary(t) => self.ternary_value(e, *t, at)?,
             Op::Slice { .. }
             | Op::Pad { .. }
             | Op::Cat { .. }
@@ -140,18 +213,23 @@ impl Lower<'_> {
             | Op::Select { .. }
             | Op::IndexSelect { .. }
             | Op::Gather { .. }
-            | Op::TakeAlongAxis { .. } => self.resize_value(e, cidx)?,
-            Op::Full { .. } => self.operand(e, ins[0], out_dt.compute_type(), cidx)?,
+            | Op::TakeAlongAxis { .. } => self.resize_value(e, at)?,
+            Op::Full { .. } => self.operand(e, ins[0], out_dt.compute_type(), at)?,
             Op::Iota { .. } => {
                 let c = out_dt.compute_type();
-                let d = &self.t(e.output).domain;
-                let i = cidx.get(&d.root[0]).cloned().unwrap_or(Idx::Const(0));
+                let i = match at {
+                    At::Loop(cidx) => {
+                        let d = &self.t(e.output).domain;
+                        cidx.get(&d.root[0]).cloned().unwrap_or(Idx::Const(0))
+                    }
+                    At::Index(idx) => idx.first().cloned().unwrap_or(Idx::Const(0)),
+                };
                 let step = Expr::from(i)
                     .cast(c)
-                    .bin(BinOp::Mul, self.operand(e, ins[1], c, cidx)?);
-                self.operand(e, ins[0], c, cidx)?.bin(BinOp::Add, step)
+                    .bin(BinOp::Mul, self.operand(e, ins[1], c, at)?);
+                self.operand(e, ins[0], c, at)?.bin(BinOp::Add, step)
             }
-            Op::Rand { dist, .. } => self.rand_value(e, *dist, cidx)?,
+            Op::Rand { dist, .. } => self.rand_value(e, *dist, at)?,
             other => {
                 return unsupported(format!(
                     "lowering of {} is not implemented yet",
@@ -162,26 +240,21 @@ impl Lower<'_> {
     }
 
     /// `where`, `lerp`, `clamp`, `threshold` and `addcmul`.
-    fn ternary_value(
-        &self,
-        e: &SExpr,
-        t: TernaryOp,
-        cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<Expr> {
-        let out_dt = self.t(e.output).dtype;
+    fn ternary_value(&self, e: &SExpr, t: TernaryOp, at: At) -> SchedResult<Expr> {
+        let out_dt = self.val_dtype_any(e.output);
         let ins = &e.inputs;
         Ok(match t {
             TernaryOp::Where => {
-                let cond = self.operand(e, ins[0], DataType::Bool, cidx)?;
+                let cond = self.operand(e, ins[0], DataType::Bool, at)?;
                 cond.select(
-                    self.operand_in(e, ins[1], out_dt, cidx)?,
-                    self.operand_in(e, ins[2], out_dt, cidx)?,
+                    self.operand_in(e, ins[1], out_dt, at)?,
+                    self.operand_in(e, ins[2], out_dt, at)?,
                 )
             }
             _ => {
                 let a: Vec<Expr> = ins
                     .iter()
-                    .map(|&v| self.operand_in(e, v, out_dt, cidx))
+                    .map(|&v| self.operand_in(e, v, out_dt, at))
                     .collect::<SchedResult<_>>()?;
                 let arg = |k: usize| a[k].clone();
                 match t {
@@ -205,22 +278,26 @@ impl Lower<'_> {
 
     /// `rand` / `randn`: a counter-based generator keyed by seed, offset and the
     /// element's linear index.
-    fn rand_value(
-        &self,
-        e: &SExpr,
-        dist: Distribution,
-        cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<Expr> {
-        let out_dt = self.t(e.output).dtype;
+    fn rand_value(&self, e: &SExpr, dist: Distribution, at: At) -> SchedResult<Expr> {
+        let out_dt = self.val_dtype_any(e.output);
         let ins = &e.inputs;
-        let d = &self.t(e.output).domain;
         let mut lin = Idx::Const(0);
-        for &r in &shape_doms(d) {
-            let x = cidx.get(&r).cloned().unwrap_or(Idx::Const(0));
-            lin = lin.mul(logical_ext(d.dom(r))).add(x);
+        match at {
+            At::Loop(cidx) => {
+                let d = &self.t(e.output).domain;
+                for &r in &shape_doms(d) {
+                    let x = cidx.get(&r).cloned().unwrap_or(Idx::Const(0));
+                    lin = lin.mul(logical_ext(d.dom(r))).add(x);
+                }
+            }
+            At::Index(idx) => {
+                for (x, n) in idx.iter().zip(self.shape_extents(e.output)) {
+                    lin = lin.mul(super::ext(&n)).add(x.clone());
+                }
+            }
         }
-        let seed = self.operand(e, ins[2], DataType::I64, cidx)?;
-        let off = self.operand(e, ins[3], DataType::I64, cidx)?;
+        let seed = self.operand(e, ins[2], DataType::I64, at)?;
+        let off = self.operand(e, ins[3], DataType::I64, at)?;
         let wide = out_dt == DataType::F64;
         let (f, pt) = match (dist, wide) {
             (Distribution::Uniform, false) => (Func::Uniform(out_dt), DataType::F32),
@@ -234,10 +311,17 @@ impl Lower<'_> {
                 seed.cast(CType::U64),
                 off.cast(CType::U64),
                 Expr::from(lin).cast(CType::U64),
-                self.operand(e, ins[0], pt, cidx)?,
-                self.operand(e, ins[1], pt, cidx)?,
+                self.operand(e, ins[0], pt, at)?,
+                self.operand(e, ins[1], pt, at)?,
             ],
         ))
+    }
+
+    /// Adds a launch requirement, once (two slices of one input need its alignment once).
+    fn require(&mut self, r: Requirement) {
+        if !self.requirements.contains(&r) {
+            self.requirements.push(r);
+        }
     }
 
     pub(super) fn emit_expr(&mut self, ei: usize, out: &mut Vec<Stmt>) -> SchedResult<()> {
@@ -294,7 +378,12 @@ impl Lower<'_> {
         let stmt = if let Some(vd) = vec {
             let width = vd.extent.as_const().unwrap_or(1);
             let p = e.inputs[0];
-            let src = self.read(e, p, &cidx)?;
+            // A slice reads its input at its own offsets (a contiguous run: validation).
+            let src = if matches!(e.op, Op::Slice { .. }) {
+                self.resize_value(e, At::Loop(&cidx))?
+            } else {
+                self.read(e, p, &cidx)?
+            };
             for g in [p, tv] {
                 let gt = self.t(g);
                 if gt.memory != MemoryType::Global {
@@ -303,14 +392,14 @@ impl Lower<'_> {
                 if let Some(&last) = shape_doms(&gt.domain).last() {
                     let x = gt.domain.dom(last).extent.clone();
                     if x.as_const().is_none() {
-                        self.requirements.push(Requirement::Divisible {
+                        self.require(Requirement::Divisible {
                             extent: x,
                             by: width,
                             why: format!("vectorized access of T{} by {width}", g.id()),
                         });
                     }
                 }
-                self.requirements.push(Requirement::Aligned {
+                self.require(Requirement::Aligned {
                     tensor: g,
                     bytes: width as usize * gt.dtype.size_bytes(),
                 });
@@ -322,7 +411,7 @@ impl Lower<'_> {
                 src: src.addr_of(),
             }
         } else {
-            let rhs = self.value(e, &cidx)?;
+            let rhs = self.value(e, At::Loop(&cidx))?;
             Stmt::Assign {
                 lhs,
                 rhs: rhs.cast(t.dtype),

@@ -120,7 +120,7 @@ impl Lower<'_> {
     /// For each shape dim of input `p` of expression `e`, the root dim of the output.
     fn input_map(&self, e: &SExpr, p: ValId) -> SchedResult<Vec<Option<DomId>>> {
         let cd = &self.t(e.output).domain;
-        let pshape = shape_doms(&self.t(p).domain);
+        let prank = self.shape_kinds(p).len();
         let root = &cd.root;
         let map: Vec<Option<DomId>> = match &e.op {
             Op::Broadcast { mask } => {
@@ -133,7 +133,7 @@ impl Lower<'_> {
                 kept.into_iter().map(Some).collect()
             }
             Op::Permute { perm } => {
-                let mut m = vec![None; pshape.len()];
+                let mut m = vec![None; prank];
                 for (j, &pj) in perm.iter().enumerate() {
                     if let (Some(slot), Some(&r)) = (m.get_mut(pj), root.get(j)) {
                         *slot = Some(r);
@@ -143,7 +143,7 @@ impl Lower<'_> {
             }
             Op::Squeeze { axes } => {
                 let mut it = root.iter();
-                (0..pshape.len())
+                (0..prank)
                     .map(|j| {
                         if axes.contains(&j) {
                             None
@@ -155,12 +155,12 @@ impl Lower<'_> {
             }
             _ => root.iter().map(|&r| Some(r)).collect(),
         };
-        if map.len() != pshape.len() {
+        if map.len() != prank {
             return unsupported(format!(
                 "{} from T{} ({} dims) to T{} ({} root dims)",
                 e.op.name(),
                 p.id(),
-                pshape.len(),
+                prank,
                 e.output.id(),
                 root.len()
             ));
@@ -206,13 +206,25 @@ impl Lower<'_> {
         Ok(off)
     }
 
-    /// The element of input tensor `p` read by expression `e` at the current indices.
+    /// The element of input tensor `p` read by expression `e` at the current indices
+    /// (computed right here when `p` is recomputed at each use).
     pub(super) fn read(
         &self,
         e: &SExpr,
         p: ValId,
         cidx: &HashMap<DomId, Idx>,
     ) -> SchedResult<Expr> {
+        if let Some(r) = self.s.recomputed(p) {
+            let map = self.input_map(e, p)?;
+            let idx: Vec<Idx> = map
+                .iter()
+                .map(|m| {
+                    m.and_then(|c| cidx.get(&c).cloned())
+                        .unwrap_or(Idx::Const(0))
+                })
+                .collect();
+            return self.recompute(r, &idx);
+        }
         let off = self.read_offset(e, p, cidx)?;
         Ok(self.element(p, &off))
     }

@@ -211,6 +211,53 @@ impl<'a> Lower<'a> {
         self.sf.fusion().val(v).dtype
     }
 
+    /// True for tensors: scheduled ones and those recomputed at each use.
+    fn is_tensor(&self, v: ValId) -> bool {
+        self.s.tensors.contains_key(&v) || self.s.recomputed(v).is_some()
+    }
+
+    /// The kinds of `v`'s shape dims (logical, no reduction dims).
+    fn shape_kinds(&self, v: ValId) -> Vec<IterKind> {
+        match self.s.tensors.get(&v) {
+            Some(t) => shape_doms(&t.domain)
+                .iter()
+                .map(|&d| t.domain.dom(d).kind)
+                .collect(),
+            None => self
+                .sf
+                .fusion()
+                .tensor_type(v)
+                .map(|t| t.shape().map(|d| d.kind).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The sizes of `v`'s shape dims as the fusion sees them (1 for a broadcast).
+    fn shape_extents(&self, v: ValId) -> Vec<Extent> {
+        match self.s.tensors.get(&v) {
+            Some(t) => shape_doms(&t.domain)
+                .iter()
+                .map(|&d| logical_extent(t.domain.dom(d)))
+                .collect(),
+            None => self
+                .sf
+                .fusion()
+                .tensor_type(v)
+                .map(|t| {
+                    t.shape()
+                        .map(|d| {
+                            if d.kind == IterKind::Broadcast {
+                                Extent::Const(1)
+                            } else {
+                                d.extent.clone()
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
     fn val_dtype_any(&self, v: ValId) -> DataType {
         match self.s.tensors.get(&v) {
             Some(t) => t.dtype,

@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 use std::ops::{Add, Div, Mul, Rem};
 
+use super::exprs::At;
 use super::indexing::{forward_indices, shape_doms};
-use super::{ext, logical_ext, logical_extent, unsupported, Lower};
+use super::{ext, unsupported, Lower};
 use crate::codegen::index::Idx;
 use crate::codegen::kir::{BinOp, CType, Expr, Func};
 use crate::dtype::DataType;
@@ -14,8 +15,12 @@ use crate::ir::{Extent, IterKind, Op, SizeArg, SliceRange, ValId};
 use crate::sched::{DomId, MemoryType, SExpr, SchedResult, ScheduleError};
 
 impl Lower<'_> {
-    /// Reads tensor `p` (global or shared) at the given indices of its shape dims.
-    fn read_at(&self, e: &SExpr, p: ValId, shape_idx: &[Idx]) -> SchedResult<Expr> {
+    /// Reads tensor `p` (global or shared, or recomputed here) at the given indices of
+    /// its shape dims.
+    pub(super) fn read_at(&self, e: &SExpr, p: ValId, shape_idx: &[Idx]) -> SchedResult<Expr> {
+        if let Some(r) = self.s.recomputed(p) {
+            return self.recompute(r, shape_idx);
+        }
         let pt = self.t(p);
         match pt.memory {
             MemoryType::Global => Ok(self.element(p, &self.global_offset(p, shape_idx))),
@@ -46,32 +51,31 @@ impl Lower<'_> {
 
     /// The value of a resize or indexing op: its input's indices computed from the
     /// output's, with bounds conditions where an element may come from nowhere.
-    pub(super) fn resize_value(&self, e: &SExpr, cidx: &HashMap<DomId, Idx>) -> SchedResult<Expr> {
-        let od = &self.t(e.output).domain;
-        let oi: Vec<Idx> = od
-            .root
-            .iter()
-            .map(|r| {
-                if od.dom(*r).kind != IterKind::Broadcast {
-                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
-                } else {
-                    Idx::Const(0)
-                }
-            })
-            .collect();
-        let oext: Vec<Idx> = od.root.iter().map(|r| logical_ext(od.dom(*r))).collect();
-        let x = e.inputs[0];
-        let xd = &self.t(x).domain;
-        let xext: Vec<Extent> = shape_doms(xd)
-            .iter()
-            .map(|&d| logical_extent(xd.dom(d)))
-            .collect();
+    pub(super) fn resize_value(&self, e: &SExpr, at: At) -> SchedResult<Expr> {
+        let oi: Vec<Idx> = match at {
+            At::Loop(cidx) => {
+                let od = &self.t(e.output).domain;
+                od.root
+                    .iter()
+                    .map(|r| {
+                        if od.dom(*r).kind != IterKind::Broadcast {
+                            cidx.get(r).cloned().unwrap_or(Idx::Const(0))
+                        } else {
+                            Idx::Const(0)
+                        }
+                    })
+                    .collect()
+            }
+            At::Index(idx) => idx.to_vec(),
+        };
+        let oext: Vec<Idx> = self.shape_extents(e.output).iter().map(ext).collect();
+        let xext = self.shape_extents(e.inputs[0]);
         match &e.op {
             Op::Slice { ranges } => self.slice_value(e, ranges, &xext, &oi),
-            Op::Pad { widths } => self.pad_value(e, widths, &xext, &oi, cidx),
+            Op::Pad { widths } => self.pad_value(e, widths, &xext, &oi, at),
             Op::Cat { axis } => self.cat_value(e, *axis, &oi),
             Op::Reshape { .. } => self.reshape_value(e, &xext, &oi, &oext),
-            Op::Select { axis, index } => self.select_value(e, *axis, *index, &xext, &oi, cidx),
+            Op::Select { axis, index } => self.select_value(e, *axis, *index, &xext, &oi, at),
             Op::IndexSelect { axis } | Op::Gather { axis } | Op::TakeAlongAxis { axis } => {
                 self.indexed_value(e, *axis, &xext, &oi)
             }
@@ -119,9 +123,9 @@ impl Lower<'_> {
         widths: &[(i64, i64)],
         xext: &[Extent],
         oi: &[Idx],
-        cidx: &HashMap<DomId, Idx>,
+        at: At,
     ) -> SchedResult<Expr> {
-        let out_dt = self.t(e.output).dtype;
+        let out_dt = self.val_dtype_any(e.output);
         let mut conds = Vec::new();
         let mut xi = Vec::new();
         for ((&(lo, hi), size), o) in widths.iter().zip(xext).zip(oi) {
@@ -139,7 +143,7 @@ impl Lower<'_> {
             }
             xi.push(i);
         }
-        let fill = self.operand(e, e.inputs[1], out_dt, cidx)?;
+        let fill = self.operand(e, e.inputs[1], out_dt, at)?;
         let v = self.read_at(e, e.inputs[0], &xi)?;
         Ok(match Expr::all(conds) {
             None => v,
@@ -152,9 +156,9 @@ impl Lower<'_> {
         let mut offset = Extent::Const(0);
         let mut pieces = Vec::new();
         for &p in e.inputs.iter() {
-            let pd = &self.t(p).domain;
-            let pshape = shape_doms(pd);
-            let len = logical_extent(pd.dom(pshape[axis]));
+            let Some(len) = self.shape_extents(p).get(axis).cloned() else {
+                return unsupported(format!("cat: T{} has no dim {axis}", p.id()));
+            };
             let mut xi = oi.to_vec();
             xi[axis] = if offset == Extent::Const(0) {
                 oi[axis].clone()
@@ -208,14 +212,14 @@ impl Lower<'_> {
         index: SizeArg,
         xext: &[Extent],
         oi: &[Idx],
-        cidx: &HashMap<DomId, Idx>,
+        at: At,
     ) -> SchedResult<Expr> {
         let size = ext(&xext[axis]);
         let i = match index {
             SizeArg::Const(c) if c < 0 => ext(&(xext[axis].clone() + Extent::Const(c))),
             SizeArg::Const(c) => Idx::Const(c),
             SizeArg::Input(k) => {
-                let v = self.operand(e, e.inputs[k as usize], DataType::I64, cidx)?;
+                let v = self.operand(e, e.inputs[k as usize], DataType::I64, at)?;
                 Idx::Value(Box::new(Expr::call(Func::WrapIndex, vec![v, size.into()])))
             }
         };
@@ -233,7 +237,7 @@ impl Lower<'_> {
         xext: &[Extent],
         oi: &[Idx],
     ) -> SchedResult<Expr> {
-        let out_dt = self.t(e.output).dtype;
+        let out_dt = self.val_dtype_any(e.output);
         let idx_of = |v: Expr| Idx::Value(Box::new(v.cast(CType::Index)));
         let index = e.inputs[1];
         let raw = match &e.op {

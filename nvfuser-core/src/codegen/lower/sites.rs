@@ -14,7 +14,7 @@ impl Lower<'_> {
     /// index_select) and integer division (div, fmod, remainder) before anything is
     /// emitted, so the table's fingerprint is known to every site.
     pub(super) fn plan_checks(&mut self) {
-        for e in &self.s.exprs {
+        for e in self.s.exprs.iter().chain(&self.s.recomputed) {
             let kind = match &e.op {
                 Op::Gather { axis } | Op::TakeAlongAxis { axis } | Op::IndexSelect { axis } => {
                     CheckKind::Index { axis: *axis }
@@ -56,10 +56,10 @@ impl Lower<'_> {
             .take(2)
             .map(|&v| Operand {
                 dtype: self.val_dtype_any(v),
-                is_scalar: !self.s.tensors.contains_key(&v),
+                is_scalar: !self.is_tensor(v),
             })
             .collect();
-        let out_dt = self.t(e.output).dtype;
+        let out_dt = self.val_dtype_any(e.output);
         let c = promote(&ops).unwrap_or(out_dt).compute_type();
         matches!(c, DataType::I32 | DataType::I64).then_some(helper)
     }
@@ -99,7 +99,7 @@ impl Lower<'_> {
         let name = |v: ValId| -> String {
             let o = self.origin(v);
             match f.get_val(o) {
-                Some(x) if !self.s.tensors.contains_key(&v) => match x.constant() {
+                Some(x) if !self.is_tensor(v) => match x.constant() {
                     Some(c) => format!("{c}"),
                     None => format!("S{}", o.id()),
                 },

@@ -21,11 +21,14 @@ use super::{
 };
 use crate::codegen::IndexType;
 use crate::ir::{Fusion, IterKind, ValId};
-use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
+use crate::sched::{
+    is_recomputable, is_resize, reads_elsewhere, ParallelType, ScheduleError, ScheduledFusion,
+};
 use crate::scheduler::analysis::{is_creation, is_input_squeeze, is_pointwise};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PointwiseParams};
 use crate::scheduler::recompute::push_broadcasts;
+use crate::scheduler::resize::recomputed_tensors;
 use crate::scheduler::unfit::Unfit;
 
 /// The fusion-level analysis.
@@ -37,6 +40,19 @@ pub(crate) struct PointwisePlan {
     pub groups: Vec<(usize, usize)>,
     /// Index into `groups` of the inner part, if the reference has a non-broadcast dim.
     pub inner: Option<usize>,
+    /// Tensors computed inside the resize ops that read them (`recompute_at_use`), in
+    /// topological order.
+    pub recomputed: Vec<ValId>,
+}
+
+/// A fresh schedule of the plan's fusion with its recomputed tensors taken out of the
+/// loop nests (consumers first).
+fn new_schedule(f: &Fusion, recomputed: &[ValId]) -> Result<ScheduledFusion, ScheduleError> {
+    let mut s = ScheduledFusion::new(f.clone())?;
+    for &t in recomputed.iter().rev() {
+        s.recompute_at_use(t)?;
+    }
+    Ok(s)
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
@@ -49,7 +65,11 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
         if !live[id.index()] {
             continue;
         }
-        if !(is_pointwise(&e.op) || is_creation(&e.op) || is_input_squeeze(fusion, e)) {
+        if !(is_pointwise(&e.op)
+            || is_creation(&e.op)
+            || is_input_squeeze(fusion, e)
+            || is_recomputable(&e.op))
+        {
             return Err(Unfit::NotPointwise {
                 op: e.op.name().into(),
             });
@@ -59,8 +79,23 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
         }
     }
     let pushed = push_broadcasts(fusion);
+    // Resize and indexing ops read fusion inputs, or values recomputed where they read.
+    let recomputed = recomputed_tensors(&pushed)?;
+    let live = pushed.live_exprs();
+    for (id, e) in pushed.exprs() {
+        let scheduled = live[id.index()] && !e.outputs.iter().any(|o| recomputed.contains(o));
+        let kept = is_pointwise(&e.op)
+            || is_creation(&e.op)
+            || is_input_squeeze(&pushed, e)
+            || reads_elsewhere(&e.op);
+        if scheduled && !kept {
+            return Err(Unfit::NotPointwise {
+                op: e.op.name().into(),
+            });
+        }
+    }
     let reference = reference_output(&pushed).ok_or(Unfit::NoOutputs)?;
-    let s = ScheduledFusion::new(pushed.clone()).map_err(super::unschedulable)?;
+    let s = new_schedule(&pushed, &recomputed).map_err(super::unschedulable)?;
     let ref_kinds = logical_kinds(&s, reference);
     let rank = ref_kinds.len();
     let mut classes: Vec<Vec<bool>> = (0..rank)
@@ -96,7 +131,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
         .tensor_type(reference)
         .ok_or(Unfit::NoReference { value: reference })?;
     let all: Vec<crate::ir::Extent> = ref_t.domain.iter().map(|d| d.extent.clone()).collect();
-    crate::scheduler::analysis::check_exactly_mapped(&pushed, &all, &[])?;
+    crate::scheduler::analysis::check_exactly_mapped_except(&pushed, &all, &[], &recomputed)?;
     let mut groups: Vec<(usize, usize)> = Vec::new();
     for i in 0..rank {
         match groups.last_mut() {
@@ -110,6 +145,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
         reference,
         groups,
         inner,
+        recomputed,
     })
 }
 
@@ -152,6 +188,14 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     for (inp, t) in tensor_inputs(f, info) {
         if squeezed.contains(&inp) {
             v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
+        }
+    }
+    // Slices of inputs loaded with vectors: the input's alignment and pitches, and the
+    // slice's start, which every vector is offset by.
+    for (_, inp, start) in vector_slice_reads(p) {
+        if let Some(t) = info.tensor(f, inp) {
+            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
+            v = pow2_dividing(start, v);
         }
     }
     let threads = 128i64;
@@ -317,12 +361,17 @@ fn cached_input(p: &PointwisePlan, inp: ValId) -> bool {
     if !last.is_some_and(|l| t.contiguity[l] == Some(true) && t.stride_order[l] == 0) {
         return false;
     }
+    // Readers in the kernel's loops (recomputed tensors read the input where their
+    // resize op reads it); a resize op reads at other positions, so not from a cache.
     let live = f.live_exprs();
-    f.exprs().any(|(id, e)| {
-        live[id.index()]
-            && e.inputs.contains(&inp)
-            && !matches!(e.op, crate::ir::Op::Broadcast { .. })
-    })
+    let mut readers = f.exprs().filter(|(id, e)| {
+        live[id.index()] && e.inputs.contains(&inp) && !p.recomputed.contains(&e.outputs[0])
+    });
+    let mut any = false;
+    readers.all(|(_, e)| {
+        any |= !matches!(e.op, crate::ir::Op::Broadcast { .. });
+        !is_resize(&e.op)
+    }) && any
 }
 
 /// The results of squeezes that read an input with vectors: the input's innermost dim
@@ -365,19 +414,59 @@ fn vector_squeeze_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, Vec<usize>)> {
         .collect()
 }
 
+/// The slices of fusion inputs loaded with vectors, with the input each reads and the
+/// start of its innermost range: scheduled (not recomputed), not an output, no broadcast
+/// dim in the result, the innermost range a constant start with step 1, and the input's
+/// innermost dim declared contiguous and innermost in memory. (The vector width divides
+/// the start: the heuristics see to it.)
+fn vector_slice_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, i64)> {
+    let f = &p.fusion;
+    let live = f.live_exprs();
+    f.exprs()
+        .filter(|(id, _)| live[id.index()])
+        .filter_map(|(_, e)| {
+            let crate::ir::Op::Slice { ranges } = &e.op else {
+                return None;
+            };
+            let (out, inp) = (e.outputs[0], e.inputs[0]);
+            if p.recomputed.contains(&out)
+                || f.input_position(inp).is_none()
+                || f.outputs().iter().any(|o| o.val == out)
+            {
+                return None;
+            }
+            let t = f.tensor_type(inp)?;
+            let last = t.contiguity.len().checked_sub(1)?;
+            let r = ranges.last()?;
+            let start = match r.start {
+                crate::ir::SizeArg::Const(c) if c >= 0 => c,
+                _ => return None,
+            };
+            let full = f
+                .tensor_type(out)
+                .is_some_and(|o| o.shape().all(|d| !d.is_broadcast_like()));
+            let vector = full
+                && r.step == 1
+                && t.contiguity[last] == Some(true)
+                && t.stride_order[last] == 0;
+            vector.then_some((out, inp, start))
+        })
+        .collect()
+}
+
 /// Applies `params` to the plan.
 pub(crate) fn schedule(
     p: &PointwisePlan,
     params: &PointwiseParams,
 ) -> Result<ScheduledFusion, ScheduleError> {
     let f = &p.fusion;
-    let mut s = ScheduledFusion::new(f.clone())?;
+    let mut s = new_schedule(f, &p.recomputed)?;
     let reference = p.reference;
-    // An output with a broadcast dim where the reference iterates is stored by one
-    // thread along that dim: its readers take a register copy, scheduled like every
-    // other computed tensor.
-    let ref_kinds = logical_kinds(&s, reference);
-    s.fork_read_outputs(|o| crate::scheduler::pointwise::broadcast_where_not(f, o, &ref_kinds))?;
+    // An output other expressions read is computed in registers and stored from there
+    // (its readers read the register copy): no thread reads back from global memory
+    // what a store may not have written yet (a deferred vector store, or an output
+    // with a broadcast dim where the reference iterates, stored by one thread).
+    s.fork_read_outputs(|_| true)?;
     let v = params.vectorize;
     // Register caches for vector loads and stores.
     let mut loads = Vec::new();
@@ -387,8 +476,13 @@ pub(crate) fn schedule(
                 loads.push(s.cache_after(inp)?);
             }
         }
-        // A squeezed input is loaded by its squeeze, with vectors as a cache would be.
+        // A squeezed input is loaded by its squeeze, with vectors as a cache would be,
+        // and a slice of an input by its slice.
         loads.extend(vector_squeezes(p));
+        for (out, _, _) in vector_slice_reads(p) {
+            s.hoist(out)?;
+            loads.push(out);
+        }
     }
     let mut stores = Vec::new();
     let mut store_caches = Vec::new();
