@@ -75,6 +75,36 @@ fusion! {
     pub fn transpose(x: Tensor<f32, [N, H]>) -> Tensor<f32, [H, N]> {
         x.permute([1, 0])
     }
+
+    /// Rotary embedding of `[T, H, 128]` queries with `[T, 128]` cos/sin tables, its
+    /// rotate-half written with slice, neg and cat; bf16 in and out, f32 math.
+    pub fn rope(x: Tensor<bf16, [T, H, 128]>, cos: Tensor<bf16, [T, 128]>, sin: Tensor<bf16, [T, 128]>)
+        -> Tensor<bf16, [T, H, 128]>
+    {
+        let r = cat([-x.slice([.., .., 64..128]), x.slice([.., .., 0..64])], 2);
+        let y = (x as f32) * (cos as f32).unsqueeze(1) + (r as f32) * (sin as f32).unsqueeze(1);
+        y as bf16
+    }
+
+    /// Cross-entropy per row as written from its definition: the log-sum-exp of the
+    /// f32 logits minus the label's logit (take_along_axis), squeezed to `[N]`.
+    pub fn cross_entropy(logits: Tensor<bf16, [N, V]>, labels: Tensor<i64, [N, 1]>) -> Tensor<f32, [N]> {
+        let x = logits as f32;
+        let m = x.max([1], keepdim = true);
+        let lse = (x - m).exp().sum([1], keepdim = true).log() + m;
+        (lse - x.take_along_axis(labels, 1)).squeeze([1])
+    }
+
+    /// Embedding lookup scaled by sqrt(d) = 64: rows of a `[V, D]` table by `[T]` ids.
+    pub fn embedding(table: Tensor<bf16, [V, D]>, ids: Tensor<i64, [T]>) -> Tensor<bf16, [T, D]> {
+        let y = table.index_select(0, ids) as f32 * 64.0f32;
+        y as bf16
+    }
+
+    /// A KV-cache append: the new step's keys after the cache, along the sequence.
+    pub fn kv_append(cache: Tensor<bf16, [B, S, D]>, new: Tensor<bf16, [B, 1, D]>) -> Tensor<bf16, [B, _, D]> {
+        cat([cache, new], 1)
+    }
 }
 
 /// SiLU-mul on one `[N, 2H]` input, `silu(x[:, :H]) * x[:, H:]`, built at run time with
@@ -100,18 +130,33 @@ fn silu_mul_sliced_fusion(h: usize) -> Result<Fusion, Error> {
 pub enum Input {
     /// A tensor filled with deterministic values in [-2, 2).
     Tensor { dtype: DataType, shape: Vec<usize> },
+    /// An i64 tensor of indices in `0..bound` (labels, token ids).
+    Index { shape: Vec<usize>, bound: usize },
     /// A scalar argument (eps).
     Scalar(ScalarValue),
 }
 
-/// How a slice of the output is checked: rank-2 inputs are sliced along `input_axis`,
-/// the output along `output_axis`, with the same index range (rank-1 inputs, the
-/// weights, are passed whole). Valid because the fusions treat the sliced index
-/// independently (rows of a norm, columns of an outer sum, ...).
+impl Input {
+    /// The shape of a tensor input (empty for a scalar).
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Input::Tensor { shape, .. } | Input::Index { shape, .. } => shape,
+            Input::Scalar(_) => &[],
+        }
+    }
+}
+
+/// How a slice of the output is checked: the inputs of rank 2 or more (or those listed
+/// in `sliced`) are sliced along `input_axis`, the output along `output_axis`, with the
+/// same index range (the others, weights and tables, are passed whole). Valid because
+/// the fusions treat the sliced index independently (rows of a norm, columns of an
+/// outer sum, tokens of a lookup, ...).
 #[derive(Clone, Copy, Debug)]
 pub struct CheckPlan {
     pub input_axis: usize,
     pub output_axis: usize,
+    /// The inputs sliced, by position, when not every input of rank 2 or more.
+    pub sliced: Option<&'static [usize]>,
     /// Indices per checked range.
     pub width: usize,
     pub tolerance: Tolerance,
@@ -159,6 +204,7 @@ fn input_bytes(inputs: &[Input]) -> u64 {
             Input::Tensor { dtype, shape } => {
                 shape.iter().product::<usize>() as u64 * dtype.size_bytes() as u64
             }
+            Input::Index { shape, .. } => shape.iter().product::<usize>() as u64 * 8,
             Input::Scalar(_) => 0,
         })
         .sum()
@@ -168,6 +214,7 @@ fn rows(input_axis: usize, output_axis: usize, width: usize, tolerance: Toleranc
     CheckPlan {
         input_axis,
         output_axis,
+        sliced: None,
         width,
         tolerance,
     }
@@ -358,6 +405,96 @@ pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
         n * n,
         rows(0, 1, 8, Tolerance::exact()),
         "permute([1, 0]) written contiguous",
+    ));
+    Ok(cases)
+}
+
+/// Data movement fused with math (the Movement issue's cases): rope, cross-entropy
+/// forward, an embedding lookup and a KV-cache append. `shrink` > 1 divides every dim.
+pub fn movement_cases(shrink: usize) -> Result<Vec<Case>, Error> {
+    let mut cases = Vec::new();
+    let case = |name: &str,
+                fusion: &Fusion,
+                shape: Vec<usize>,
+                inputs: Vec<Input>,
+                out_bytes: u64,
+                check: CheckPlan,
+                note: &'static str| Case {
+        name: name.into(),
+        group: "main",
+        kernel: "movement",
+        shape,
+        dtype: DataType::BF16,
+        fusion: fusion.clone(),
+        bytes: input_bytes(&inputs) + out_bytes,
+        inputs,
+        check,
+        note,
+    };
+    // Llama-style queries: 16384 tokens of 32 heads of 128.
+    let (t, h) = (s(16384, shrink), s(32, shrink));
+    cases.push(case(
+        "rope",
+        rope_fusion()?,
+        vec![t, h, 128],
+        vec![
+            tensor(DataType::BF16, &[t, h, 128]),
+            tensor(DataType::BF16, &[t, 128]),
+            tensor(DataType::BF16, &[t, 128]),
+        ],
+        (t * h * 128 * 2) as u64,
+        rows(0, 0, 4, BF16_TOL),
+        "x [T, H, 128], cos/sin [T, 128] broadcast over heads; rotate-half by slice, neg, cat",
+    ));
+    let (n, v) = (s(4096, shrink), s(32000, shrink));
+    cases.push(case(
+        "cross_entropy_fwd",
+        cross_entropy_fusion()?,
+        vec![n, v],
+        vec![
+            tensor(DataType::BF16, &[n, v]),
+            Input::Index {
+                shape: vec![n, 1],
+                bound: v,
+            },
+        ],
+        (n * 4) as u64,
+        rows(0, 0, 4, Tolerance::new(1e-4, 1e-4)),
+        "logsumexp(f32 logits) - take_along_axis(logits, labels), per row",
+    ));
+    let (vocab, d, tokens) = (s(32000, shrink), s(4096, shrink), s(8192, shrink));
+    let mut lookup = case(
+        "embedding",
+        embedding_fusion()?,
+        vec![tokens, d],
+        vec![
+            tensor(DataType::BF16, &[vocab, d]),
+            Input::Index {
+                shape: vec![tokens],
+                bound: vocab,
+            },
+        ],
+        (tokens * d * 2) as u64,
+        CheckPlan {
+            sliced: Some(&[1]),
+            ..rows(0, 0, 4, BF16_TOL)
+        },
+        "table [V, D] bf16, ids [T]: rows gathered and scaled; bytes count the rows read, not the table",
+    );
+    lookup.bytes = (tokens * 8 + 2 * tokens * d * 2) as u64;
+    cases.push(lookup);
+    let (b, len) = (s(256, shrink), s(2048, shrink));
+    cases.push(case(
+        "kv_append",
+        kv_append_fusion()?,
+        vec![b, len, 128],
+        vec![
+            tensor(DataType::BF16, &[b, len - 1, 128]),
+            tensor(DataType::BF16, &[b, 1, 128]),
+        ],
+        (b * len * 128 * 2) as u64,
+        rows(0, 0, 4, Tolerance::exact()),
+        "cat([cache [B, S-1, 128], new [B, 1, 128]], 1)",
     ));
     Ok(cases)
 }

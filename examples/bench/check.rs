@@ -30,22 +30,27 @@ pub fn check_output(
     output: &Tensor,
 ) -> BenchResult<Result<String, String>> {
     let plan = case.check;
+    let sliced = |j: usize, t: &Tensor| match plan.sliced {
+        Some(list) => list.contains(&j),
+        None => t.rank() >= 2,
+    };
     let len = args
         .iter()
-        .find_map(|a| match a {
-            Held::Tensor(t) if t.rank() == 2 => Some(t.sizes()[plan.input_axis]),
+        .enumerate()
+        .find_map(|(j, a)| match a {
+            Held::Tensor(t) if sliced(j, t) => Some(t.sizes()[plan.input_axis]),
             _ => None,
         })
-        .ok_or("a case without a rank-2 input")?;
+        .ok_or("a case without an input to slice")?;
     let width = plan.width.min(len);
     let mut starts = vec![0, len / 2, len - width];
     starts.dedup();
     let mut worst = 0.0f64;
     for &start in &starts {
         let mut inputs = Vec::with_capacity(args.len());
-        for a in args {
+        for (j, a) in args.iter().enumerate() {
             inputs.push(match a {
-                Held::Tensor(t) if t.rank() == 2 => EvalInput::Tensor(
+                Held::Tensor(t) if sliced(j, t) => EvalInput::Tensor(
                     t.slice(
                         plan.input_axis as i64,
                         start as i64,

@@ -123,6 +123,7 @@ fn selected(opts: &Options, shrink: usize) -> Result<Vec<Case>, Error> {
     let mut cases = Vec::new();
     if opts.main {
         cases.extend(cases::main_cases(shrink)?);
+        cases.extend(cases::movement_cases(shrink)?);
     }
     if opts.sweep {
         cases.extend(cases::sweep_cases(shrink * shrink)?);
@@ -290,6 +291,12 @@ fn make_args(device: &Device, case: &Case, seed: u64) -> Result<Vec<Held>, Error
                     device,
                     *dtype,
                     shape,
+                    seed * 16 + j as u64,
+                )?),
+                Input::Index { shape, bound } => Held::Tensor(measure::index_tensor(
+                    device,
+                    shape,
+                    *bound,
                     seed * 16 + j as u64,
                 )?),
                 Input::Scalar(s) => Held::Scalar(*s),

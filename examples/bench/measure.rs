@@ -253,6 +253,23 @@ pub fn random_tensor(
     }
 }
 
+/// An i64 tensor of `shape` holding indices in `0..bound`, deterministic in `seed`.
+pub fn index_tensor(
+    device: &Device,
+    shape: &[usize],
+    bound: usize,
+    seed: u64,
+) -> Result<Tensor, Error> {
+    let n: usize = shape.iter().product();
+    let values = fill(n, seed, |v| v);
+    let bound = bound.max(1) as f32;
+    let ids: Vec<i64> = values
+        .iter()
+        .map(|&v| (((v + 2.0) / 4.0 * bound) as i64).clamp(0, bound as i64 - 1))
+        .collect();
+    device.tensor_from_slice(&ids, shape)
+}
+
 fn fill<T: Copy + Default + Send>(n: usize, seed: u64, convert: fn(f32) -> T) -> Vec<T> {
     let mut values = vec![T::default(); n];
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());

@@ -15,19 +15,23 @@ pub fn plan(case: &Case, props: &DeviceProperties) -> Result<(String, String, St
         .inputs
         .iter()
         .map(|i| match i {
-            Input::Tensor { dtype, shape } => {
+            Input::Scalar(s) => InputInfo::Scalar(*s),
+            Input::Tensor { .. } | Input::Index { .. } => {
+                let (dtype, shape) = match i {
+                    Input::Tensor { dtype, .. } => (*dtype, i.shape()),
+                    _ => (nvfuser::DataType::I64, i.shape()),
+                };
                 let mut strides = vec![1i64; shape.len()];
                 for d in (0..shape.len().saturating_sub(1)).rev() {
                     strides[d] = strides[d + 1] * shape[d + 1] as i64;
                 }
                 InputInfo::Tensor(TensorInfo {
-                    dtype: *dtype,
+                    dtype,
                     sizes: shape.iter().map(|&s| s as i64).collect(),
                     strides,
                     alignment: 16,
                 })
             }
-            Input::Scalar(s) => InputInfo::Scalar(*s),
         })
         .collect();
     let info = RuntimeInfo {

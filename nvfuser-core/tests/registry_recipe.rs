@@ -39,6 +39,7 @@ impl Scheduler for FlatElementwise {
             vectorize: 1,
             unroll: 1,
             threads: 64,
+            threads_y: 1,
             launch: LaunchParams {
                 grid: [1, 1, 1],
                 block: [64, 1, 1],

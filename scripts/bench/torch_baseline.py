@@ -67,6 +67,13 @@ def make_cases(shrink):
         "transpose": lambda x: x.t().contiguous(),
         # Backward cases: the forward whose gradient is timed (see `backward`).
         "softmax_bwd": lambda x: torch.softmax(x, dim=-1),
+        # Data movement with math (the Movement issue's cases).
+        "rope": lambda x, cos, sin: x * cos[:, None, :]
+        + torch.cat((-x[..., 64:], x[..., :64]), -1) * sin[:, None, :],
+        "cross_entropy_fwd": lambda logits, labels: F.cross_entropy(
+            logits.float(), labels.view(-1), reduction="none"),
+        "embedding": lambda table, ids: F.embedding(ids, table) * 64.0,
+        "kv_append": lambda cache, new: torch.cat((cache, new), 1),
     }
     # Backward cases: inputs (dy, forward input); the timed call is autograd's backward
     # of the forward's output for dy, as nvFuser's Python benchmarks time backwards.
@@ -74,11 +81,12 @@ def make_cases(shrink):
 
     cases = []
 
-    def add(name, kernel, shape, dtype, inputs, out_numel, note):
+    def add(name, kernel, shape, dtype, inputs, out_numel, note, out_dtype=None, nbytes=None):
+        # An input spec is (shape, dtype), or (shape, ("index", bound)) for int64 indices.
         group = "sweep" if name.startswith("sweep/") else "main"
         cases.append(dict(name=name, group=group, kernel=kernel, shape=list(shape), dtype=dtype,
                           inputs=inputs, out_numel=out_numel, fn=fns[kernel], note=note,
-                          backward=kernel in backward))
+                          backward=kernel in backward, out_dtype=out_dtype or dtype, nbytes=nbytes))
 
     def norm(kernel, name, n, h):
         x = ([n, h], bf16)
@@ -108,6 +116,20 @@ def make_cases(shrink):
     add("outer_sum", "outer_sum", [n, h], f32, [([n, h], f32)], h, "x.sum(0)")
     n = s(8192)
     add("transpose", "transpose", [n, n], f32, [([n, n], f32)], n * n, "x.t().contiguous()")
+
+    t, heads = s(16384), s(32)
+    add("rope", "rope", [t, heads, 128], bf16, [([t, heads, 128], bf16), ([t, 128], bf16), ([t, 128], bf16)],
+        t * heads * 128, "x * cos[:, None] + cat(-x[..., 64:], x[..., :64]) * sin[:, None]")
+    n, v = s(4096), s(32000)
+    add("cross_entropy_fwd", "cross_entropy_fwd", [n, v], bf16, [([n, v], bf16), ([n, 1], ("index", v))], n,
+        "F.cross_entropy(logits.float(), labels, reduction='none')", out_dtype=f32)
+    vocab, d, tokens = s(32000), s(4096), s(8192)
+    # Bytes as for ours: the ids, the rows read and the output (not the whole table).
+    add("embedding", "embedding", [tokens, d], bf16, [([vocab, d], bf16), ([tokens], ("index", vocab))],
+        tokens * d, "F.embedding(ids, table) * 64", nbytes=tokens * 8 + 2 * tokens * d * 2)
+    b, length = s(256), s(2048)
+    add("kv_append", "kv_append", [b, length, 128], bf16, [([b, length - 1, 128], bf16), ([b, 1, 128], bf16)],
+        b * length * 128, "torch.cat((cache, new), 1)")
 
     total = SWEEP_ELEMENTS // (shrink * shrink)
     for kernel in ["softmax", "softmax_bwd", "layernorm", "rmsnorm"]:
@@ -160,6 +182,8 @@ def stats(samples):
 
 
 def random_input(torch, shape, dtype, device, gen):
+    if isinstance(dtype, tuple):  # ("index", bound): int64 indices in [0, bound)
+        return torch.randint(0, dtype[1], shape, generator=gen, device=device, dtype=torch.int64)
     return (torch.rand(shape, generator=gen, device=device, dtype=torch.float32) * 4 - 2).to(dtype)
 
 
@@ -212,8 +236,8 @@ def run(args):
         gen.manual_seed(1000 + i)
         inputs = [random_input(torch, shape, dt, device, gen) for shape, dt in case["inputs"]]
         in_bytes = sum(t.numel() * t.element_size() for t in inputs)
-        out_bytes = case["out_numel"] * torch.empty((), dtype=case["dtype"]).element_size()
-        nbytes = in_bytes + out_bytes
+        out_bytes = case["out_numel"] * torch.empty((), dtype=case["out_dtype"]).element_size()
+        nbytes = case["nbytes"] or in_bytes + out_bytes
         fn = case["fn"]
         if case["backward"]:
             # (dy, x): the forward runs once, untimed; each call is its backward.

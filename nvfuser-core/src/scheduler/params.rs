@@ -44,10 +44,19 @@ pub struct PointwiseParams {
     pub unroll: i64,
     /// Threads per block (a multiple of 32, at most 1024).
     pub threads: i64,
+    /// Of `threads`, how many take rows of the outer part (`threadIdx.y`, a power of
+    /// two dividing `threads`): a block covers `threads_y` outer indices when the inner
+    /// part is too short to keep `threads` threads busy (rope's 128-wide heads).
+    #[serde(default = "one")]
+    pub threads_y: i64,
     /// Launch the parameters were computed for.
     pub launch: LaunchParams,
     /// Kernel options.
     pub compile: CompileParams,
+}
+
+fn one() -> i64 {
+    1
 }
 
 /// Inner reduction and inner persistent normalization: rows (the outer dims, merged)
@@ -289,7 +298,16 @@ impl HeuristicParams {
                 )?;
                 at("vectorize", p.vectorize, Vector)?;
                 at("unroll", p.unroll, Unroll)?;
-                at("threads", p.threads, Threads)
+                at("threads", p.threads, Threads)?;
+                check(
+                    k,
+                    "threads_y",
+                    p.threads_y,
+                    p.threads_y >= 1
+                        && (p.threads_y as u64).is_power_of_two()
+                        && p.threads % p.threads_y == 0,
+                    "a power of two dividing threads",
+                )
             }
             HeuristicParams::Reduction(p) => {
                 at("vectorize", p.vectorize, Vector)?;

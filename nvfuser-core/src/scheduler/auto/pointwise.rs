@@ -168,9 +168,11 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     for i in 0..dims.len() {
         numel = numel.saturating_mul(size(i)?);
     }
-    // Vector width: 16 bytes of the widest input/output, limited by every vectorized
-    // tensor (full-rank inputs whose inner part is not broadcast, and the outputs).
-    let max_v = (16 / super::widest_io_bytes(f) as i64).max(1);
+    // Vector width: 16 bytes of the widest tensor accessed with vectors (the outputs,
+    // cached full-rank inputs, inputs loaded through squeezes and slices; an index
+    // tensor or a broadcast weight read element by element does not narrow it), limited
+    // by each of their sizes, alignments and pitches.
+    let max_v = (16 / widest_vector_bytes(p) as i64).max(1);
     let mut v = if p.inner.is_some() {
         pow2_dividing(innermost_size(p, info)?, max_v)
     } else {
@@ -257,8 +259,26 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
         }
         None => (0, 1, 1, false),
     };
+    // A short inner part (rope's 128-wide heads: 16 vectors) leaves most of a block's
+    // threads idle; the rest take rows of the outer part on threadIdx.y.
+    let mut threads_y = 1i64;
+    if two_d {
+        let need = ceil_div(inner_elems, v).max(1);
+        if need < threads {
+            let tx = (need as u64).next_power_of_two() as i64;
+            let rows = outer_elems.max(1);
+            threads_y = threads / tx.min(threads);
+            while threads_y > 1 && threads_y > rows {
+                threads_y /= 2;
+            }
+            if threads_y > 1 {
+                unroll = 1;
+            }
+        }
+    }
+    let threads_x = threads / threads_y;
     // Blocks along the inner part must fit the grid dim they are bound to.
-    let inner_blocks = ceil_div(inner_elems, v * threads * unroll);
+    let inner_blocks = ceil_div(inner_elems, v * threads_x * unroll);
     if two_d && inner_blocks > info.device.max_grid_dim[1] as i64 {
         return Err(Unfit::GridLimit {
             count: inner_blocks,
@@ -267,7 +287,11 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
         });
     }
     let grid = if two_d {
-        [outer_elems.max(1), inner_blocks.max(1), 1]
+        [
+            ceil_div(outer_elems, threads_y).max(1),
+            inner_blocks.max(1),
+            1,
+        ]
     } else {
         [inner_blocks.max(1), 1, 1]
     };
@@ -276,14 +300,35 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
         vectorize: v,
         unroll,
         threads,
+        threads_y,
         launch: LaunchParams {
             grid,
-            block: [threads, 1, 1],
+            block: [threads_x, threads_y, 1],
         },
         compile: CompileParams {
             index_type: index_type(f, info),
         },
     })
+}
+
+/// The widest element (bytes) among the tensors the schedule accesses with vectors: the
+/// outputs, and the inputs loaded into register caches or through vector squeezes and
+/// slices.
+fn widest_vector_bytes(p: &PointwisePlan) -> usize {
+    let f = &p.fusion;
+    let loaded = f.inputs().iter().copied().filter(|&i| {
+        cached_input(p, i)
+            || vector_squeeze_reads(p).iter().any(|r| r.1 == i)
+            || vector_slice_reads(p).iter().any(|r| r.1 == i)
+    });
+    f.outputs()
+        .iter()
+        .map(|o| o.val)
+        .chain(loaded)
+        .filter(|&v| f.val(v).is_tensor())
+        .map(|v| f.val(v).dtype.size_bytes())
+        .max()
+        .unwrap_or(4)
 }
 
 /// 64-bit index math when some tensor of the call has 2^31 elements or more.
@@ -524,7 +569,8 @@ pub(crate) fn schedule(
             }
         }
         let gi = g as i64;
-        s.split(reference, gi, params.threads)?;
+        let ty = params.threads_y.max(1);
+        s.split(reference, gi, params.threads / ty)?;
         s.split(reference, gi, params.unroll)?;
         // Axes: groups 0..g, then [blocks, unroll, threads, vectorize] (+ trailing
         // broadcast groups of the reference).
@@ -536,9 +582,6 @@ pub(crate) fn schedule(
         s.parallelize(reference, gi, blocks)?;
         s.parallelize(reference, gi + 1, ParallelType::Unroll)?;
         s.parallelize(reference, gi + 2, ParallelType::TIDx)?;
-        if g > 0 {
-            s.parallelize(reference, gi - 1, ParallelType::BIDx)?;
-        }
         if g > 1 {
             s.parallelize(reference, gi - 2, ParallelType::BIDz)?;
         }
@@ -550,6 +593,17 @@ pub(crate) fn schedule(
             let mut order: Vec<i64> = (0..n).filter(|&a| a != vec_axis).collect();
             order.push(vec_axis);
             s.reorder(reference, &order)?;
+        }
+        // The outer part on blockIdx.x, `ty` of its rows per block on threadIdx.y: the
+        // inner axes move one to the right.
+        let mut shift = 0;
+        if g > 0 {
+            if ty > 1 {
+                s.split(reference, gi - 1, ty)?;
+                s.parallelize(reference, gi, ParallelType::TIDy)?;
+                shift = 1;
+            }
+            s.parallelize(reference, gi - 1, ParallelType::BIDx)?;
         }
         let others: Vec<ValId> = s
             .schedule()
@@ -573,7 +627,7 @@ pub(crate) fn schedule(
         s.inline_most()?;
         // Loads get their own unrolled loop ahead of the math (every vector of the
         // thread in flight at once), and the results are stored in a loop after it.
-        let pos = gi as usize + 1;
+        let pos = (gi + shift) as usize + 1;
         for &c in &loads {
             let Some(&first) = s.schedule().uses(c).first() else {
                 continue;
