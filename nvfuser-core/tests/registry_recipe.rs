@@ -40,6 +40,7 @@ impl Scheduler for FlatElementwise {
             unroll: 1,
             threads: 64,
             threads_y: 1,
+            z_loops: 1,
             launch: LaunchParams {
                 grid: [1, 1, 1],
                 block: [64, 1, 1],

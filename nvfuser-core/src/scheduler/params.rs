@@ -49,6 +49,10 @@ pub struct PointwiseParams {
     /// part is too short to keep `threads` threads busy (rope's 128-wide heads).
     #[serde(default = "one")]
     pub threads_y: i64,
+    /// Serial steps over the group of dims bound to `blockIdx.z` (more than 1 when the
+    /// group has more elements than the grid's z limit).
+    #[serde(default = "one")]
+    pub z_loops: i64,
     /// Launch the parameters were computed for.
     pub launch: LaunchParams,
     /// Kernel options.
@@ -307,7 +311,8 @@ impl HeuristicParams {
                         && (p.threads_y as u64).is_power_of_two()
                         && p.threads % p.threads_y == 0,
                     "a power of two dividing threads",
-                )
+                )?;
+                check(k, "z_loops", p.z_loops, p.z_loops >= 1, "at least 1")
             }
             HeuristicParams::Reduction(p) => {
                 at("vectorize", p.vectorize, Vector)?;

@@ -213,6 +213,7 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     // hold two blocks' worth of elements; the rest of the group joins the outer part
     // (`blockIdx.x`), so rows are indexed by the block and not divided out of a flat
     // index per element. A short inner group stays whole (1-D over the group).
+    let mut z_loops = 1i64;
     let (break_point, inner_elems, outer_elems, two_d) = match p.inner {
         Some(g) => {
             let (start, len) = p.groups[g];
@@ -247,13 +248,8 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
                 for i in zs..zs + zl {
                     z = z.saturating_mul(size(i)?);
                 }
-                if z > info.device.max_grid_dim[2] as i64 {
-                    return Err(Unfit::GridLimit {
-                        count: z,
-                        what: format!("elements along dims {zs}..{}", zs + zl),
-                        axis: 'z',
-                    });
-                }
+                // Past the grid's z limit, each block also loops over the group.
+                z_loops = ceil_div(z, info.device.max_grid_dim[2].max(1) as i64);
             }
             (bp, inner, outer, gi > 0)
         }
@@ -301,6 +297,7 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
         unroll,
         threads,
         threads_y,
+        z_loops,
         launch: LaunchParams {
             grid,
             block: [threads_x, threads_y, 1],
@@ -582,9 +579,16 @@ pub(crate) fn schedule(
         s.parallelize(reference, gi, blocks)?;
         s.parallelize(reference, gi + 1, ParallelType::Unroll)?;
         s.parallelize(reference, gi + 2, ParallelType::TIDx)?;
+        let mut zshift = 0;
         if g > 1 {
-            s.parallelize(reference, gi - 2, ParallelType::BIDz)?;
+            if params.z_loops > 1 {
+                // [z_loops serial, the rest on blockIdx.z]
+                s.split_outer(reference, gi - 2, params.z_loops)?;
+                zshift = 1;
+            }
+            s.parallelize(reference, gi - 2 + zshift, ParallelType::BIDz)?;
         }
+        let gi = gi + zshift;
         // The vector dim must be innermost: move trailing broadcast groups out of the
         // way (they have extent 1).
         let n = s.schedule().tensors[&reference].domain.loop_dims.len() as i64;
