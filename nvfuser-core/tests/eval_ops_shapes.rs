@@ -7,8 +7,9 @@
 mod common;
 
 use common::{err, f32s, f64s, fusion, i32s, i64s, run, t};
-use nvfuser_core::builder::Slice;
+use nvfuser_core::builder::{Size, Slice};
 use nvfuser_core::eval::HostTensor;
+use nvfuser_core::ir::IterKind;
 use nvfuser_core::prelude::*;
 
 // ----- broadcasting and layouts -----
@@ -584,4 +585,28 @@ fn triu_and_tril_keep_one_triangle_of_the_last_two_dims() {
     let v = fd.define_tensor(DataType::F32, &[-1]).unwrap();
     let e = fd.triu(v, 0).unwrap_err().to_string();
     assert!(e.contains("rank 2 or more, found rank 1"), "{e}");
+}
+
+/// Fuzz seed 5126885: a slice of an expanded dim to one element declared the expanded
+/// size (2) as its extent; the reference refused its own IR while a GPU kernel ran on
+/// the declared size. The slice is an ordinary dim of the sliced size.
+#[test]
+fn slice_of_an_expanded_dim_to_one_element() {
+    let mut shapes = Vec::new();
+    let f = fusion(|fd| {
+        let x = fd.define_tensor(DataType::F32, &[1, -1])?;
+        let e = fd.expand(x, &[Size::Const(2), Size::Const(-1)])?;
+        let s = fd.slice(e, &[Slice::range(1, i64::MAX), Slice::all()])?;
+        shapes.push(fd.fusion().tensor_type(s).unwrap().domain.clone());
+        let y = fd.mul(s, s)?;
+        Ok(vec![y])
+    });
+    let d = &shapes[0][0];
+    assert_eq!(
+        (d.extent.as_const(), d.kind),
+        (Some(1), IterKind::Iteration)
+    );
+    let out = run(&f, vec![t(&[1.0f32, -2.0, 3.0], &[1, 3])]);
+    assert_eq!(out[0].shape(), [1, 3]);
+    assert_eq!(f32s(&out[0]), [1.0, 4.0, 9.0]);
 }

@@ -113,6 +113,8 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        // The squeeze reads the recomputed take_along_axis (a predicate is needed: the
+        // first GPU run read labels past the last row).
         name: "label logit of the f32 cast (take_along_axis)",
         src: "fn f(logits: Tensor<bf16, [N, V]>, labels: Tensor<i64, [N, 1]>) -> Tensor<f32, [N]> {
             ((logits as f32).take_along_axis(labels, 1) * -1.0f32).squeeze([1])
@@ -140,6 +142,18 @@ const CASES: &[Case] = &[
         calls: &[
             &[Rand(F32, &[50, 300]), Index(&[50, 20], 300)],
             &[Rand(F32, &[2, 3]), Index(&[2, 5], 3)],
+        ],
+    },
+    Case {
+        // Fuzz seed 5100425: the squeeze that reads a recomputed index_select ran
+        // without its bounds predicate, so threads past the end read garbage indices.
+        name: "squeeze of a recomputed index_select",
+        src: "fn f(x: Tensor<f32, [N, 1, D]>, i: Tensor<i64, [K]>) -> Tensor<bool, [K, D]> {
+            x.index_select(0, i).isnan().squeeze([1])
+        }",
+        calls: &[
+            &[Rand(F32, &[255, 1, 32]), Index(&[16], 255)],
+            &[Rand(F32, &[7, 1, 3]), Index(&[300], 7)],
         ],
     },
 ];

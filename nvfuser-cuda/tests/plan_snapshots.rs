@@ -231,8 +231,9 @@ fn k(s: Tensor<bf16, [_, _, _]>, m: Tensor<f32, [_, _]>) -> Tensor<bf16, [_, _, 
 /// slices recomputed inside the `cat`, `x`, `cos`, `sin` loaded with vectors), SiLU-mul
 /// on the halves of one `[N, 2H]` tensor (each half loaded with vectors through its
 /// slice), a KV-cache append (a `cat` of the cache and the new step's keys along the
-/// sequence), a pad of computed values, and a gather of a cast (recomputed at the
-/// gathered index).
+/// sequence), a pad of computed values, a gather of a cast (recomputed at the gathered
+/// index), and a squeeze of such a gather (the squeeze reads it under its own bounds
+/// predicate).
 #[test]
 fn movement_kernels_on_an_h100() {
     let cases = [
@@ -294,6 +295,18 @@ fn k(x: Tensor<bf16, [_, _]>, i: Tensor<i64, [_, 1]>) -> Tensor<f32, [_, 1]> {
             vec![
                 (DataType::BF16, vec![4096, 32000]),
                 (DataType::I64, vec![4096, 1]),
+            ],
+        ),
+        (
+            "label_logit_squeezed",
+            r#"
+fn k(logits: Tensor<bf16, [_, _]>, labels: Tensor<i64, [_, 1]>) -> Tensor<f32, [_]> {
+    ((logits as f32).take_along_axis(labels, 1) * -1.0f32).squeeze([1])
+}
+"#,
+            vec![
+                (DataType::BF16, vec![4095, 32000]),
+                (DataType::I64, vec![4095, 1]),
             ],
         ),
     ];

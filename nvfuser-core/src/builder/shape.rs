@@ -380,11 +380,15 @@ impl FusionDefinition {
                 stop: args[1],
                 step: r.step,
             });
-            domain.push(if d.is_broadcast_like() && len.as_const() == Some(1) {
-                d.clone()
-            } else {
-                IterDomain::iteration(len)
-            });
+            // A broadcast stays one; an expanded dim has its expanded size (a slice of
+            // it to one element is an ordinary dim of size 1, not the expanded size).
+            domain.push(
+                if d.kind == IterKind::Broadcast && len.as_const() == Some(1) {
+                    d.clone()
+                } else {
+                    IterDomain::iteration(len)
+                },
+            );
         }
         let d = self.dtype(op, x)?;
         self.emit_tensor(Op::Slice { ranges: out_ranges }, &inputs, d, domain)

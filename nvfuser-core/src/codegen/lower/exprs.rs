@@ -354,11 +354,10 @@ impl Lower<'_> {
                     | Op::Gather { .. }
                     | Op::TakeAlongAxis { .. }
             )
-            && e.inputs.iter().all(|&i| {
-                self.s
-                    .tensors
-                    .get(&i)
-                    .is_none_or(|it| it.memory == MemoryType::Local)
+            && e.inputs.iter().all(|&i| match self.s.tensors.get(&i) {
+                Some(it) => it.memory == MemoryType::Local,
+                // A recomputed operand reads global memory at this element's position.
+                None => self.s.recomputed(i).is_none(),
             });
         let mut cond = if register_only {
             Vec::new()
