@@ -211,8 +211,8 @@ fn run(mut opts: Options) -> BenchResult<ExitCode> {
         repeats: opts.repeats,
         timing: if device.is_gpu() {
             format!(
-                "Kernel time from CUDA events around the launch (FusionExecutorCache::run_profiled), \
-                 L2 flushed before every repeat by writing {} MiB{}, median of {} after {} warm-up calls; \
+                "Kernel time from CUDA events around the launch (FusionExecutorCache::run_profiled; \
+                 a plan of several kernels: events around the whole call), L2 flushed before every repeat by writing {} MiB{}, median of {} after {} warm-up calls; \
                  GB/s = logical bytes (each input and output once) / time.",
                 flush_bytes >> 20,
                 if flusher.as_ref().is_some_and(Flusher::spins) {
@@ -349,13 +349,30 @@ fn run_case(
     let args: Vec<Arg<'_>> = held.iter().map(Held::arg).collect();
     let exec = FusionExecutorCache::new(case.fusion.clone());
     let start = Instant::now();
-    let first = if device.is_gpu() {
-        exec.run_profiled(device, &args).map(|(o, p)| {
-            r.scheduler = Some(p.scheduler);
-            o
+    // A plan of several kernels is timed as whole calls (events around `run`); one
+    // kernel by `run_profiled`'s events right around its launch.
+    let kernels = if device.is_gpu() {
+        exec.plan(device, &args).map(|p| {
+            r.scheduler = Some(
+                p.segments
+                    .iter()
+                    .map(|s| s.scheduler)
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+            );
+            p.kernels().count()
         })
     } else {
-        exec.run(device, &args)
+        Ok(0)
+    };
+    let whole_calls = kernels.as_ref().is_ok_and(|&k| k > 1);
+    let first = match kernels {
+        Ok(1) => exec.run_profiled(device, &args).map(|(o, p)| {
+            r.scheduler = Some(p.scheduler);
+            o
+        }),
+        Ok(_) => exec.run(device, &args),
+        Err(e) => Err(e),
     };
     r.first_call_ms = Some(start.elapsed().as_secs_f64() * 1e3);
     let outputs = match first {
@@ -389,7 +406,16 @@ fn run_case(
             .ok()
             .and_then(|p| serde_json::to_value(p).ok());
     }
-    match measure::time_case(device, flusher, &exec, &args, opts.warmup, opts.repeats) {
+    let timed = measure::time_case(
+        device,
+        flusher,
+        &exec,
+        &args,
+        opts.warmup,
+        opts.repeats,
+        whole_calls,
+    );
+    match timed {
         Ok(t) => {
             r.time_us = Some(t.kernel.median_us);
             r.min_us = Some(t.kernel.min_us);

@@ -186,7 +186,9 @@ pub struct Timing {
 ///
 /// On a GPU the kernel time comes from `FusionExecutorCache::run_profiled` (events
 /// recorded on the device's stream right around the launch) after an L2 flush; the
-/// call time from events around a whole `run`. On the CPU device, host time of `run`.
+/// call time from events around a whole `run`. A plan of several kernels
+/// (`whole_calls`) has no single launch to profile: its kernel time is the call time.
+/// On the CPU device, host time of `run`.
 pub fn time_case(
     device: &Device,
     flusher: Option<&mut Flusher>,
@@ -194,6 +196,7 @@ pub fn time_case(
     args: &[Arg<'_>],
     warmup: usize,
     repeats: usize,
+    whole_calls: bool,
 ) -> BenchResult<Timing> {
     let Some(flusher) = flusher else {
         let mut samples = Vec::with_capacity(repeats);
@@ -208,19 +211,24 @@ pub fn time_case(
             profile: None,
         });
     };
-    for _ in 0..warmup {
-        exec.run_profiled(device, args)?;
-    }
     let mut kernel = Vec::with_capacity(repeats);
     let mut profile = None;
-    for _ in 0..repeats {
-        flusher.flush()?;
-        let (outputs, p) = exec.run_profiled(device, args)?;
-        drop(outputs);
-        kernel.push(p.time_ms * 1e3);
-        profile = Some(p);
+    if !whole_calls {
+        for _ in 0..warmup {
+            exec.run_profiled(device, args)?;
+        }
+        for _ in 0..repeats {
+            flusher.flush()?;
+            let (outputs, p) = exec.run_profiled(device, args)?;
+            drop(outputs);
+            kernel.push(p.time_ms * 1e3);
+            profile = Some(p);
+        }
     }
     let stream = device.cuda_stream().ok_or("timing needs a GPU")?.clone();
+    for _ in 0..warmup {
+        drop(exec.run(device, args)?);
+    }
     let mut call = Vec::with_capacity(repeats);
     for _ in 0..repeats {
         flusher.flush()?;
@@ -230,9 +238,10 @@ pub fn time_case(
         call.push(elapsed_us(&start, &end)?);
         drop(outputs);
     }
+    let call = Stats::of(call);
     Ok(Timing {
-        kernel: Stats::of(kernel),
-        call: Some(Stats::of(call)),
+        kernel: if whole_calls { call } else { Stats::of(kernel) },
+        call: Some(call),
         profile,
     })
 }

@@ -65,8 +65,8 @@ impl ScheduledFusion {
         Ok(c)
     }
 
-    /// Moves the definition of `tv`, a load (a copy, slice or squeeze of fusion inputs:
-    /// a slice loaded with vectors), ahead of every computation, after the loads already
+    /// Moves the definition of `tv`, a load (a copy, slice, squeeze or broadcast of
+    /// fusion inputs: a slice loaded with vectors), ahead of every computation, after the loads already
     /// there: like an input cache, a load that gets its own loops then never splits a
     /// loop nest of the math in two.
     pub fn hoist(&mut self, tv: ValId) -> SchedResult<()> {
@@ -78,8 +78,10 @@ impl ScheduledFusion {
         })?;
         // A load: a copy, slice or squeeze of fusion inputs.
         let is_load = |e: &SExpr| {
-            matches!(e.op, Op::Set | Op::Slice { .. } | Op::Squeeze { .. })
-                && e.inputs.iter().any(|&i| s.tensors.contains_key(&i))
+            matches!(
+                e.op,
+                Op::Set | Op::Slice { .. } | Op::Squeeze { .. } | Op::Broadcast { .. }
+            ) && e.inputs.iter().any(|&i| s.tensors.contains_key(&i))
                 && e.inputs.iter().all(|&i| s.definition(i).is_none())
         };
         if !is_load(&s.exprs[def]) {
@@ -87,7 +89,7 @@ impl ScheduledFusion {
                 op: "hoist",
                 tensor: tv,
                 reason: format!(
-                    "{} is not a copy, slice or squeeze of fusion inputs",
+                    "{} is not a copy, slice, squeeze or broadcast of fusion inputs",
                     s.exprs[def].op.name()
                 ),
             });

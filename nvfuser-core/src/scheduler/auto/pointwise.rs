@@ -192,6 +192,12 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
             v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
         }
     }
+    // Broadcasts of inputs loaded with vectors: the input's alignment and pitches.
+    for (_, inp) in vector_broadcast_reads(p) {
+        if let Some(t) = info.tensor(f, inp) {
+            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
+        }
+    }
     // Slices of inputs loaded with vectors: the input's alignment and pitches, and the
     // slice's start, which every vector is offset by.
     for (_, inp, start) in vector_slice_reads(p) {
@@ -316,6 +322,7 @@ fn widest_vector_bytes(p: &PointwisePlan) -> usize {
     let loaded = f.inputs().iter().copied().filter(|&i| {
         cached_input(p, i)
             || vector_squeeze_reads(p).iter().any(|r| r.1 == i)
+            || vector_broadcast_reads(p).iter().any(|r| r.1 == i)
             || vector_slice_reads(p).iter().any(|r| r.1 == i)
     });
     f.outputs()
@@ -456,6 +463,38 @@ fn vector_squeeze_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, Vec<usize>)> {
         .collect()
 }
 
+/// The broadcasts of fusion inputs loaded with vectors, with the input each reads: the
+/// input's innermost dim is kept (not a broadcast dim of the result), declared
+/// contiguous and innermost in memory, and the result is not an output. Rope's `[T, D]`
+/// cos/sin tables broadcast over heads, or a `[H]` bias added to `[N, H]`, load
+/// 16 bytes at a time instead of one element.
+fn vector_broadcast_reads(p: &PointwisePlan) -> Vec<(ValId, ValId)> {
+    let f = &p.fusion;
+    let live = f.live_exprs();
+    f.exprs()
+        .filter(|(id, _)| live[id.index()])
+        .filter_map(|(_, e)| {
+            let crate::ir::Op::Broadcast { mask } = &e.op else {
+                return None;
+            };
+            let (out, inp) = (e.outputs[0], e.inputs[0]);
+            if f.input_position(inp).is_none()
+                || p.recomputed.contains(&out)
+                || f.outputs().iter().any(|o| o.val == out)
+            {
+                return None;
+            }
+            let t = f.tensor_type(inp)?;
+            let last = t.contiguity.len().checked_sub(1)?;
+            let vector = mask.last() == Some(&false)
+                && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
+                && t.contiguity[last] == Some(true)
+                && t.stride_order[last] == 0;
+            vector.then_some((out, inp))
+        })
+        .collect()
+}
+
 /// The slices of fusion inputs loaded with vectors, with the input each reads and the
 /// start of its innermost range: scheduled (not recomputed), not an output, no broadcast
 /// dim in the result, the innermost range a constant start with step 1, and the input's
@@ -522,6 +561,10 @@ pub(crate) fn schedule(
         // and a slice of an input by its slice.
         loads.extend(vector_squeezes(p));
         for (out, _, _) in vector_slice_reads(p) {
+            s.hoist(out)?;
+            loads.push(out);
+        }
+        for (out, _) in vector_broadcast_reads(p) {
             s.hoist(out)?;
             loads.push(out);
         }
