@@ -350,6 +350,23 @@ fn k(x: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_]>) {
 "#,
             vec![(DataType::F32, vec![2048, 1024])],
         ),
+        (
+            // The gather reads a private copy of the f32 cast, recomputed from the bf16
+            // logits: no segment writes the cast out.
+            "plan_cross_entropy",
+            r#"
+fn k(logits: Tensor<bf16, [_, _]>, labels: Tensor<i64, [_, 1]>) -> Tensor<f32, [_]> {
+    let x = logits as f32;
+    let m = x.max([1], keepdim = true);
+    let lse = (x - m).exp().sum([1], keepdim = true).log() + m;
+    (lse - x.take_along_axis(labels, 1)).squeeze([1])
+}
+"#,
+            vec![
+                (DataType::BF16, vec![4096, 32000]),
+                (DataType::I64, vec![4096, 1]),
+            ],
+        ),
     ];
     for (name, src, shapes) in cases {
         let fusion = nvfuser_core::dsl::build_str(src)

@@ -162,6 +162,9 @@ impl FusionPlanner {
             Some((kernel, sources)) => (kernel, Some(Arc::from(sources))),
             None => (kernel, None),
         };
+        // Values a resize or indexing op reads beside other readers get a private copy
+        // that kernels recompute where the op reads (no segment materializes them).
+        let kernel = crate::scheduler::isolate_resize_reads(&kernel).unwrap_or(kernel);
         Self::from_parts(fusion, kernel, host, forward)
     }
 

@@ -83,6 +83,7 @@ pub use registry::{
     index_type_for, lower_with, schedule_with, Analysis, Decision, KernelPlan, PlanError, Refusal,
     Registry, Rejection, Rejections, Scheduler, SchedulerError, SchedulerKind,
 };
+pub use resize::isolate_resize_reads;
 pub use squeeze::push_squeezes;
 pub use unfit::{ReducedSide, SizeQuantity, SizeRefusal, SizeSubject, Takes, Unfit};
 

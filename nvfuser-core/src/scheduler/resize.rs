@@ -91,3 +91,113 @@ pub(crate) fn recomputed_tensors(f: &Fusion) -> Result<Vec<ValId>, Unfit> {
         })
         .collect())
 }
+
+/// At most this many expressions are cloned for one resize op's input.
+const MAX_CLONED: usize = 32;
+
+/// The fusion with a private copy of every computed value that a resize or indexing op
+/// reads while other expressions read it too, when that value is cheap to recompute:
+/// elementwise math, casts, broadcasts and other recomputable ops of at most
+/// [`MAX_CLONED`] expressions down to fusion inputs and scalars. The copy is then read
+/// only by resize ops, so a kernel recomputes it where they read
+/// ([`recomputed_tensors`]) instead of the fusion materializing it: the natural
+/// cross-entropy's `take_along_axis(logits as f32, labels)` gathers from the bf16
+/// logits, while the log-sum-exp keeps its own cast. `None` when there is nothing to
+/// copy. Inputs and outputs keep their ids; values are unchanged.
+pub fn isolate_resize_reads(f: &Fusion) -> Option<Fusion> {
+    let live = f.live_exprs();
+    let uses = f.uses();
+    let shared = |v: ValId| {
+        uses[v.index()]
+            .iter()
+            .any(|&u| live[u.index()] && !reads_elsewhere(&f.expr(u).op))
+    };
+    let wanted = |v: ValId| {
+        f.val(v).is_tensor()
+            && f.input_position(v).is_none()
+            && shared(v)
+            && cone_size(f, v, &mut 0).is_some()
+    };
+    let any = f.exprs().any(|(id, e)| {
+        live[id.index()] && reads_elsewhere(&e.op) && e.inputs.iter().any(|&i| wanted(i))
+    });
+    if !any {
+        return None;
+    }
+    let mut nf = f.clone();
+    nf.exprs.clear();
+    for v in nf.vals.iter_mut() {
+        v.definition = None;
+    }
+    let mut copies: rustc_hash::FxHashMap<ValId, ValId> = Default::default();
+    for (id, e) in f.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let mut e = e.clone();
+        if reads_elsewhere(&e.op) {
+            for i in e.inputs.iter_mut() {
+                if wanted(*i) {
+                    *i = copy_of(f, &mut nf, &mut copies, *i);
+                }
+            }
+        }
+        nf.push_expr(e);
+    }
+    Some(nf)
+}
+
+/// The number of expressions computing `v` from fusion inputs and scalars through
+/// recomputable single-output expressions, or `None` when some other expression
+/// contributes or there are more than [`MAX_CLONED`] (`seen` counts across the walk).
+fn cone_size(f: &Fusion, v: ValId, seen: &mut usize) -> Option<usize> {
+    if !f.val(v).is_tensor() || f.input_position(v).is_some() {
+        return Some(*seen);
+    }
+    let e = f.expr(f.val(v).definition?);
+    if e.outputs.len() != 1 || !is_recomputable(&e.op) {
+        return None;
+    }
+    *seen += 1;
+    if *seen > MAX_CLONED {
+        return None;
+    }
+    for &i in &e.inputs {
+        cone_size(f, i, seen)?;
+    }
+    Some(*seen)
+}
+
+/// A copy of `v`'s computation in `nf` (fusion inputs and scalars are shared), made
+/// once per value.
+fn copy_of(
+    f: &Fusion,
+    nf: &mut Fusion,
+    copies: &mut rustc_hash::FxHashMap<ValId, ValId>,
+    v: ValId,
+) -> ValId {
+    if !f.val(v).is_tensor() || f.input_position(v).is_some() {
+        return v;
+    }
+    if let Some(&c) = copies.get(&v) {
+        return c;
+    }
+    let Some(e) = f.val(v).definition.map(|d| f.expr(d)) else {
+        return v;
+    };
+    let inputs = e
+        .inputs
+        .iter()
+        .map(|&i| copy_of(f, nf, copies, i))
+        .collect();
+    let mut val = f.val(v).clone();
+    val.definition = None;
+    let c = nf.push_val(val);
+    nf.push_expr(crate::ir::Expr {
+        op: e.op.clone(),
+        inputs,
+        outputs: smallvec::smallvec![c],
+    });
+    copies.insert(v, c);
+    c
+}
