@@ -101,6 +101,15 @@ fusion! {
         y as bf16
     }
 
+    /// Batch norm forward in training mode, channels-last: statistics over the rows of
+    /// `[N*H*W, C]` (biased variance), then the normalization with weight and bias.
+    pub fn batch_norm_nhwc(x: Tensor<bf16, [M, C]>, w: Tensor<f32, [C]>, b: Tensor<f32, [C]>) -> Tensor<bf16, [M, C]> {
+        let x = x as f32;
+        let (var, mean) = x.var_mean([0], correction = 0, keepdim = true);
+        let y = (x - mean) * rsqrt(var + 1e-5f32) * w + b;
+        y as bf16
+    }
+
     /// A KV-cache append: the new step's keys after the cache, along the sequence.
     pub fn kv_append(cache: Tensor<bf16, [B, S, D]>, new: Tensor<bf16, [B, 1, D]>) -> Tensor<bf16, [B, _, D]> {
         cat([cache, new], 1)
@@ -407,6 +416,32 @@ pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
         "permute([1, 0]) written contiguous",
     ));
     Ok(cases)
+}
+
+/// Training-side cases beyond the norm sweep: channels-last batch norm forward.
+pub fn training_cases(shrink: usize) -> Result<Vec<Case>, Error> {
+    // A ResNet stage: N = 32 images of 56 x 56 pixels, 256 channels.
+    let (m, c) = (s(32 * 56 * 56, shrink), s(256, shrink));
+    let inputs = vec![
+        tensor(DataType::BF16, &[m, c]),
+        tensor(DataType::F32, &[c]),
+        tensor(DataType::F32, &[c]),
+    ];
+    Ok(vec![Case {
+        name: "batchnorm_fwd_nhwc".into(),
+        group: "main",
+        kernel: "batchnorm",
+        shape: vec![m, c],
+        dtype: DataType::BF16,
+        fusion: batch_norm_nhwc_fusion()?.clone(),
+        bytes: input_bytes(&inputs) + (m * c * 2) as u64,
+        inputs,
+        check: CheckPlan {
+            sliced: Some(&[]),
+            ..rows(0, 0, 0, BF16_TOL)
+        },
+        note: "x [N*H*W, C] bf16, stats over rows (var_mean), weight + bias f32",
+    }])
 }
 
 /// Data movement fused with math (the Movement issue's cases): rope, cross-entropy

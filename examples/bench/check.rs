@@ -22,7 +22,8 @@ impl Held {
     }
 }
 
-/// Checks three slices (start, middle, end) of `output` along the case's check plan.
+/// Checks three slices (start, middle, end) of `output` along the case's check plan (or
+/// the whole output when the plan slices no input).
 /// `Ok(summary)` when every slice matches; `Err(why)` on the first mismatch.
 pub fn check_output(
     case: &Case,
@@ -34,6 +35,7 @@ pub fn check_output(
         Some(list) => list.contains(&j),
         None => t.rank() >= 2,
     };
+    // No input sliced (statistics over the sliced dim): the whole output at once.
     let len = args
         .iter()
         .enumerate()
@@ -41,9 +43,15 @@ pub fn check_output(
             Held::Tensor(t) if sliced(j, t) => Some(t.sizes()[plan.input_axis]),
             _ => None,
         })
-        .ok_or("a case without an input to slice")?;
-    let width = plan.width.min(len);
-    let mut starts = vec![0, len / 2, len - width];
+        .or_else(|| output.sizes().get(plan.output_axis).copied())
+        .ok_or("a case without an input to slice or an output dim to check")?;
+    let whole = plan.sliced.is_some_and(|list| list.is_empty());
+    let width = if whole { len } else { plan.width.min(len) };
+    let mut starts = if whole {
+        vec![0]
+    } else {
+        vec![0, len / 2, len - width]
+    };
     starts.dedup();
     let mut worst = 0.0f64;
     for &start in &starts {

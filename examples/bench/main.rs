@@ -124,6 +124,7 @@ fn selected(opts: &Options, shrink: usize) -> Result<Vec<Case>, Error> {
     if opts.main {
         cases.extend(cases::main_cases(shrink)?);
         cases.extend(cases::movement_cases(shrink)?);
+        cases.extend(cases::training_cases(shrink)?);
     }
     if opts.sweep {
         cases.extend(cases::sweep_cases(shrink * shrink)?);
@@ -433,7 +434,7 @@ fn run_case(
                 r.grid = Some(p.grid);
                 r.block = Some(p.block);
                 r.registers = Some(p.registers_per_thread);
-            } else {
+            } else if !device.is_gpu() {
                 r.scheduler = Some("cpu reference".into());
             }
         }

@@ -87,6 +87,32 @@ const CASES: &[Case] = &[
         dtypes: &[F32, F32],
         shapes: &[&[&[2, 3, 5, 64], &[5, 64]], &[&[2, 4, 33, 100], &[33, 100]]],
     },
+    Case {
+        // Statistics over the rows (an outer Welford split over blocks, finished by the
+        // last block), then the normalization as a kernel of its own.
+        name: "batch norm fwd, channels-last [N*H*W, C]",
+        src: "fn f(x: Tensor<bf16, [M, C]>, w: Tensor<f32, [C]>, b: Tensor<f32, [C]>) -> Tensor<bf16, [M, C]> {
+            let x = x as f32;
+            let (var, mean) = x.var_mean([0], correction = 0, keepdim = true);
+            ((x - mean) * rsqrt(var + 1e-5f32) * w + b) as bf16
+        }",
+        dtypes: &[BF16, F32, F32],
+        shapes: &[
+            &[&[4096, 64], &[64], &[64]],
+            &[&[3000, 37], &[37], &[37]],
+            &[&[7, 5], &[5], &[5]],
+            &[&[65536, 256], &[256], &[256]],
+        ],
+    },
+    Case {
+        name: "column statistics with an epilogue (mean, unbiased variance, scaled sum)",
+        src: "fn f(x: Tensor<f32, [M, C]>) -> (Tensor<f32, [C]>, Tensor<f32, [C]>, Tensor<f32, [C]>) {
+            let (var, mean) = x.var_mean([0], correction = 1);
+            (mean * 2.0f32, var.sqrt(), x.sum([0]) * 0.5f32 + 1.0f32)
+        }",
+        dtypes: &[F32],
+        shapes: &[&[&[4096, 64]], &[&[1000, 129]], &[&[2, 3]], &[&[20000, 8]]],
+    },
 ];
 
 fn tolerance(dtype: DataType) -> Tolerance {

@@ -74,6 +74,7 @@ def make_cases(shrink):
             logits.float(), labels.view(-1), reduction="none"),
         "embedding": lambda table, ids: F.embedding(ids, table) * 64.0,
         "kv_append": lambda cache, new: torch.cat((cache, new), 1),
+        "batchnorm": lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=EPS),
     }
     # Backward cases: inputs (dy, forward input); the timed call is autograd's backward
     # of the forward's output for dy, as nvFuser's Python benchmarks time backwards.
@@ -130,6 +131,10 @@ def make_cases(shrink):
     b, length = s(256), s(2048)
     add("kv_append", "kv_append", [b, length, 128], bf16, [([b, length - 1, 128], bf16), ([b, 1, 128], bf16)],
         b * length * 128, "torch.cat((cache, new), 1)")
+
+    m, c = s(32 * 56 * 56), s(256)
+    add("batchnorm_fwd_nhwc", "batchnorm", [m, c], bf16, [([m, c], bf16), ([c], f32), ([c], f32)], m * c,
+        "F.batch_norm(x [N*H*W, C], training=True) with weight and bias")
 
     total = SWEEP_ELEMENTS // (shrink * shrink)
     for kernel in ["softmax", "softmax_bwd", "layernorm", "rmsnorm"]:

@@ -347,6 +347,42 @@ __device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned in
   return true;
 }
 
+// Grid Welford, as nvf_grid_reduce for (mean, sum of squared deviations, count)
+// triples: partials in three work buffers, the last block to arrive combines its
+// segment's partials in block order (Chan's formula; over threadIdx.x and a block
+// Welford when `reduce_x`, else serially per thread) and returns true.
+template <typename T>
+__device__ inline bool nvf_grid_welford(T& avg, T& m2, long long& n, T* w_avg, T* w_m2,
+    long long* w_n, unsigned int* sem, nvfuser_index_t segment, nvfuser_index_t nblocks,
+    nvfuser_index_t rank, nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x,
+    T* s_avg, T* s_m2, long long* s_n) {
+  __shared__ bool last;
+  const nvfuser_index_t at = (segment * nblocks + rank) * nslots + slot;
+  if (!reduce_x || threadIdx.x == 0) { w_avg[at] = avg; w_m2[at] = m2; w_n[at] = n; }
+  __threadfence();
+  __syncthreads();
+  if (nvf_thread_linear() == 0u) {
+    const unsigned int arrived = atomicAdd(&sem[segment], 1u);
+    last = arrived == (unsigned int)(nblocks - 1);
+  }
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+  T a = (T)0, q = (T)0;
+  long long c = 0;
+  const nvfuser_index_t first = reduce_x ? (nvfuser_index_t)threadIdx.x : 0;
+  const nvfuser_index_t step = reduce_x ? (nvfuser_index_t)blockDim.x : 1;
+  for (nvfuser_index_t b = first; b < nblocks; b += step) {
+    const nvfuser_index_t i = (segment * nblocks + b) * nslots + slot;
+    nvf_welford_combine(a, q, c, nvf_load_volatile(&w_avg[i]), nvf_load_volatile(&w_m2[i]),
+                        nvf_load_volatile(&w_n[i]));
+  }
+  if (reduce_x) nvf_block_welford_x(a, q, c, s_avg, s_m2, s_n);
+  avg = a; m2 = q; n = c;
+  if (nvf_thread_linear() == 0u) sem[segment] = 0u;
+  return true;
+}
+
 // Vector copies.
 template <typename T, int N> struct alignas(sizeof(T) * N) nvf_array { T v[N]; };
 template <typename T, int N> __device__ inline void nvf_vec_copy(T* dst, const T* src) {

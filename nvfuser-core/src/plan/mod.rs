@@ -54,7 +54,8 @@ use crate::ir::{Fusion, OutputSource, ValId, ValKind};
 use crate::sched::ScheduledFusion;
 use crate::scheduler::{
     check_fits, index_type_for, lower_with, split_host_scalars, Decision, HeuristicParams,
-    HostScalarProgram, InputInfo, PlanError, Registry, Rejections, RuntimeInfo, TensorInfo,
+    HostScalarProgram, InputInfo, PlanError, Registry, Rejections, RuntimeInfo, SchedulerKind,
+    TensorInfo,
 };
 use crate::segment::{SegmentValue, SegmentedFusion};
 
@@ -147,8 +148,12 @@ pub struct FusionPlanner {
     extent_scalars: Vec<bool>,
     reads: ReadChecks,
     sizes: SizeChecks,
-    /// Set once no single kernel can run the kernel fusion (or given at construction).
+    /// Set once no single kernel can run the kernel fusion (or given at construction),
+    /// or once only the default schedule takes it whole and tuned segments can run it.
     segmented: OnceLock<SegmentedFusion>,
+    /// Set once segmentation was tried for a fusion only the default schedule takes
+    /// whole and gave no segment a tuned scheduler takes (not tried again).
+    default_whole: OnceLock<()>,
 }
 
 impl FusionPlanner {
@@ -194,6 +199,7 @@ impl FusionPlanner {
             host,
             forward,
             segmented: OnceLock::new(),
+            default_whole: OnceLock::new(),
         }
     }
 
@@ -330,6 +336,11 @@ impl FusionPlanner {
         if self.segmented.get().is_none() {
             match Registry::standard().decide(&self.kernel, info) {
                 Ok(d) => {
+                    if d.kind() == SchedulerKind::Default {
+                        if let Some(segments) = self.tuned_segments(info, wide) {
+                            return Ok(segments);
+                        }
+                    }
                     return Ok(Decisions {
                         segmented: false,
                         segments: vec![SegmentDecision {
@@ -337,7 +348,7 @@ impl FusionPlanner {
                             wide,
                             choice: Choice::Decided(Box::new(d)),
                         }],
-                    })
+                    });
                 }
                 Err(refused) => self.segment(PlanError::NoScheduler(refused))?,
             };
@@ -345,11 +356,50 @@ impl FusionPlanner {
         self.decide_segments(info, wide)
     }
 
+    /// For a fusion only the default schedule takes whole (a correctness fallback):
+    /// its segments' decisions when it splits into segments and tuned schedulers take
+    /// some of them; the segmentation is then kept for every later call. `None` (and
+    /// not tried again) otherwise.
+    fn tuned_segments(&self, info: &RuntimeInfo, wide: bool) -> Option<Decisions> {
+        if self.default_whole.get().is_some() {
+            return None;
+        }
+        let seg = SegmentedFusion::new(&self.kernel)
+            .ok()
+            .filter(|seg| seg.segments().len() > 1);
+        let tuned = seg.and_then(|seg| {
+            let d = self.decide_segments_of(&seg, info, wide).ok()?;
+            let any_tuned = d.segments.iter().any(|s| match &s.choice {
+                Choice::Decided(d) => d.kind() != SchedulerKind::Default,
+                Choice::User(_) => false,
+            });
+            any_tuned.then(|| {
+                let _ = self.segmented.set(seg);
+                d
+            })
+        });
+        if tuned.is_none() {
+            // The whole fusion runs as one default kernel, now and later.
+            let _ = self.default_whole.set(());
+        }
+        tuned
+    }
+
     /// Each segment's decision, for the sizes and layouts it will see.
     fn decide_segments(&self, info: &RuntimeInfo, wide: bool) -> Result<Decisions, PlanError> {
         let seg = self.segmented.get().ok_or(PlanError::Segmentation(
             "internal: no segmentation to decide".into(),
         ))?;
+        self.decide_segments_of(seg, info, wide)
+    }
+
+    /// [`decide_segments`](Self::decide_segments) of a given segmentation.
+    fn decide_segments_of(
+        &self,
+        seg: &SegmentedFusion,
+        info: &RuntimeInfo,
+        wide: bool,
+    ) -> Result<Decisions, PlanError> {
         let mut segments = Vec::with_capacity(seg.segments().len());
         for k in 0..seg.segments().len() {
             let seg_info =

@@ -79,9 +79,10 @@ pub use params::{
 };
 pub use presets::{GpuModel, GpuSpec, UnknownGpu};
 pub use registry::{
-    can_schedule, can_schedule_kind, check_fits, compute_heuristics, compute_heuristics_for,
-    index_type_for, lower_with, schedule_with, Analysis, Decision, KernelPlan, PlanError, Refusal,
-    Registry, Rejection, Rejections, Scheduler, SchedulerError, SchedulerKind,
+    can_schedule, can_schedule_kind, can_schedule_segment, check_fits, compute_heuristics,
+    compute_heuristics_for, index_type_for, lower_with, schedule_with, Analysis, Decision,
+    KernelPlan, PlanError, Refusal, Registry, Rejection, Rejections, Scheduler, SchedulerError,
+    SchedulerKind,
 };
 pub use resize::isolate_resize_reads;
 pub use squeeze::push_squeezes;

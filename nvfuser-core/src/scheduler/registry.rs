@@ -148,6 +148,12 @@ impl Registry {
         self
     }
 
+    /// This list without the schedulers of `kind`.
+    pub fn without(mut self, kind: SchedulerKind) -> Self {
+        self.schedulers.retain(|s| s.kind() != kind);
+        self
+    }
+
     /// The schedulers, in order.
     pub fn schedulers(&self) -> impl Iterator<Item = &'static dyn Scheduler> + '_ {
         self.schedulers.iter().copied()
@@ -434,9 +440,34 @@ pub fn can_schedule_kind(kind: SchedulerKind, fusion: &Fusion) -> Result<(), Ref
 }
 
 /// The first scheduler (in [`SchedulerKind::ORDER`]) whose compile-time check accepts
-/// `fusion`, or every refusal. The segmenter asks this of each candidate group.
+/// `fusion`, or every refusal.
 pub fn can_schedule(fusion: &Fusion) -> Result<SchedulerKind, Rejections> {
     Registry::standard().can_schedule(fusion)
+}
+
+/// What the segmenter asks of each candidate group: the first tuned scheduler that
+/// accepts it; the default schedule only for a group of one tensor expression that no
+/// tuned scheduler takes (so no merge ever pulls tuned work into a default kernel).
+pub fn can_schedule_segment(fusion: &Fusion) -> Result<SchedulerKind, Rejections> {
+    match Registry::standard()
+        .without(SchedulerKind::Default)
+        .can_schedule(fusion)
+    {
+        Ok(kind) => Ok(kind),
+        Err(tuned) => {
+            let live = fusion.live_exprs();
+            let tensor_exprs = fusion
+                .exprs()
+                .filter(|(id, e)| {
+                    live[id.index()] && e.outputs.iter().any(|&o| fusion.val(o).is_tensor())
+                })
+                .count();
+            if tensor_exprs > 1 {
+                return Err(tuned);
+            }
+            can_schedule(fusion)
+        }
+    }
 }
 
 /// The params of one scheduler for `fusion` and these inputs (its compile-time and

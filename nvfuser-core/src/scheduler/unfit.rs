@@ -107,7 +107,8 @@ pub enum Unfit {
         /// The op.
         op: String,
     },
-    /// A `segment_set`: the segmenter splits there.
+    /// A `segment_set` (no tuned scheduler refuses one today: it is a copy inside a
+    /// segment, and the planner and segmenter split where its result is read).
     #[error("a segment_set boundary")]
     SegmentBoundary,
     /// No reduction at all.
@@ -128,11 +129,16 @@ pub enum Unfit {
         /// Where the scheduler reduces.
         side: ReducedSide,
     },
-    /// A Welford (mean/variance) reduction over outer dims.
-    #[error("{op} over outer dims (Welford reductions are inner only)")]
-    OuterWelford {
-        /// The op.
-        op: String,
+    /// A full tensor reads the result of an outer reduction (statistics over the rows
+    /// applied back to every row, as a batch norm does): one kernel would need every
+    /// block's rows before any row is written, so the reduction runs as a segment of its
+    /// own, split over blocks.
+    #[error("{tensor} reads the column reduction {reduction} back over the rows (a normalization over the outer dims: the statistics run as their own kernel)")]
+    OuterNormalization {
+        /// The full tensor.
+        tensor: ValId,
+        /// The reduction result it reads.
+        reduction: ValId,
     },
     /// Two reductions of different ranks or reduced-dim counts.
     #[error("reductions of different shapes (rank {} over {} dims, and rank {} over {})", first.0, first.1, second.0, second.1)]

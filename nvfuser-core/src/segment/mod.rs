@@ -3,8 +3,9 @@
 //! When no scheduler accepts a whole fusion (two reductions of different shapes, a
 //! reduction whose result is needed in full before an epilogue, a `segment_set` hint),
 //! [`SegmentedFusion::new`] splits it into as few segments as it can, each a [`Fusion`] of
-//! its own that some scheduler accepts ([`crate::scheduler::can_schedule`]). Segments
-//! exchange tensors through memory, in a topological order.
+//! its own that some scheduler accepts ([`crate::scheduler::can_schedule_segment`]: a
+//! tuned one, or the default schedule for a single expression no tuned one takes).
+//! Segments exchange tensors through memory, in a topological order.
 //!
 //! # Algorithm
 //!
@@ -73,7 +74,7 @@ use rustc_hash::FxHashMap;
 pub use merge::SegmenterStats;
 
 use crate::ir::{ExprId, Fusion, ValId};
-use crate::scheduler::{can_schedule, Rejections, SchedulerKind};
+use crate::scheduler::{can_schedule_segment, Rejections, SchedulerKind};
 
 /// The size of dim `axis` of the original fusion input tensor `tensor`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -247,14 +248,15 @@ pub struct SegmentedFusion {
 }
 
 impl SegmentedFusion {
-    /// Segments `fusion` with the scheduler registry ([`can_schedule`]) and default
+    /// Segments `fusion` with the scheduler registry ([`can_schedule_segment`]: tuned
+    /// schedulers, the default schedule only for single expressions) and default
     /// options.
     pub fn new(fusion: &Fusion) -> Result<SegmentedFusion, SegmentError> {
-        Self::with_scheduler(fusion, &can_schedule, SegmentOptions::default())
+        Self::with_scheduler(fusion, &can_schedule_segment, SegmentOptions::default())
     }
 
     /// Segments `fusion`, asking `accept` whether a candidate segment can be one kernel
-    /// (tests use their own rules; the runtime uses [`can_schedule`]).
+    /// (tests use their own rules; the runtime uses [`can_schedule_segment`]).
     pub fn with_scheduler(
         fusion: &Fusion,
         accept: &dyn Fn(&Fusion) -> Result<SchedulerKind, Rejections>,

@@ -198,6 +198,7 @@ impl Display for Func {
             Func::WelfordUpdate => "nvf_welford_update",
             Func::BlockWelfordX => "nvf_block_welford_x",
             Func::GridReduce => "nvf_grid_reduce",
+            Func::GridWelford => "nvf_grid_welford",
         };
         f.write_str(name)
     }

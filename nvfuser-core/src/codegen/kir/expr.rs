@@ -181,6 +181,10 @@ pub enum Func {
     /// The grid reduction: `(acc, functor, init, work, sem, segment, blocks, rank, slot,
     /// slots, block-reduced, smem)`; true in the block that holds the final value.
     GridReduce,
+    /// The grid Welford: `(avg, m2, n, work_avg, work_m2, work_n, sem, segment, blocks,
+    /// rank, slot, slots, block-reduced, smem_avg, smem_m2, smem_n)`; true in the block
+    /// that holds the final triple.
+    GridWelford,
 }
 
 impl Expr {

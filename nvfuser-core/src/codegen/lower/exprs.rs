@@ -366,6 +366,7 @@ impl Lower<'_> {
         };
         if t.memory == MemoryType::Global {
             cond.extend(self.thread_guards(tv));
+            cond.extend(self.grid_flags(tv));
         }
         let lhs = Expr::elem(format!("T{}", tv.id()), self.store_offset(tv, &cidx)?);
         let vec = t

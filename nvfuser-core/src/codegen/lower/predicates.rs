@@ -37,14 +37,18 @@ impl Lower<'_> {
     /// `threadIdx.x == 0`-style guards for a global write of `tv`.
     pub(super) fn thread_guards(&self, tv: ValId) -> Vec<Expr> {
         let d = &self.t(tv).domain;
+        let sources = self.grid_sources(tv);
         let mut out = Vec::new();
         for &p in self.bound.keys() {
             let used = d.loop_dims.iter().any(|&l| {
                 let x = d.dom(l);
                 x.parallel == p && x.kind != IterKind::Broadcast && x.kind != IterKind::Reduction
             });
-            // A grid reduction's result is written by the last block, whichever it is.
-            let grid_reduced = p.is_bid() && red_parallel(d, p);
+            // A grid reduction's result (and what is computed from it) is written by the
+            // last block, whichever it is.
+            let grid_reduced = p.is_bid()
+                && (red_parallel(d, p)
+                    || sources.iter().any(|&r| red_parallel(&self.t(r).domain, p)));
             if !used && !grid_reduced {
                 let index = Expr::var(p.cuda_index().unwrap_or("0"));
                 out.push(index.bin(BinOp::Eq, Expr::int(0)));

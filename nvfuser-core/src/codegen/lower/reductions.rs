@@ -172,6 +172,10 @@ impl Lower<'_> {
                     .collect(),
             });
         }
+        let mut last = Vec::new();
+        if grid_dims(&t.domain).next().is_some() {
+            last.push(self.emit_grid_welford(tv, out));
+        }
         let c = t.dtype.compute_type();
         // As the reference: the variance divides by max(0, n - correction) (NaN or inf
         // when n <= correction) and the mean of no elements is NaN (0 / 0).
@@ -194,7 +198,7 @@ impl Lower<'_> {
             other => return unsupported(format!("{} is not a Welford reduction", other.name())),
         };
         for (o, v) in e.outputs().into_iter().zip(values) {
-            self.store_result(o, v, &[], out)?;
+            self.store_result(o, v, &last, out)?;
         }
         Ok(())
     }
@@ -259,24 +263,49 @@ impl Lower<'_> {
         Ok(())
     }
 
+    /// The grid reductions `tv` is computed from, not counting `tv` itself: only the
+    /// last block of each holds their final values, so a store of `tv` to global memory
+    /// is made there only (`grid_flags`, and no `blockIdx == 0` guard for the block
+    /// dims they reduce: `thread_guards`).
+    pub(super) fn grid_sources(&self, tv: ValId) -> Vec<ValId> {
+        let mut found: Vec<ValId> = Vec::new();
+        let mut stack = vec![tv];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(v) = stack.pop() {
+            let Some(d) = self.s.definition(v) else {
+                continue;
+            };
+            for &i in &self.s.exprs[d].inputs {
+                if !seen.insert(i) || !self.s.tensors.contains_key(&i) {
+                    continue;
+                }
+                match self.s.definition(i).map(|di| self.s.exprs[di].output) {
+                    Some(r) if grid_dims(&self.t(r).domain).next().is_some() => found.push(r),
+                    _ => stack.push(i),
+                }
+            }
+        }
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    /// The flags (`T5_last`) of [`grid_sources`](Self::grid_sources).
+    pub(super) fn grid_flags(&self, tv: ValId) -> Vec<Expr> {
+        self.grid_sources(tv)
+            .into_iter()
+            .map(|r| Expr::var(format!("T{}_last", r.id())))
+            .collect()
+    }
+
     /// Checks a grid reduction and adds its work buffers to the ABI.
     pub(super) fn plan_grid_reduction(&mut self, ei: usize) -> SchedResult<()> {
         let e = &self.s.exprs[ei];
         let tv = e.output;
         let t = self.t(tv);
-        if !matches!(e.op, Op::Reduction { .. }) {
-            return unsupported(format!(
-                "T{}: grid (cross-block) {} reductions; only sum/prod/max/min/mean reduce across blocks",
-                tv.id(),
-                e.op.name()
-            ));
-        }
-        if t.memory != MemoryType::Global {
-            return unsupported(format!(
-                "T{}: the result of a grid reduction is only known to the last block to finish; make it a fusion output (consumers in the same kernel would need a grid-wide barrier)",
-                tv.id()
-            ));
-        }
+        let welford = is_welford(&e.op);
+        // A register result is read by per-column math in the same kernel: every block
+        // computes it, and only the last block's stores land (`grid_flags`).
         let d = &t.domain;
         let reduced = |p: ParallelType| red_parallel(d, p);
         let mut partials = Extent::Const(1);
@@ -291,14 +320,25 @@ impl Lower<'_> {
                 partials = partials * x.clone();
             }
         }
-        self.work.push(Param {
-            name: format!("T{}_work", tv.id()),
-            kind: ParamKind::WorkBuffer {
-                tensor: tv,
-                kind: WorkKind::Partials(t.dtype),
-                elements: partials,
-            },
-        });
+        let buffers: Vec<(String, DataType)> = if welford {
+            vec![
+                (format!("T{}_work_avg", tv.id()), t.dtype),
+                (format!("T{}_work_m2", tv.id()), t.dtype),
+                (format!("T{}_work_n", tv.id()), DataType::I64),
+            ]
+        } else {
+            vec![(format!("T{}_work", tv.id()), t.dtype)]
+        };
+        for (name, dt) in buffers {
+            self.work.push(Param {
+                name,
+                kind: ParamKind::WorkBuffer {
+                    tensor: tv,
+                    kind: WorkKind::Partials(dt),
+                    elements: partials.clone(),
+                },
+            });
+        }
         self.work.push(Param {
             name: format!("T{}_sem", tv.id()),
             kind: ParamKind::WorkBuffer {
@@ -310,18 +350,10 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// Emits the grid reduction of `acc`; returns the name of the flag that is true in
-    /// the one block that holds the final value.
-    fn emit_grid_reduce(
-        &self,
-        tv: ValId,
-        op: ReductionOp,
-        acc: &Expr,
-        tidx: bool,
-        out: &mut Vec<Stmt>,
-    ) -> Expr {
+    /// The arguments that place a grid reduction of `tv`: `(segment, blocks, rank, slot,
+    /// slots, block-reduced)`, as `nvf_grid_reduce` and `nvf_grid_welford` take them.
+    fn grid_place(&self, tv: ValId, tidx: bool) -> Vec<Expr> {
         let d = &self.t(tv).domain;
-        let dt = self.t(tv).dtype;
         let lin = |pts: &[ParallelType], want_reduced: bool, size: bool| -> Idx {
             let mut v = Idx::Const(if size { 1 } else { 0 });
             for &p in pts {
@@ -345,16 +377,45 @@ impl Lower<'_> {
         use ParallelType::*;
         let bids = [BIDz, BIDy, BIDx];
         let tids = [TIDz, TIDy, TIDx];
-        let reduced: Vec<String> = bids
+        vec![
+            lin(&bids, false, false).into(),
+            lin(&bids, true, true).into(),
+            lin(&bids, true, false).into(),
+            lin(&tids, false, false).into(),
+            lin(&tids, false, true).into(),
+            Expr::Lit(ScalarValue::Bool(tidx), DataType::Bool),
+        ]
+    }
+
+    /// A comment naming the block indices a grid reduction of `tv` reduces over and
+    /// where its partials go.
+    fn grid_comment(&self, tv: ValId, what: &str, work: &str, out: &mut Vec<Stmt>) {
+        use ParallelType::*;
+        let d = &self.t(tv).domain;
+        let reduced: Vec<String> = [BIDz, BIDy, BIDx]
             .iter()
             .filter(|&&p| red_parallel(d, p))
             .map(|p| p.to_string())
             .collect();
         out.push(Stmt::Comment(format!(
-            "grid reduction of T{0} over {1}: each block stores its partial in T{0}_work and counts itself in T{0}_sem; the last block to arrive combines the partials",
+            "grid {what} of T{0} over {1}: each block stores its partial in {work} and counts itself in T{0}_sem; the last block to arrive combines the partials",
             tv.id(),
             reduced.join(", ")
         )));
+    }
+
+    /// Emits the grid reduction of `acc`; returns the name of the flag that is true in
+    /// the one block that holds the final value.
+    fn emit_grid_reduce(
+        &self,
+        tv: ValId,
+        op: ReductionOp,
+        acc: &Expr,
+        tidx: bool,
+        out: &mut Vec<Stmt>,
+    ) -> Expr {
+        let dt = self.t(tv).dtype;
+        self.grid_comment(tv, "reduction", &format!("T{}_work", tv.id()), out);
         let flag = format!("T{}_last", tv.id());
         let n = tv.id();
         let smem = if tidx {
@@ -362,25 +423,52 @@ impl Lower<'_> {
         } else {
             Expr::NullPtr(dt)
         };
-        let args = vec![
+        let mut args = vec![
             acc.clone(),
             Expr::Functor(op),
             init_value(op, dt),
             Expr::var(format!("T{n}_work")),
             Expr::var(format!("T{n}_sem")),
-            lin(&bids, false, false).into(),
-            lin(&bids, true, true).into(),
-            lin(&bids, true, false).into(),
-            lin(&tids, false, false).into(),
-            lin(&tids, false, true).into(),
-            Expr::Lit(ScalarValue::Bool(tidx), DataType::Bool),
-            smem,
         ];
+        args.extend(self.grid_place(tv, tidx));
+        args.push(smem);
         out.push(Stmt::Decl {
             konst: true,
             ty: CType::Data(DataType::Bool),
             name: flag.clone(),
             init: Expr::call(Func::GridReduce, args),
+        });
+        Expr::var(flag)
+    }
+
+    /// Emits the grid Welford of `tv`'s running triple (after its block Welford, if
+    /// any); returns the flag that is true in the one block holding the final triple.
+    fn emit_grid_welford(&self, tv: ValId, out: &mut Vec<Stmt>) -> Expr {
+        let t = self.t(tv);
+        let n = tv.id();
+        let named = |s: &str| Expr::var(format!("T{n}_{s}"));
+        let tidx = red_parallel(&t.domain, ParallelType::TIDx);
+        self.grid_comment(tv, "Welford", &format!("T{n}_work_avg/m2/n"), out);
+        let mut args: Vec<Expr> = ["avg", "m2", "n", "work_avg", "work_m2", "work_n", "sem"]
+            .iter()
+            .map(|s| named(s))
+            .collect();
+        args.extend(self.grid_place(tv, tidx));
+        if tidx {
+            args.extend(["smem_avg", "smem_m2", "smem_n"].iter().map(|s| named(s)));
+        } else {
+            args.extend([
+                Expr::NullPtr(t.dtype),
+                Expr::NullPtr(t.dtype),
+                Expr::NullPtr(DataType::I64),
+            ]);
+        }
+        let flag = format!("T{n}_last");
+        out.push(Stmt::Decl {
+            konst: true,
+            ty: CType::Data(DataType::Bool),
+            name: flag.clone(),
+            init: Expr::call(Func::GridWelford, args),
         });
         Expr::var(flag)
     }

@@ -79,9 +79,6 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
                 op: e.op.name().into(),
             });
         }
-        if matches!(e.op, Op::SegmentSet) {
-            return Err(Unfit::SegmentBoundary);
-        }
         let Some(axes) = reduction_axes(&e.op) else {
             if !is_pointwise(&e.op) && !is_input_squeeze(fusion, e) {
                 return Err(Unfit::Op {

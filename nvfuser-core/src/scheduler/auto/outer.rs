@@ -1,7 +1,10 @@
 //! Outer reductions: sums (and max, min, mean, prod) over the outermost dims.
 //!
-//! Accepted: every reduction reduces the same outermost `k < r` dims of rank-`r`
-//! tensors, every computed tensor is *full* (rank `r`) or *per-column* (rank `r - k`).
+//! Accepted: every reduction (sums, max, min, mean, prod, and the Welford family:
+//! var, var_mean, welford) reduces the same outermost `k < r` dims of rank-`r` tensors,
+//! every computed tensor is *full* (rank `r`) or *per-column* (rank `r - k`), and no
+//! full tensor is computed from a reduction result (a normalization over the outer
+//! dims: the statistics are a segment of their own, with a grid reduction).
 //! Pointwise intermediates are recomputed per use (as in the streaming inner
 //! reduction), so per-column values may be broadcast back.
 //!
@@ -15,7 +18,6 @@
 //! thread cannot accumulate a vector of columns inside its row loop.
 
 use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
-use std::collections::BTreeSet;
 
 use super::pointwise::index_type;
 use super::{ceil_div, round_up, Plan};
@@ -32,7 +34,6 @@ pub(crate) struct OuterPlan {
     pub fusion: Fusion,
     pub rank: usize,
     pub k: usize,
-    pub grid_ok: bool,
     pub reduced: Vec<Extent>,
     pub kept: Vec<Extent>,
 }
@@ -40,16 +41,13 @@ pub(crate) struct OuterPlan {
 pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
     super::check_fusion(fusion)?;
     let live = fusion.live_exprs();
-    let uses = fusion.uses();
-    let outputs: BTreeSet<ValId> = fusion.outputs().iter().map(|o| o.val).collect();
     let mut shape = None;
     let mut reference = None;
-    let mut grid_ok = true;
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;
         }
-        if is_creation(&e.op) || matches!(e.op, Op::SegmentSet) {
+        if is_creation(&e.op) {
             return Err(Unfit::BesideReductions {
                 op: e.op.name().into(),
             });
@@ -63,11 +61,6 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
             }
             continue;
         };
-        if !matches!(e.op, Op::Reduction { .. }) {
-            return Err(Unfit::OuterWelford {
-                op: e.op.name().into(),
-            });
-        }
         let r = fusion
             .tensor_type(e.outputs[0])
             .map_or(0, |t| t.domain.len());
@@ -91,10 +84,6 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
             Some(_) => {}
         }
         reference.get_or_insert(e.outputs[0]);
-        grid_ok &= e
-            .outputs
-            .iter()
-            .all(|o| outputs.contains(o) && uses[o.index()].iter().all(|u| !live[u.index()]));
     }
     let (Some((rank, k)), Some(reference)) = (shape, reference) else {
         return Err(Unfit::NoOuterReduction);
@@ -122,6 +111,33 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
             });
         }
     }
+    // A full tensor computed from a reduction result needs the result of every row
+    // block first: the reduction is a kernel of its own (grid-split), its readers
+    // another.
+    let mut after: Vec<Option<ValId>> = vec![None; pushed.num_vals()];
+    for (id, e) in pushed.exprs() {
+        if !live[id.index()] {
+            continue;
+        }
+        let from = if reduction_axes(&e.op).is_some() {
+            Some(e.outputs[0])
+        } else {
+            e.inputs.iter().find_map(|i| after[i.index()])
+        };
+        for &o in &e.outputs {
+            after[o.index()] = from;
+            // Full: it iterates over the reduced dims (a keepdim broadcast does not).
+            let full = pushed.tensor_type(o).is_some_and(|t| {
+                t.domain.len() == rank && t.domain[..k].iter().any(|d| !d.is_broadcast_like())
+            });
+            if let (Some(reduction), true, None) = (from, full, reduction_axes(&e.op)) {
+                return Err(Unfit::OuterNormalization {
+                    tensor: o,
+                    reduction,
+                });
+            }
+        }
+    }
     let t = pushed
         .tensor_type(reference)
         .ok_or(Unfit::NoReference { value: reference })?;
@@ -135,7 +151,6 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
         fusion: pushed,
         rank,
         k,
-        grid_ok,
     })
 }
 
@@ -156,7 +171,7 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     let threads_x = round_up(cols, 32).clamp(32, 128);
     let blocks = ceil_div(cols, threads_x);
     let mut grid_split = 1;
-    if blocks < 2 * sm && p.grid_ok && rows >= 256 {
+    if blocks < 2 * sm && rows >= 256 {
         // Too few columns to fill the GPU: split the rows over blocks too.
         // About 80 blocks per SM in total: each thread streams its column with few
         // loads in flight, so many blocks are needed to cover memory latency (an H200

@@ -74,9 +74,6 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
                 op: e.op.name().into(),
             });
         }
-        if matches!(e.op, crate::ir::Op::SegmentSet) {
-            return Err(Unfit::SegmentBoundary);
-        }
     }
     let pushed = push_broadcasts(fusion);
     // Resize and indexing ops read fusion inputs, or values recomputed where they read.
@@ -446,8 +443,11 @@ fn vector_squeeze_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, Vec<usize>)> {
             };
             let t = f.tensor_type(e.inputs[0])?;
             let last = t.contiguity.len().checked_sub(1)?;
-            // A squeeze written straight to an output is stored, not loaded.
-            if f.outputs().iter().any(|o| o.val == e.outputs[0]) {
+            // A squeeze written straight to an output is stored, not loaded; one only
+            // resize ops read is recomputed inside them.
+            if f.outputs().iter().any(|o| o.val == e.outputs[0])
+                || p.recomputed.contains(&e.outputs[0])
+            {
                 return None;
             }
             let full = f
