@@ -253,3 +253,39 @@ fn refusals_carry_typed_reasons() -> Result<(), Box<dyn std::error::Error>> {
     );
     Ok(())
 }
+
+/// The outer reduction scheduler takes Welford statistics over the rows and per-column
+/// math after them (finished by the last block of its grid split), and refuses any
+/// tensor with elements along the reduced dims computed from a reduction (normalized
+/// rows, or an expand of the statistics): only the last block holds the result, so
+/// those run in a kernel of their own.
+#[test]
+fn outer_statistics_and_their_readers() -> Result<(), Box<dyn std::error::Error>> {
+    use nvfuser_core::scheduler::{can_schedule_kind, Unfit};
+    let build = |src: &str| nvfuser_core::dsl::build_str(src).map(|mut f| f.remove(0).0);
+    let stats = build(
+        "fn k(x: Tensor<f32, [_, _]>) -> (Tensor<f32, [_]>, Tensor<f32, [_]>) {
+            let (var, mean) = x.var_mean([0], correction = 0);
+            (mean * 2.0f32, (var + 1e-5f32).rsqrt())
+        }",
+    )
+    .map_err(|e| format!("{e:?}"))?;
+    assert_eq!(can_schedule_kind(SchedulerKind::Reduction, &stats), Ok(()));
+    for src in [
+        "fn k(x: Tensor<f32, [_, _]>) -> Tensor<f32, [_, _]> {
+            let (var, mean) = x.var_mean([0], correction = 0, keepdim = true);
+            (x - mean) * rsqrt(var + 1e-5f32)
+        }",
+        "fn k(x: Tensor<f32, [64, _]>) -> Tensor<f32, [64, _]> {
+            x.max([0]).broadcast([true, false]).expand([64, -1])
+        }",
+    ] {
+        let f = build(src).map_err(|e| format!("{e:?}"))?;
+        let r = can_schedule_kind(SchedulerKind::Reduction, &f).unwrap_err();
+        assert!(
+            matches!(&r, Refusal::NoReductionShape { outer, .. } if matches!(**outer, Unfit::OuterNormalization { .. })),
+            "{r:?}"
+        );
+    }
+    Ok(())
+}

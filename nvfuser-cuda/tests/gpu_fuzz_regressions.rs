@@ -474,3 +474,41 @@ fn k(x: Tensor<f32, [_, _]>, w: Tensor<f32, [1, _]>) -> (Tensor<f32, [_, _]>, Te
         &[&[&[16, 300], &[1, 300]], &[&[1, 1], &[1, 1]]],
     );
 }
+
+/// Fuzz seeds 5416194 and 5416105: an expand of an outer reduction's result back over
+/// the rows was planned into the grid-split reduction kernel, where only the last block
+/// stores (its own rows): the other rows were never written. An expanded dim has
+/// elements along the reduced dims, so the outer reduction refuses it and the expand
+/// runs in a pointwise segment.
+#[test]
+fn expanded_outer_reduction_results() {
+    check_calls(
+        r#"
+fn fuzz_case(t0: Tensor<f64, [_, _]>) -> (Tensor<f64, [1, _]>, Tensor<f64, [_, _]>) {
+    let t3 = t0.max([0]);
+    let t4 = t3.broadcast([true, false]);
+    let s5 = t0.size(0);
+    let t6 = t4.expand([s5, -1]);
+    let t7 = t4.sinh();
+    (t7, t6)
+}
+"#,
+        &[&[&[2048, 1024]], &[&[2, 2048]], &[&[3, 5]]],
+    );
+    check_calls(
+        r#"
+fn fuzz_case(t0: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_]>) {
+    let t3 = clamp(t0, -1.1234974371026056, 1.1358046251237028);
+    let t5 = t0.sum([0]);
+    let (t6, t7) = t3.var_mean([0, 1], 1);
+    let t8 = t3.var([0], 0);
+    let t9 = t8.broadcast([true, false]);
+    let s12 = t0.size(0);
+    let t13 = t9.expand([s12, -1]);
+    let t14 = t6.broadcast([true, true]);
+    (t13 * t14, t5)
+}
+"#,
+        &[&[&[2048, 1024]], &[&[2, 2048]]],
+    );
+}

@@ -334,14 +334,20 @@ __device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned in
   if (!last) return false;
   __threadfence();
   T acc = init;
-  if (reduce_x) {
-    for (nvfuser_index_t b = threadIdx.x; b < nblocks; b += blockDim.x)
-      acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
-    acc = nvf_block_allreduce_x(acc, op, init, smem);
-  } else {
-    for (nvfuser_index_t b = 0; b < nblocks; ++b)
-      acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
+  const nvfuser_index_t first = reduce_x ? (nvfuser_index_t)threadIdx.x : 0;
+  const nvfuser_index_t step = reduce_x ? (nvfuser_index_t)blockDim.x : 1;
+  nvfuser_index_t b = first;
+  // Eight partials loaded before they are combined (in order): loads in flight together.
+  for (; b + 7 * step < nblocks; b += 8 * step) {
+    T r[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) r[j] = nvf_load_volatile(&work[(segment * nblocks + b + j * step) * nslots + slot]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc = op(acc, r[j]);
   }
+  for (; b < nblocks; b += step)
+    acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
+  if (reduce_x) acc = nvf_block_allreduce_x(acc, op, init, smem);
   v = acc;
   if (nvf_thread_linear() == 0u) sem[segment] = 0u;
   return true;
@@ -372,7 +378,23 @@ __device__ inline bool nvf_grid_welford(T& avg, T& m2, long long& n, T* w_avg, T
   long long c = 0;
   const nvfuser_index_t first = reduce_x ? (nvfuser_index_t)threadIdx.x : 0;
   const nvfuser_index_t step = reduce_x ? (nvfuser_index_t)blockDim.x : 1;
-  for (nvfuser_index_t b = first; b < nblocks; b += step) {
+  nvfuser_index_t b = first;
+  // Eight partials loaded before they are combined (in order), so that the loads are
+  // in flight together.
+  for (; b + 7 * step < nblocks; b += 8 * step) {
+    T ra[8], rq[8];
+    long long rc[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const nvfuser_index_t i = (segment * nblocks + b + j * step) * nslots + slot;
+      ra[j] = nvf_load_volatile(&w_avg[i]);
+      rq[j] = nvf_load_volatile(&w_m2[i]);
+      rc[j] = nvf_load_volatile(&w_n[i]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) nvf_welford_combine(a, q, c, ra[j], rq[j], rc[j]);
+  }
+  for (; b < nblocks; b += step) {
     const nvfuser_index_t i = (segment * nblocks + b) * nslots + slot;
     nvf_welford_combine(a, q, c, nvf_load_volatile(&w_avg[i]), nvf_load_volatile(&w_m2[i]),
                         nvf_load_volatile(&w_n[i]));

@@ -126,9 +126,13 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
         };
         for &o in &e.outputs {
             after[o.index()] = from;
-            // Full: it iterates over the reduced dims (a keepdim broadcast does not).
+            // Full: it has elements along the reduced dims (a keepdim broadcast does
+            // not; an expand of one does, and every row block would store its rows).
             let full = pushed.tensor_type(o).is_some_and(|t| {
-                t.domain.len() == rank && t.domain[..k].iter().any(|d| !d.is_broadcast_like())
+                t.domain.len() == rank
+                    && t.domain[..k]
+                        .iter()
+                        .any(|d| d.kind != crate::ir::IterKind::Broadcast)
             });
             if let (Some(reduction), true, None) = (from, full, reduction_axes(&e.op)) {
                 return Err(Unfit::OuterNormalization {
