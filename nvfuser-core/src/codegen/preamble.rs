@@ -317,13 +317,12 @@ __device__ inline nvf_bfloat nvf_load_volatile(const nvf_bfloat* p) { nvf_bfloat
 // when `reduce_x`, else serially per thread), leaves the result in `v`, resets
 // sem[segment] to 0 for the next launch and returns true; the others return false.
 // Must be reached by every thread of the block.
-template <typename T, typename Op>
-__device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned int* sem,
-    nvfuser_index_t segment, nvfuser_index_t nblocks, nvfuser_index_t rank,
-    nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x, T* smem) {
+// After a block stored its partials: makes them visible, counts the block in
+// sem[segment] and returns true (to every thread) in the last of the segment's `nblocks`
+// blocks to arrive, which may then read every partial. Reached by every thread.
+__device__ inline bool nvf_grid_arrive(unsigned int* sem, nvfuser_index_t segment,
+    nvfuser_index_t nblocks) {
   __shared__ bool last;
-  const bool store = !reduce_x || threadIdx.x == 0;
-  if (store) work[(segment * nblocks + rank) * nslots + slot] = v;
   __threadfence();
   __syncthreads();
   if (nvf_thread_linear() == 0u) {
@@ -331,8 +330,18 @@ __device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned in
     last = arrived == (unsigned int)(nblocks - 1);
   }
   __syncthreads();
-  if (!last) return false;
-  __threadfence();
+  const bool mine = last;
+  if (mine) __threadfence();
+  return mine;
+}
+
+template <typename T, typename Op>
+__device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned int* sem,
+    nvfuser_index_t segment, nvfuser_index_t nblocks, nvfuser_index_t rank,
+    nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x, T* smem) {
+  const bool store = !reduce_x || threadIdx.x == 0;
+  if (store) work[(segment * nblocks + rank) * nslots + slot] = v;
+  if (!nvf_grid_arrive(sem, segment, nblocks)) return false;
   T acc = init;
   const nvfuser_index_t first = reduce_x ? (nvfuser_index_t)threadIdx.x : 0;
   const nvfuser_index_t step = reduce_x ? (nvfuser_index_t)blockDim.x : 1;
@@ -362,18 +371,9 @@ __device__ inline bool nvf_grid_welford(T& avg, T& m2, long long& n, T* w_avg, T
     long long* w_n, unsigned int* sem, nvfuser_index_t segment, nvfuser_index_t nblocks,
     nvfuser_index_t rank, nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x,
     T* s_avg, T* s_m2, long long* s_n) {
-  __shared__ bool last;
   const nvfuser_index_t at = (segment * nblocks + rank) * nslots + slot;
   if (!reduce_x || threadIdx.x == 0) { w_avg[at] = avg; w_m2[at] = m2; w_n[at] = n; }
-  __threadfence();
-  __syncthreads();
-  if (nvf_thread_linear() == 0u) {
-    const unsigned int arrived = atomicAdd(&sem[segment], 1u);
-    last = arrived == (unsigned int)(nblocks - 1);
-  }
-  __syncthreads();
-  if (!last) return false;
-  __threadfence();
+  if (!nvf_grid_arrive(sem, segment, nblocks)) return false;
   T a = (T)0, q = (T)0;
   long long c = 0;
   const nvfuser_index_t first = reduce_x ? (nvfuser_index_t)threadIdx.x : 0;

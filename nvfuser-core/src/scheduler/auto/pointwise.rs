@@ -165,44 +165,7 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     for i in 0..dims.len() {
         numel = numel.saturating_mul(size(i)?);
     }
-    // Vector width: 16 bytes of the widest tensor accessed with vectors (the outputs,
-    // cached full-rank inputs, inputs loaded through squeezes and slices; an index
-    // tensor or a broadcast weight read element by element does not narrow it), limited
-    // by each of their sizes, alignments and pitches.
-    let max_v = (16 / widest_vector_bytes(p) as i64).max(1);
-    let mut v = if p.inner.is_some() {
-        pow2_dividing(innermost_size(p, info)?, max_v)
-    } else {
-        1
-    };
-    let rank = dims.len();
-    for (inp, t) in tensor_inputs(f, info) {
-        if cached_input(p, inp) && t.sizes.len() == rank {
-            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
-        }
-    }
-    // Inputs loaded through a squeeze: their address and every pitch, as the launch
-    // checks them.
-    let squeezed: Vec<ValId> = vector_squeeze_reads(p).into_iter().map(|r| r.1).collect();
-    for (inp, t) in tensor_inputs(f, info) {
-        if squeezed.contains(&inp) {
-            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
-        }
-    }
-    // Broadcasts of inputs loaded with vectors: the input's alignment and pitches.
-    for (_, inp) in vector_broadcast_reads(p) {
-        if let Some(t) = info.tensor(f, inp) {
-            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
-        }
-    }
-    // Slices of inputs loaded with vectors: the input's alignment and pitches, and the
-    // slice's start, which every vector is offset by.
-    for (_, inp, start) in vector_slice_reads(p) {
-        if let Some(t) = info.tensor(f, inp) {
-            v = v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v));
-            v = pow2_dividing(start, v);
-        }
-    }
+    let v = vector_width(p, info)?;
     let threads = 128i64;
     let sm = info.device.sm_count as i64;
     // Two vectors per thread (outside the thread dim) measured best on an H200 with the
@@ -332,6 +295,40 @@ fn widest_vector_bytes(p: &PointwisePlan) -> usize {
         .unwrap_or(4)
 }
 
+/// Vector width: 16 bytes of the widest tensor accessed with vectors (the outputs,
+/// cached full-rank inputs, inputs loaded through squeezes, broadcasts and slices; an
+/// index tensor or a weight read element by element does not narrow it), limited by
+/// each of their sizes, alignments and pitches, and by every slice's start.
+fn vector_width(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<i64> {
+    let f = &p.fusion;
+    let max_v = (16 / widest_vector_bytes(p) as i64).max(1);
+    let mut v = if p.inner.is_some() {
+        pow2_dividing(innermost_size(p, info)?, max_v)
+    } else {
+        1
+    };
+    let rank = f.tensor_type(p.reference).map_or(0, |t| t.shape().count());
+    let limit = |t: &crate::scheduler::info::TensorInfo, v: i64| {
+        v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v))
+    };
+    for (inp, t) in tensor_inputs(f, info) {
+        if cached_input(p, inp) && t.sizes.len() == rank {
+            v = limit(t, v);
+        }
+    }
+    let loaded = vector_squeeze_reads(p)
+        .into_iter()
+        .map(|r| (r.1, 0))
+        .chain(vector_broadcast_reads(p).into_iter().map(|r| (r.1, 0)))
+        .chain(vector_slice_reads(p).into_iter().map(|r| (r.1, r.2)));
+    for (inp, start) in loaded {
+        if let Some(t) = info.tensor(f, inp) {
+            v = pow2_dividing(start, limit(t, v));
+        }
+    }
+    Ok(v)
+}
+
 /// 64-bit index math when some tensor of the call has 2^31 elements or more.
 pub(crate) fn index_type(f: &Fusion, info: &RuntimeInfo) -> IndexType {
     let mut wide = false;
@@ -388,6 +385,16 @@ fn innermost_size(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<i64> {
         })
 }
 
+/// True when an input's innermost dim is declared contiguous and innermost in memory,
+/// as vector loads need (an input declared otherwise is read element by element,
+/// whatever its strides at run time).
+fn vector_readable(t: &crate::ir::TensorType) -> bool {
+    t.contiguity
+        .len()
+        .checked_sub(1)
+        .is_some_and(|l| t.contiguity[l] == Some(true) && t.stride_order[l] == 0)
+}
+
 /// True for inputs read through a vectorized register cache: full rank, with a
 /// non-broadcast innermost dim, read by some expression other than a broadcast.
 fn cached_input(p: &PointwisePlan, inp: ValId) -> bool {
@@ -401,10 +408,7 @@ fn cached_input(p: &PointwisePlan, inp: ValId) -> bool {
     if t.rank() != ref_t.rank() || t.shape().last().is_none_or(|d| d.is_broadcast_like()) {
         return false;
     }
-    // Vector loads need an innermost dim declared contiguous and innermost in memory
-    // (an input declared otherwise is read element by element, whatever its strides).
-    let last = t.contiguity.len().checked_sub(1);
-    if !last.is_some_and(|l| t.contiguity[l] == Some(true) && t.stride_order[l] == 0) {
+    if !vector_readable(t) {
         return false;
     }
     // Readers in the kernel's loops (recomputed tensors read the input where their
@@ -456,8 +460,7 @@ fn vector_squeeze_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, Vec<usize>)> {
             let vector = full
                 && !axes.contains(&last)
                 && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
-                && t.contiguity[last] == Some(true)
-                && t.stride_order[last] == 0;
+                && vector_readable(t);
             vector.then(|| (e.outputs[0], e.inputs[0], axes.clone()))
         })
         .collect()
@@ -485,11 +488,9 @@ fn vector_broadcast_reads(p: &PointwisePlan) -> Vec<(ValId, ValId)> {
                 return None;
             }
             let t = f.tensor_type(inp)?;
-            let last = t.contiguity.len().checked_sub(1)?;
             let vector = mask.last() == Some(&false)
                 && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
-                && t.contiguity[last] == Some(true)
-                && t.stride_order[last] == 0;
+                && vector_readable(t);
             vector.then_some((out, inp))
         })
         .collect()
@@ -517,7 +518,6 @@ fn vector_slice_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, i64)> {
                 return None;
             }
             let t = f.tensor_type(inp)?;
-            let last = t.contiguity.len().checked_sub(1)?;
             let r = ranges.last()?;
             let start = match r.start {
                 crate::ir::SizeArg::Const(c) if c >= 0 => c,
@@ -526,13 +526,55 @@ fn vector_slice_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, i64)> {
             let full = f
                 .tensor_type(out)
                 .is_some_and(|o| o.shape().all(|d| !d.is_broadcast_like()));
-            let vector = full
-                && r.step == 1
-                && t.contiguity[last] == Some(true)
-                && t.stride_order[last] == 0;
+            let vector = full && r.step == 1 && vector_readable(t);
             vector.then_some((out, inp, start))
         })
         .collect()
+}
+
+/// The tensors accessed with vectors, for a vectorized schedule: loads (register caches
+/// of inputs, and the squeezes, slices and broadcasts of inputs that load with vectors,
+/// moved ahead of the math), outputs stored from register caches, and those caches.
+type VectorAccesses = (Vec<ValId>, Vec<ValId>, Vec<ValId>);
+
+fn vector_accesses(
+    p: &PointwisePlan,
+    s: &mut ScheduledFusion,
+) -> Result<VectorAccesses, ScheduleError> {
+    let f = &p.fusion;
+    let mut loads = Vec::new();
+    for &inp in f.inputs() {
+        if cached_input(p, inp) {
+            loads.push(s.cache_after(inp)?);
+        }
+    }
+    loads.extend(vector_squeezes(p));
+    for out in vector_slice_reads(p)
+        .into_iter()
+        .map(|r| r.0)
+        .chain(vector_broadcast_reads(p).into_iter().map(|r| r.0))
+    {
+        s.hoist(out)?;
+        loads.push(out);
+    }
+    let mut stores = Vec::new();
+    let mut store_caches = Vec::new();
+    for o in super::distinct_outputs(f) {
+        // An output other tensors read is stored where it is computed, before its
+        // readers (a vector store from a cache runs after all the math).
+        if !s.schedule().uses(o).is_empty() {
+            continue;
+        }
+        // An output broadcast in its innermost dim has no vector to store.
+        if f.tensor_type(o)
+            .is_none_or(|t| t.shape().last().is_none_or(|d| d.is_broadcast_like()))
+        {
+            continue;
+        }
+        store_caches.push(s.cache_before(o)?);
+        stores.push(o);
+    }
+    Ok((loads, stores, store_caches))
 }
 
 /// Applies `params` to the plan.
@@ -549,45 +591,11 @@ pub(crate) fn schedule(
     // with a broadcast dim where the reference iterates, stored by one thread).
     s.fork_read_outputs(|_| true)?;
     let v = params.vectorize;
-    // Register caches for vector loads and stores.
-    let mut loads = Vec::new();
-    if v > 1 {
-        for &inp in f.inputs() {
-            if cached_input(p, inp) {
-                loads.push(s.cache_after(inp)?);
-            }
-        }
-        // A squeezed input is loaded by its squeeze, with vectors as a cache would be,
-        // and a slice of an input by its slice.
-        loads.extend(vector_squeezes(p));
-        for (out, _, _) in vector_slice_reads(p) {
-            s.hoist(out)?;
-            loads.push(out);
-        }
-        for (out, _) in vector_broadcast_reads(p) {
-            s.hoist(out)?;
-            loads.push(out);
-        }
-    }
-    let mut stores = Vec::new();
-    let mut store_caches = Vec::new();
-    if v > 1 {
-        for o in super::distinct_outputs(f) {
-            // An output other tensors read back is stored where it is computed, before
-            // its readers (a vector store from a cache runs after all the math).
-            if !s.schedule().uses(o).is_empty() {
-                continue;
-            }
-            // An output broadcast in its innermost dim has no vector to store.
-            if f.tensor_type(o)
-                .is_none_or(|t| t.shape().last().is_none_or(|d| d.is_broadcast_like()))
-            {
-                continue;
-            }
-            store_caches.push(s.cache_before(o)?);
-            stores.push(o);
-        }
-    }
+    let (loads, stores, store_caches) = if v > 1 {
+        vector_accesses(p, &mut s)?
+    } else {
+        Default::default()
+    };
     if p.inner.is_some() {
         let bp = usize::try_from(params.break_point).unwrap_or(usize::MAX);
         let (groups, g) = axis_groups(p, bp).ok_or_else(|| ScheduleError::InvalidArgument {
