@@ -13,9 +13,23 @@
 //! checks that only resize ops (or other recomputed expressions) read it and that it
 //! reads only global or shared tensors, scalars and other recomputed tensors.
 
-use super::validate::is_resize;
 use super::{Primitive, SchedResult, Schedule, ScheduleError, ScheduledFusion};
 use crate::ir::{Op, ValId};
+
+/// True for ops that read their input at other positions than their own output's.
+pub(crate) fn is_resize(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Cat { .. }
+            | Op::Reshape { .. }
+            | Op::Select { .. }
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::TakeAlongAxis { .. }
+    )
+}
 
 /// True for the ops that read their input elsewhere than at their own output's position:
 /// the resize and indexing ops, and squeezes (which read a tensor of another rank). A

@@ -33,6 +33,7 @@
 
 use std::collections::BTreeMap;
 
+use super::recompute::{check_recomputed, is_resize};
 use super::{
     ComputeAt, MemoryType, ParallelType, SchedResult, Schedule, ScheduleError, ScheduledFusion,
 };
@@ -40,21 +41,6 @@ use crate::ir::{Extent, IterKind, Op, ValId};
 
 /// Static shared memory one block can address (bytes).
 pub const STATIC_SHARED_LIMIT: i64 = 48 * 1024;
-
-/// True for ops that read their input at other positions than their own output's.
-pub(crate) fn is_resize(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Slice { .. }
-            | Op::Pad { .. }
-            | Op::Cat { .. }
-            | Op::Reshape { .. }
-            | Op::Select { .. }
-            | Op::IndexSelect { .. }
-            | Op::Gather { .. }
-            | Op::TakeAlongAxis { .. }
-    )
-}
 
 /// Checks a compute-at of `producer` against its consumer.
 pub(crate) fn check_compute_at(s: &Schedule, producer: ValId, ca: ComputeAt) -> SchedResult<()> {
@@ -194,7 +180,7 @@ pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
                 .join(", "),
         });
     }
-    super::recompute::check_recomputed(s)?;
+    check_recomputed(s)?;
     for e in &s.exprs {
         check_siblings(s, e)?;
         if is_resize(&e.op) {

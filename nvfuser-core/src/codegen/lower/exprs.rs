@@ -7,26 +7,16 @@
 //! reads it (`sched::recompute`), whose operands are read at the indices the op maps
 //! those to.
 
-use std::collections::HashMap;
 use std::ops::{Add, Mul};
 
 use super::indexing::shape_doms;
 use super::reductions::is_reduction;
-use super::{logical_ext, scalar_name, unsupported, Lower};
+use super::{logical_ext, scalar_name, unsupported, At, Lower};
 use crate::codegen::index::Idx;
 use crate::codegen::kir::{BinOp, CType, Expr, Func, Requirement, Stmt};
 use crate::dtype::{promote, DataType, Operand};
 use crate::ir::{BinaryRule, Distribution, Op, TernaryOp, UnaryRule, ValId};
-use crate::sched::{DomId, MemoryType, ParallelType, SExpr, SchedResult};
-
-/// Where an expression's value is computed.
-#[derive(Clone, Copy)]
-pub(super) enum At<'c> {
-    /// In its loop nest: the indices of every dim of its output's domain.
-    Loop(&'c HashMap<DomId, Idx>),
-    /// At these indices of its output's shape dims (a recomputed tensor).
-    Index(&'c [Idx]),
-}
+use crate::sched::{MemoryType, ParallelType, SExpr, SchedResult};
 
 impl Lower<'_> {
     pub(super) fn operand(&self, e: &SExpr, v: ValId, to: DataType, at: At) -> SchedResult<Expr> {

@@ -45,9 +45,18 @@ use super::{Kernel, KernelOptions, LaunchDims};
 use crate::dtype::DataType;
 use crate::ir::{Extent, IterKind, ValId};
 use crate::sched::{
-    ParallelType, SchedResult, Schedule, ScheduleError, ScheduledFusion, TensorSchedule,
+    DomId, ParallelType, SchedResult, Schedule, ScheduleError, ScheduledFusion, TensorSchedule,
 };
 use indexing::shape_doms;
+
+/// Where an expression's value is computed.
+#[derive(Clone, Copy)]
+pub(super) enum At<'c> {
+    /// In its loop nest: the indices of every dim of its output's domain.
+    Loop(&'c HashMap<DomId, Idx>),
+    /// At these indices of its output's shape dims (a recomputed tensor).
+    Index(&'c [Idx]),
+}
 
 type Key = (ValId, usize);
 

@@ -87,7 +87,7 @@ impl Lower<'_> {
         let dt = self.t(tv).dtype;
         let cidx = self.consumer_indices(tv);
         let cond = self.predicates(tv, &cidx, true);
-        let x = self.operand(e, e.inputs[0], dt, super::exprs::At::Loop(&cidx))?;
+        let x = self.operand(e, e.inputs[0], dt, super::At::Loop(&cidx))?;
         let st = if is_welford(&e.op) {
             let n = tv.id();
             let mut args: Vec<Expr> = ["avg", "m2", "n"]

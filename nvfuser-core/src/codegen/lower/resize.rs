@@ -5,9 +5,8 @@
 use std::collections::HashMap;
 use std::ops::{Add, Div, Mul, Rem};
 
-use super::exprs::At;
 use super::indexing::{forward_indices, shape_doms};
-use super::{ext, unsupported, Lower};
+use super::{ext, unsupported, At, Lower};
 use crate::codegen::index::Idx;
 use crate::codegen::kir::{BinOp, CType, Expr, Func};
 use crate::dtype::DataType;
