@@ -317,12 +317,13 @@ __device__ inline nvf_bfloat nvf_load_volatile(const nvf_bfloat* p) { nvf_bfloat
 // when `reduce_x`, else serially per thread), leaves the result in `v`, resets
 // sem[segment] to 0 for the next launch and returns true; the others return false.
 // Must be reached by every thread of the block.
-// After a block stored its partials: makes them visible, counts the block in
-// sem[segment] and returns true (to every thread) in the last of the segment's `nblocks`
-// blocks to arrive, which may then read every partial. Reached by every thread.
-__device__ inline bool nvf_grid_arrive(unsigned int* sem, nvfuser_index_t segment,
-    nvfuser_index_t nblocks) {
+template <typename T, typename Op>
+__device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned int* sem,
+    nvfuser_index_t segment, nvfuser_index_t nblocks, nvfuser_index_t rank,
+    nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x, T* smem) {
   __shared__ bool last;
+  const bool store = !reduce_x || threadIdx.x == 0;
+  if (store) work[(segment * nblocks + rank) * nslots + slot] = v;
   __threadfence();
   __syncthreads();
   if (nvf_thread_linear() == 0u) {
@@ -330,33 +331,17 @@ __device__ inline bool nvf_grid_arrive(unsigned int* sem, nvfuser_index_t segmen
     last = arrived == (unsigned int)(nblocks - 1);
   }
   __syncthreads();
-  const bool mine = last;
-  if (mine) __threadfence();
-  return mine;
-}
-
-template <typename T, typename Op>
-__device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned int* sem,
-    nvfuser_index_t segment, nvfuser_index_t nblocks, nvfuser_index_t rank,
-    nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x, T* smem) {
-  const bool store = !reduce_x || threadIdx.x == 0;
-  if (store) work[(segment * nblocks + rank) * nslots + slot] = v;
-  if (!nvf_grid_arrive(sem, segment, nblocks)) return false;
+  if (!last) return false;
+  __threadfence();
   T acc = init;
-  const nvfuser_index_t first = reduce_x ? (nvfuser_index_t)threadIdx.x : 0;
-  const nvfuser_index_t step = reduce_x ? (nvfuser_index_t)blockDim.x : 1;
-  nvfuser_index_t b = first;
-  // Eight partials loaded before they are combined (in order): loads in flight together.
-  for (; b + 7 * step < nblocks; b += 8 * step) {
-    T r[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) r[j] = nvf_load_volatile(&work[(segment * nblocks + b + j * step) * nslots + slot]);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc = op(acc, r[j]);
+  if (reduce_x) {
+    for (nvfuser_index_t b = threadIdx.x; b < nblocks; b += blockDim.x)
+      acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
+    acc = nvf_block_allreduce_x(acc, op, init, smem);
+  } else {
+    for (nvfuser_index_t b = 0; b < nblocks; ++b)
+      acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
   }
-  for (; b < nblocks; b += step)
-    acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
-  if (reduce_x) acc = nvf_block_allreduce_x(acc, op, init, smem);
   v = acc;
   if (nvf_thread_linear() == 0u) sem[segment] = 0u;
   return true;
@@ -371,30 +356,23 @@ __device__ inline bool nvf_grid_welford(T& avg, T& m2, long long& n, T* w_avg, T
     long long* w_n, unsigned int* sem, nvfuser_index_t segment, nvfuser_index_t nblocks,
     nvfuser_index_t rank, nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x,
     T* s_avg, T* s_m2, long long* s_n) {
+  __shared__ bool last;
   const nvfuser_index_t at = (segment * nblocks + rank) * nslots + slot;
   if (!reduce_x || threadIdx.x == 0) { w_avg[at] = avg; w_m2[at] = m2; w_n[at] = n; }
-  if (!nvf_grid_arrive(sem, segment, nblocks)) return false;
+  __threadfence();
+  __syncthreads();
+  if (nvf_thread_linear() == 0u) {
+    const unsigned int arrived = atomicAdd(&sem[segment], 1u);
+    last = arrived == (unsigned int)(nblocks - 1);
+  }
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
   T a = (T)0, q = (T)0;
   long long c = 0;
   const nvfuser_index_t first = reduce_x ? (nvfuser_index_t)threadIdx.x : 0;
   const nvfuser_index_t step = reduce_x ? (nvfuser_index_t)blockDim.x : 1;
-  nvfuser_index_t b = first;
-  // Eight partials loaded before they are combined (in order), so that the loads are
-  // in flight together.
-  for (; b + 7 * step < nblocks; b += 8 * step) {
-    T ra[8], rq[8];
-    long long rc[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const nvfuser_index_t i = (segment * nblocks + b + j * step) * nslots + slot;
-      ra[j] = nvf_load_volatile(&w_avg[i]);
-      rq[j] = nvf_load_volatile(&w_m2[i]);
-      rc[j] = nvf_load_volatile(&w_n[i]);
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) nvf_welford_combine(a, q, c, ra[j], rq[j], rc[j]);
-  }
-  for (; b < nblocks; b += step) {
+  for (nvfuser_index_t b = first; b < nblocks; b += step) {
     const nvfuser_index_t i = (segment * nblocks + b) * nslots + slot;
     nvf_welford_combine(a, q, c, nvf_load_volatile(&w_avg[i]), nvf_load_volatile(&w_m2[i]),
                         nvf_load_volatile(&w_n[i]));
