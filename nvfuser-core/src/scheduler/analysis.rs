@@ -40,18 +40,7 @@ pub(crate) fn is_creation(op: &Op) -> bool {
 /// checked by the launcher before every launch (`nvfuser_cuda::launch`), with the CPU
 /// reference's rules; index values out of range read zero in the kernel.
 pub(crate) fn is_movement(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Permute { .. }
-            | Op::Pad { .. }
-            | Op::Cat { .. }
-            | Op::Slice { .. }
-            | Op::Reshape { .. }
-            | Op::Select { .. }
-            | Op::IndexSelect { .. }
-            | Op::Gather { .. }
-            | Op::TakeAlongAxis { .. }
-    )
+    crate::sched::is_resize(op) || matches!(op, Op::Permute { .. })
 }
 
 /// True for a squeeze of a fusion input: a view of global memory, read with index 0 in
