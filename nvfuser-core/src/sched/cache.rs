@@ -66,9 +66,9 @@ impl ScheduledFusion {
     }
 
     /// Moves the definition of `tv`, a load (a copy, slice, squeeze or broadcast of
-    /// fusion inputs: a slice loaded with vectors), ahead of every computation, after the loads already
-    /// there: like an input cache, a load that gets its own loops then never splits a
-    /// loop nest of the math in two.
+    /// fusion inputs, loaded with vectors), ahead of every computation, after the loads
+    /// already there: like an input cache, a load that gets its own loops then never
+    /// splits a loop nest of the math in two.
     pub fn hoist(&mut self, tv: ValId) -> SchedResult<()> {
         let s = &self.schedule;
         let def = s.definition(tv).ok_or(ScheduleError::InvalidArgument {
@@ -76,7 +76,7 @@ impl ScheduledFusion {
             tensor: tv,
             reason: "a fusion input has no definition".into(),
         })?;
-        // A load: a copy, slice or squeeze of fusion inputs.
+        // A load: a copy, slice, squeeze or broadcast of fusion inputs.
         let is_load = |e: &SExpr| {
             matches!(
                 e.op,

@@ -301,8 +301,8 @@ pub enum Primitive {
         reference: ValId,
         targets: Vec<ValId>,
     },
-    /// Compute `tensor` inside each resize op that reads it, at the index that op reads,
-    /// instead of storing it.
+    /// Compute `tensor` inside each resize, indexing or squeeze op that reads it, at the
+    /// index that op reads, instead of storing it.
     RecomputeAtUse { tensor: ValId },
     /// Move the definition of `tensor` (a load of fusion inputs) ahead of the math.
     Hoist { tensor: ValId },

@@ -1,5 +1,5 @@
-//! `recompute_at_use`: a tensor that only resize and indexing ops read is computed
-//! inside each of them, at the index that op reads, instead of being stored.
+//! `recompute_at_use`: a tensor that only resize, indexing and squeeze ops read is
+//! computed inside each of them, at the index that op reads, instead of being stored.
 //!
 //! A resize op (slice, pad, cat, reshape, select, the indexing ops) reads its input at
 //! other positions than its own output's, so a register tensor computed in the
@@ -10,8 +10,9 @@
 //! `cat([-x[.., h..], x[.., ..h]])` reads `x` twice and negates one read, in the loop of
 //! the `cat`. The recomputed expression moves from [`Schedule::exprs`] to
 //! [`Schedule::recomputed`] and its output leaves [`Schedule::tensors`]; validation
-//! checks that only resize ops (or other recomputed expressions) read it and that it
-//! reads only global or shared tensors, scalars and other recomputed tensors.
+//! checks that only resize, indexing and squeeze ops (or other recomputed expressions)
+//! read it and that it reads only global or shared tensors, scalars and other
+//! recomputed tensors.
 
 use super::{Primitive, SchedResult, Schedule, ScheduleError, ScheduledFusion};
 use crate::ir::{Op, ValId};
@@ -64,8 +65,9 @@ impl ScheduledFusion {
     /// Computes `tv` inside every resize op that reads it, at the positions that op
     /// reads, instead of storing it (see the module documentation). `tv` must be an
     /// intermediate defined by a single-output recomputable op, and every expression of
-    /// the kernel graph that reads it a resize, indexing or squeeze op. Applied to a chain, consumers go
-    /// first: `neg(slice(x))` read by a `cat` recomputes the `neg`, then the `slice`.
+    /// the kernel graph that reads it a resize, indexing or squeeze op. Applied to a
+    /// chain, consumers go first: `neg(slice(x))` read by a `cat` recomputes the `neg`,
+    /// then the `slice`.
     pub fn recompute_at_use(&mut self, tv: ValId) -> SchedResult<()> {
         let invalid = |reason: String| ScheduleError::InvalidArgument {
             op: "recompute_at_use",

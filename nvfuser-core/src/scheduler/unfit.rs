@@ -101,16 +101,12 @@ pub enum Unfit {
         /// Why that value cannot be recomputed where it is read.
         why: String,
     },
-    /// A creation op (full, iota, RNG) or a `segment_set` beside reductions.
+    /// A creation op (full, iota, RNG) beside reductions.
     #[error("{op} in a fusion with reductions")]
     BesideReductions {
         /// The op.
         op: String,
     },
-    /// A `segment_set` (no tuned scheduler refuses one today: it is a copy inside a
-    /// segment, and the planner and segmenter split where its result is read).
-    #[error("a segment_set boundary")]
-    SegmentBoundary,
     /// No reduction at all.
     #[error("no reduction")]
     NoReduction,

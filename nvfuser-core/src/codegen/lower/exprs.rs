@@ -46,7 +46,7 @@ impl Lower<'_> {
     /// `e`'s output at `idx`: broadcast dims dropped, squeezed dims at 0, permuted dims
     /// moved; an operand's own broadcast dims read element 0.
     fn operand_indices(&self, e: &SExpr, v: ValId, idx: &[Idx]) -> Vec<Idx> {
-        let kinds = self.shape_kinds(v);
+        let rank = self.shape_kinds(v).len();
         let mapped: Vec<Idx> = match &e.op {
             Op::Broadcast { mask } => idx
                 .iter()
@@ -56,7 +56,7 @@ impl Lower<'_> {
                 .collect(),
             Op::Squeeze { axes } => {
                 let mut it = idx.iter();
-                (0..kinds.len())
+                (0..rank)
                     .map(|j| {
                         if axes.contains(&j) {
                             Idx::Const(0)
@@ -67,7 +67,7 @@ impl Lower<'_> {
                     .collect()
             }
             Op::Permute { perm } => {
-                let mut m = vec![Idx::Const(0); kinds.len()];
+                let mut m = vec![Idx::Const(0); rank];
                 for (j, &pj) in perm.iter().enumerate() {
                     if let (Some(slot), Some(i)) = (m.get_mut(pj), idx.get(j)) {
                         *slot = i.clone();
@@ -77,10 +77,14 @@ impl Lower<'_> {
             }
             _ => idx.to_vec(),
         };
-        mapped
-            .into_iter()
-            .zip(&kinds)
-            .map(|(i, &k)| {
+        self.broadcast_at_zero(v, mapped)
+    }
+
+    /// `idx` (indices of `v`'s shape dims) with every broadcast dim of `v` at 0.
+    fn broadcast_at_zero(&self, v: ValId, idx: Vec<Idx>) -> Vec<Idx> {
+        idx.into_iter()
+            .zip(self.shape_kinds(v))
+            .map(|(i, k)| {
                 if k == crate::ir::IterKind::Broadcast {
                     Idx::Const(0)
                 } else {
@@ -93,18 +97,7 @@ impl Lower<'_> {
     /// The value of recomputed tensor `p` (see `sched::recompute`) at `idx` of its shape
     /// dims, rounded to its dtype as a stored tensor would be.
     pub(super) fn recompute(&self, r: &SExpr, idx: &[Idx]) -> SchedResult<Expr> {
-        let kinds = self.shape_kinds(r.output);
-        let idx: Vec<Idx> = idx
-            .iter()
-            .zip(&kinds)
-            .map(|(i, &k)| {
-                if k == crate::ir::IterKind::Broadcast {
-                    Idx::Const(0)
-                } else {
-                    i.clone()
-                }
-            })
-            .collect();
+        let idx = self.broadcast_at_zero(r.output, idx.to_vec());
         let v = self.value(r, At::Index(&idx))?;
         Ok(v.cast(self.val_dtype_any(r.output)).paren())
     }

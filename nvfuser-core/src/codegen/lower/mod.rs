@@ -88,6 +88,9 @@ struct Lower<'a> {
     check_site: HashMap<ValId, usize>,
     /// The fingerprint of `checks`.
     check_fingerprint: u32,
+    /// Per tensor, the grid reductions it is computed from (not itself): see
+    /// `reductions::grid_sources`.
+    grid_deps: HashMap<ValId, Vec<ValId>>,
 }
 
 fn unsupported<T>(m: String) -> SchedResult<T> {
@@ -174,8 +177,10 @@ fn lower_in(sf: &ScheduledFusion, s: &Schedule, opts: &KernelOptions) -> SchedRe
         checks: Vec::new(),
         check_site: HashMap::new(),
         check_fingerprint: 0,
+        grid_deps: HashMap::new(),
     };
     l.plan_checks();
+    l.plan_grid_deps();
     l.collect_bindings()?;
     let tree = l.build_tree()?;
     l.plan_allocs_and_anchors()?;

@@ -48,7 +48,7 @@ impl Lower<'_> {
             // last block, whichever it is.
             let grid_reduced = p.is_bid()
                 && (red_parallel(d, p)
-                    || sources.iter().any(|&r| red_parallel(&self.t(r).domain, p)));
+                    || sources.iter().any(|r| red_parallel(&self.t(*r).domain, p)));
             if !used && !grid_reduced {
                 let index = Expr::var(p.cuda_index().unwrap_or("0"));
                 out.push(index.bin(BinOp::Eq, Expr::int(0)));

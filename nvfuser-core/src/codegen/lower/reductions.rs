@@ -2,6 +2,7 @@
 //! accumulation inside them, and the finish after them (block all-reduce, Welford
 //! results, grid reduction through work buffers, the store of the result).
 
+use std::collections::HashMap;
 use std::ops::{Add, Mul};
 
 use super::{ext, unsupported, Lower};
@@ -263,37 +264,49 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// The grid reductions `tv` is computed from, not counting `tv` itself: only the
-    /// last block of each holds their final values, so a store of `tv` to global memory
-    /// is made there only (`grid_flags`, and no `blockIdx == 0` guard for the block
-    /// dims they reduce: `thread_guards`).
-    pub(super) fn grid_sources(&self, tv: ValId) -> Vec<ValId> {
-        let mut found: Vec<ValId> = Vec::new();
-        let mut stack = vec![tv];
-        let mut seen = std::collections::HashSet::new();
-        while let Some(v) = stack.pop() {
-            let Some(d) = self.s.definition(v) else {
-                continue;
-            };
-            for &i in &self.s.exprs[d].inputs {
-                if !seen.insert(i) || !self.s.tensors.contains_key(&i) {
-                    continue;
-                }
-                match self.s.definition(i).map(|di| self.s.exprs[di].output) {
-                    Some(r) if grid_dims(&self.t(r).domain).next().is_some() => found.push(r),
-                    _ => stack.push(i),
+    /// Finds, once per kernel, the grid reductions each tensor is computed from, not
+    /// counting itself: only the last block of each holds their final values, so a store
+    /// of the tensor to global memory is made there only (`grid_flags`, and no
+    /// `blockIdx == 0` guard for the block dims they reduce: `thread_guards`).
+    pub(super) fn plan_grid_deps(&mut self) {
+        let mut deps: HashMap<ValId, Vec<ValId>> = HashMap::new();
+        // The grid reduction each grid-reduced output belongs to (named by its first
+        // output, as its flag is).
+        let mut root: HashMap<ValId, ValId> = HashMap::new();
+        for e in &self.s.exprs {
+            let mut d: Vec<ValId> = Vec::new();
+            for i in &e.inputs {
+                match root.get(i) {
+                    Some(&r) => d.push(r),
+                    None => d.extend(deps.get(i).into_iter().flatten().copied()),
                 }
             }
+            d.sort();
+            d.dedup();
+            let grid = self
+                .s
+                .tensors
+                .get(&e.output)
+                .is_some_and(|t| grid_dims(&t.domain).next().is_some());
+            for o in e.outputs() {
+                if grid {
+                    root.insert(o, e.output);
+                }
+                deps.insert(o, d.clone());
+            }
         }
-        found.sort();
-        found.dedup();
-        found
+        self.grid_deps = deps;
+    }
+
+    /// The grid reductions `tv` is computed from (see `plan_grid_deps`).
+    pub(super) fn grid_sources(&self, tv: ValId) -> &[ValId] {
+        self.grid_deps.get(&tv).map_or(&[], Vec::as_slice)
     }
 
     /// The flags (`T5_last`) of [`grid_sources`](Self::grid_sources).
     pub(super) fn grid_flags(&self, tv: ValId) -> Vec<Expr> {
         self.grid_sources(tv)
-            .into_iter()
+            .iter()
             .map(|r| Expr::var(format!("T{}_last", r.id())))
             .collect()
     }

@@ -274,25 +274,16 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     })
 }
 
-/// The widest element (bytes) among the tensors the schedule accesses with vectors: the
-/// outputs, and the inputs loaded into register caches or through vector squeezes and
-/// slices.
-fn widest_vector_bytes(p: &PointwisePlan) -> usize {
-    let f = &p.fusion;
-    let loaded = f.inputs().iter().copied().filter(|&i| {
-        cached_input(p, i)
-            || vector_squeeze_reads(p).iter().any(|r| r.1 == i)
-            || vector_broadcast_reads(p).iter().any(|r| r.1 == i)
-            || vector_slice_reads(p).iter().any(|r| r.1 == i)
-    });
-    f.outputs()
-        .iter()
-        .map(|o| o.val)
-        .chain(loaded)
-        .filter(|&v| f.val(v).is_tensor())
-        .map(|v| f.val(v).dtype.size_bytes())
-        .max()
-        .unwrap_or(4)
+/// The inputs loaded with vectors other than through a register cache: through a
+/// squeeze, a broadcast or a slice, with the start every vector is offset by (the
+/// slice's innermost start, else 0).
+fn vector_loaded_inputs(p: &PointwisePlan) -> Vec<(ValId, i64)> {
+    vector_squeeze_reads(p)
+        .into_iter()
+        .map(|r| (r.1, 0))
+        .chain(vector_broadcast_reads(p).into_iter().map(|r| (r.1, 0)))
+        .chain(vector_slice_reads(p).into_iter().map(|r| (r.1, r.2)))
+        .collect()
 }
 
 /// Vector width: 16 bytes of the widest tensor accessed with vectors (the outputs,
@@ -301,7 +292,24 @@ fn widest_vector_bytes(p: &PointwisePlan) -> usize {
 /// each of their sizes, alignments and pitches, and by every slice's start.
 fn vector_width(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<i64> {
     let f = &p.fusion;
-    let max_v = (16 / widest_vector_bytes(p) as i64).max(1);
+    let loaded = vector_loaded_inputs(p);
+    let cached: Vec<ValId> = f
+        .inputs()
+        .iter()
+        .copied()
+        .filter(|&i| cached_input(p, i))
+        .collect();
+    let widest = f
+        .outputs()
+        .iter()
+        .map(|o| o.val)
+        .chain(cached.iter().copied())
+        .chain(loaded.iter().map(|l| l.0))
+        .filter(|&v| f.val(v).is_tensor())
+        .map(|v| f.val(v).dtype.size_bytes())
+        .max()
+        .unwrap_or(4);
+    let max_v = (16 / widest as i64).max(1);
     let mut v = if p.inner.is_some() {
         pow2_dividing(innermost_size(p, info)?, max_v)
     } else {
@@ -312,15 +320,10 @@ fn vector_width(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<i64> {
         v.min(vector_limit(t, *t.sizes.last().unwrap_or(&1), max_v))
     };
     for (inp, t) in tensor_inputs(f, info) {
-        if cached_input(p, inp) && t.sizes.len() == rank {
+        if cached.contains(&inp) && t.sizes.len() == rank {
             v = limit(t, v);
         }
     }
-    let loaded = vector_squeeze_reads(p)
-        .into_iter()
-        .map(|r| (r.1, 0))
-        .chain(vector_broadcast_reads(p).into_iter().map(|r| (r.1, 0)))
-        .chain(vector_slice_reads(p).into_iter().map(|r| (r.1, r.2)));
     for (inp, start) in loaded {
         if let Some(t) = info.tensor(f, inp) {
             v = pow2_dividing(start, limit(t, v));
