@@ -495,7 +495,7 @@ fn fuzz_case(t0: Tensor<f64, [_, _]>) -> (Tensor<f64, [1, _]>, Tensor<f64, [_, _
 "#,
         &[&[&[2048, 1024]], &[&[2, 2048]], &[&[3, 5]]],
     );
-    check_calls(
+    check_calls_with(
         r#"
 fn fuzz_case(t0: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_]>) {
     let t3 = clamp(t0, -1.1234974371026056, 1.1358046251237028);
@@ -510,5 +510,11 @@ fn fuzz_case(t0: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_]>)
 }
 "#,
         &[&[&[2048, 1024]], &[&[2, 2048]]],
+        // `t5` sums 2048 f32 values: the grid's order of partial sums differs from the
+        // reference's, so the absolute tolerance grows with the reduced length.
+        &|dtype| {
+            let t = Tolerance::for_dtype(dtype);
+            Tolerance::new(t.rtol, t.atol * 2048.0)
+        },
     );
 }
