@@ -29,10 +29,10 @@ use std::time::Instant;
 use nvfuser_core::codegen::abi::{ArgRef, PackedArgs};
 use nvfuser_core::eval::HostTensor;
 use nvfuser_core::{DataType, FusionDefinition};
-use nvfuser_cuda::args::check_args;
+use nvfuser_cuda::args::{check_args, check_args_with};
 use nvfuser_cuda::launch::{launch_kernel, launch_raw};
 use nvfuser_cuda::profile::host;
-use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
+use nvfuser_cuda::{Arg, Device, FusionExecutorCache, InputSignature, Tensor};
 
 const N: usize = 1024;
 const WARMUP: usize = 200;
@@ -111,7 +111,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let exec_sync = measure(device, true, &mut run)?;
         let exec_queued = measure(device, false, &mut run)?;
-        let (bare_sync, bare_queued) = bare(device, &exec, &ta, &tb)?;
+        let (bare_sync, bare_queued) = bare(device, &exec, &ta, &tb, &|f| {
+            Ok((measure(device, true, &mut *f)?, measure(device, false, f)?))
+        })?;
         // The launcher alone (launch checks, output allocation, packing, launch) and the
         // argument checks alone: where the executor's time goes.
         let plan = exec.plan(device, &args)?;
@@ -169,6 +171,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "| {label} | split of a cached call, ns | {} |",
             split.join(", ")
         );
+        bulk(label, device, &exec, &args)?;
         if !std::ptr::eq(device, &own) {
             continue;
         }
@@ -204,14 +207,79 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Host costs of the pieces of a cached call, each timed over a batch of `BULK` calls
+/// (one clock read per batch, so the clock's own cost is not in the figures): the
+/// clock itself, a pooled output allocation and its drop, the argument checks, the
+/// input signature, and whole calls against bare launches (queued, a synchronize every
+/// `QUEUE` calls, counted in).
+fn bulk(
+    label: &str,
+    device: &Device,
+    exec: &FusionExecutorCache,
+    args: &[Arg<'_>],
+) -> Result<(), Box<dyn std::error::Error>> {
+    const BULK: usize = 20_000;
+    let per = |f: &mut dyn FnMut() -> Result<(), Box<dyn std::error::Error>>| {
+        for _ in 0..WARMUP {
+            f()?;
+        }
+        device.synchronize()?;
+        let start = Instant::now();
+        for i in 0..BULK {
+            f()?;
+            if i % QUEUE == QUEUE - 1 {
+                device.synchronize()?;
+            }
+        }
+        device.synchronize()?;
+        Ok::<f64, Box<dyn std::error::Error>>(start.elapsed().as_secs_f64() * 1e9 / BULK as f64)
+    };
+    let mut sink = 0u128;
+    let clock = per(&mut || {
+        sink = sink.wrapping_add(Instant::now().elapsed().as_nanos());
+        Ok(())
+    })? - per(&mut || Ok(()))?;
+    let alloc = per(&mut || {
+        drop(device.uninit(DataType::F32, &[N])?);
+        Ok(())
+    })?;
+    let sizes = nvfuser_core::ir::bind::SizeChecks::of(exec.fusion());
+    let checks = per(&mut || {
+        check_args_with(exec.fusion(), &sizes, device, args)?;
+        Ok(())
+    })?;
+    let sig = per(&mut || {
+        std::hint::black_box(InputSignature::of(device, args));
+        Ok(())
+    })?;
+    let run = per(&mut || {
+        drop(exec.run(device, args)?);
+        Ok(())
+    })?;
+    let (ta, tb) = match args {
+        [Arg::Tensor(a), Arg::Tensor(b)] => (*a, *b),
+        _ => return Err("two tensor arguments".into()),
+    };
+    let bare = bare(device, exec, ta, tb, &per)?;
+    println!(
+        "| {label} | batches of {BULK}, ns per call | two clock reads {clock:.0}, pooled alloc + drop {alloc:.0}, argument checks {checks:.0}, input signature {sig:.0}, executor run {run:.0}, bare launch {bare:.0}, overhead {:.0} |",
+        run - bare
+    );
+    std::hint::black_box(sink);
+    Ok(())
+}
+
 /// The bare launch of the executor's kernel on `device`: parameters packed once by the
-/// kernel's ABI for a preallocated output; returns (synchronized, queued) medians.
-fn bare(
+/// kernel's ABI for a preallocated output, timed by `time`.
+type Timed<'f> = &'f mut dyn FnMut() -> Result<(), Box<dyn std::error::Error>>;
+
+fn bare<T>(
     device: &Device,
     exec: &FusionExecutorCache,
     ta: &Tensor,
     tb: &Tensor,
-) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    time: &dyn Fn(Timed<'_>) -> Result<T, Box<dyn std::error::Error>>,
+) -> Result<T, Box<dyn std::error::Error>> {
     let args = [Arg::from(ta), Arg::from(tb)];
     let (kernel, function) = exec.kernel_and_function(device, &args)?;
     let fusion = exec.fusion();
@@ -260,8 +328,5 @@ fn bare(
         unsafe { launch_raw(device, &function, grid, block, params.as_mut_slice())? };
         Ok(())
     };
-    Ok((
-        measure(device, true, &mut bare)?,
-        measure(device, false, &mut bare)?,
-    ))
+    time(&mut bare)
 }

@@ -419,14 +419,53 @@ fn resize_op_reading_registers() {
     assert!(src.contains("__syncthreads();"), "{src}");
 }
 
+/// A block reduction over `threadIdx.y` takes a constant power-of-two extent and
+/// all-reduces through one shared slot per thread; the store is made by the threads at
+/// `threadIdx.y == 0`. Other extents, a reduction over both x and y, and `threadIdx.z`
+/// are refused.
 #[test]
 fn block_reduction_over_thread_y() {
     let (mut s, _, r) = inner_sum();
     s.split(r, 1, 32).unwrap();
+    s.split(r, 0, 32).unwrap();
+    s.parallelize(r, 0, BIDx).unwrap();
+    s.parallelize(r, 1, TIDx).unwrap();
+    s.parallelize(r, 3, TIDy).unwrap();
+    s.validate().unwrap();
+    let src = generate(&s, &KernelOptions::default())
+        .unwrap()
+        .cuda_source();
+    assert!(src.contains("__shared__ float T1_smem[1024];"), "{src}");
+    assert!(
+        src.contains("nvf_block_allreduce_y(T1_acc, NvfSum(), T1_smem)"),
+        "{src}"
+    );
+    assert!(src.contains("threadIdx.y == 0"), "{src}");
+
+    let (mut s, _, r) = inner_sum();
+    s.split(r, 1, 24).unwrap();
     s.parallelize(r, 2, TIDy).unwrap();
     assert!(matches!(
         s.validate(),
         Err(ScheduleError::ReductionParallel { ptype: TIDy, .. })
+    ));
+
+    let (mut s, _, r) = inner_sum();
+    s.split(r, 1, 32).unwrap();
+    s.split(r, 1, 4).unwrap();
+    s.parallelize(r, 2, TIDy).unwrap();
+    s.parallelize(r, 3, TIDx).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::ReductionParallel { .. })
+    ));
+
+    let (mut s, _, r) = inner_sum();
+    s.split(r, 1, 32).unwrap();
+    s.parallelize(r, 2, TIDz).unwrap();
+    assert!(matches!(
+        s.validate(),
+        Err(ScheduleError::ReductionParallel { ptype: TIDz, .. })
     ));
 }
 

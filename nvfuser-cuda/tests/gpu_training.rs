@@ -113,6 +113,17 @@ const CASES: &[Case] = &[
         dtypes: &[F32],
         shapes: &[&[&[4096, 64]], &[&[1000, 129]], &[&[2, 3]], &[&[20000, 8]]],
     },
+    Case {
+        // Rows over threadIdx.y and blockIdx.y: block and grid reductions of max, min
+        // and mean, with row counts no split divides.
+        name: "column max, min and mean of bf16 (rows on threads and blocks)",
+        src: "fn f(x: Tensor<bf16, [M, C]>) -> (Tensor<f32, [C]>, Tensor<f32, [C]>, Tensor<f32, [C]>) {
+            let x = x as f32;
+            (x.max([0]), x.min([0]), x.mean([0]))
+        }",
+        dtypes: &[BF16],
+        shapes: &[&[&[5003, 100]], &[&[777, 33]], &[&[70001, 256]]],
+    },
 ];
 
 fn tolerance(dtype: DataType) -> Tolerance {

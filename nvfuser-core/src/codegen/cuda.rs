@@ -113,13 +113,18 @@ fn print_stmt(s: &mut String, st: &Stmt, depth: usize) {
             op,
             init,
             smem,
+            over_y,
             ..
         } => {
             let f = expr::functor(*op);
-            let _ = writeln!(
-                s,
-                "{ind}{acc} = nvf_block_allreduce_x({acc}, {f}, {init}, {smem});"
-            );
+            let _ = if *over_y {
+                writeln!(s, "{ind}{acc} = nvf_block_allreduce_y({acc}, {f}, {smem});")
+            } else {
+                writeln!(
+                    s,
+                    "{ind}{acc} = nvf_block_allreduce_x({acc}, {f}, {init}, {smem});"
+                )
+            };
         }
     }
 }

@@ -86,7 +86,8 @@ pub enum Stmt {
         /// Its arguments.
         args: Vec<Expr>,
     },
-    /// All-reduce `acc` over `threadIdx.x` through shared memory buffer `smem`.
+    /// All-reduce `acc` over `threadIdx.x` (or `threadIdx.y` when `over_y`) through
+    /// shared memory buffer `smem`.
     BlockReduce {
         /// The accumulator lvalue.
         acc: Expr,
@@ -96,8 +97,10 @@ pub enum Stmt {
         op: ReductionOp,
         /// The identity, a value of `dtype`.
         init: Expr,
-        /// The shared buffer (32 elements).
+        /// The shared buffer (32 elements over x; one per thread of the block over y).
         smem: String,
+        /// Over `threadIdx.y` (a power of two) rather than `threadIdx.x`.
+        over_y: bool,
     },
 }
 

@@ -300,6 +300,44 @@ template <typename T> __device__ inline void nvf_block_welford_x(T& avg, T& m2, 
   nvf_warp_welford(avg, m2, n);
 }
 
+// Block all-reduce over threadIdx.y, blockDim.y a power of two: each column of
+// threads (one threadIdx.x and threadIdx.z) halves its blockDim.y values in shared
+// memory (one slot per thread of the block); every thread returns its column's result.
+// Must be reached by every thread of the block.
+template <typename T, typename Op> __device__ inline T nvf_block_allreduce_y(T v, Op op, T* smem) {
+  const unsigned int w = blockDim.x;
+  const unsigned int base = threadIdx.z * blockDim.y * w + threadIdx.x;
+  const unsigned int me = base + threadIdx.y * w;
+  __syncthreads();
+  smem[me] = v;
+  __syncthreads();
+  for (unsigned int half = blockDim.y >> 1; half > 0u; half >>= 1) {
+    if (threadIdx.y < half) smem[me] = op(smem[me], smem[me + half * w]);
+    __syncthreads();
+  }
+  return smem[base];
+}
+// The same for Welford triples.
+template <typename T> __device__ inline void nvf_block_welford_y(T& avg, T& m2, long long& n, T* s_avg, T* s_m2, long long* s_n) {
+  const unsigned int w = blockDim.x;
+  const unsigned int base = threadIdx.z * blockDim.y * w + threadIdx.x;
+  const unsigned int me = base + threadIdx.y * w;
+  __syncthreads();
+  s_avg[me] = avg; s_m2[me] = m2; s_n[me] = n;
+  __syncthreads();
+  for (unsigned int half = blockDim.y >> 1; half > 0u; half >>= 1) {
+    if (threadIdx.y < half) {
+      T a = s_avg[me], q = s_m2[me];
+      long long c = s_n[me];
+      const unsigned int o = me + half * w;
+      nvf_welford_combine(a, q, c, s_avg[o], s_m2[o], s_n[o]);
+      s_avg[me] = a; s_m2[me] = q; s_n[me] = c;
+    }
+    __syncthreads();
+  }
+  avg = s_avg[base]; m2 = s_m2[base]; n = s_n[base];
+}
+
 // Loads that bypass the (non-coherent) L1 cache, for values other blocks wrote, and
 // for an output this kernel stored and reads back: NVRTC merged `c ? in[i] : out[i]`
 // into one read-only (non-coherent) load of the selected address, hoisted above the
@@ -310,20 +348,16 @@ __device__ inline nvf_bfloat nvf_load_volatile(const nvf_bfloat* p) { nvf_bfloat
 
 // Grid reduction, in one pass with a semaphore. The blocks that reduce together (same
 // `segment`, `nblocks` of them, this one being number `rank`) each store their partial
-// (one per thread slot `slot` of `nslots`; only threads with `store` set write) in
+// (one per thread slot `slot` of `nslots`; a block reduced over threadIdx.x or .y
+// (`reduce_tid` 1 or 2; 0: none) stores from its threads at 0 on that dim) in
 // work[(segment * nblocks + rank) * nslots + slot], make it visible (__threadfence),
 // and count themselves in sem[segment]. The block that arrives last reads every
-// partial of its segment back, reduces them (over threadIdx.x and a block all-reduce
-// when `reduce_x`, else serially per thread), leaves the result in `v`, resets
-// sem[segment] to 0 for the next launch and returns true; the others return false.
-// Must be reached by every thread of the block.
-template <typename T, typename Op>
-__device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned int* sem,
-    nvfuser_index_t segment, nvfuser_index_t nblocks, nvfuser_index_t rank,
-    nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x, T* smem) {
+// partial of its segment back, eight loads in flight at a time, spread over the
+// reduced thread dim (then a block all-reduce over it) or serially per thread; it
+// leaves the result in `v`, resets sem[segment] to 0 for the next launch and returns
+// true; the others return false. Must be reached by every thread of the block.
+__device__ inline bool nvf_grid_arrive(unsigned int* sem, nvfuser_index_t segment, nvfuser_index_t nblocks) {
   __shared__ bool last;
-  const bool store = !reduce_x || threadIdx.x == 0;
-  if (store) work[(segment * nblocks + rank) * nslots + slot] = v;
   __threadfence();
   __syncthreads();
   if (nvf_thread_linear() == 0u) {
@@ -331,53 +365,80 @@ __device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned in
     last = arrived == (unsigned int)(nblocks - 1);
   }
   __syncthreads();
-  if (!last) return false;
-  __threadfence();
+  const bool is_last = last;
+  if (is_last) __threadfence();
+  return is_last;
+}
+// The first partial this thread combines and the step between its partials.
+__device__ inline nvfuser_index_t nvf_grid_first(int reduce_tid) {
+  return reduce_tid == 1 ? (nvfuser_index_t)threadIdx.x : reduce_tid == 2 ? (nvfuser_index_t)threadIdx.y : 0;
+}
+__device__ inline nvfuser_index_t nvf_grid_step(int reduce_tid) {
+  return reduce_tid == 1 ? (nvfuser_index_t)blockDim.x : reduce_tid == 2 ? (nvfuser_index_t)blockDim.y : 1;
+}
+__device__ inline bool nvf_grid_stores(int reduce_tid) {
+  return reduce_tid == 1 ? threadIdx.x == 0u : reduce_tid == 2 ? threadIdx.y == 0u : true;
+}
+template <typename T, typename Op>
+__device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned int* sem,
+    nvfuser_index_t segment, nvfuser_index_t nblocks, nvfuser_index_t rank,
+    nvfuser_index_t slot, nvfuser_index_t nslots, int reduce_tid, T* smem) {
+  if (nvf_grid_stores(reduce_tid)) work[(segment * nblocks + rank) * nslots + slot] = v;
+  if (!nvf_grid_arrive(sem, segment, nblocks)) return false;
+  const nvfuser_index_t step = nvf_grid_step(reduce_tid);
+  const T* part = work + segment * nblocks * nslots + slot;
   T acc = init;
-  if (reduce_x) {
-    for (nvfuser_index_t b = threadIdx.x; b < nblocks; b += blockDim.x)
-      acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
-    acc = nvf_block_allreduce_x(acc, op, init, smem);
-  } else {
-    for (nvfuser_index_t b = 0; b < nblocks; ++b)
-      acc = op(acc, nvf_load_volatile(&work[(segment * nblocks + b) * nslots + slot]));
+  nvfuser_index_t b = nvf_grid_first(reduce_tid);
+  for (; b + 7 * step < nblocks; b += 8 * step) {
+    T r[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) r[j] = nvf_load_volatile(&part[(b + j * step) * nslots]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc = op(acc, r[j]);
   }
+  for (; b < nblocks; b += step) acc = op(acc, nvf_load_volatile(&part[b * nslots]));
+  if (reduce_tid == 1) acc = nvf_block_allreduce_x(acc, op, init, smem);
+  if (reduce_tid == 2) acc = nvf_block_allreduce_y(acc, op, smem);
   v = acc;
   if (nvf_thread_linear() == 0u) sem[segment] = 0u;
   return true;
 }
 
 // Grid Welford, as nvf_grid_reduce for (mean, sum of squared deviations, count)
-// triples: partials in three work buffers, the last block to arrive combines its
-// segment's partials in block order (Chan's formula; over threadIdx.x and a block
-// Welford when `reduce_x`, else serially per thread) and returns true.
+// triples: partials in three work buffers, combined by Chan's formula.
 template <typename T>
 __device__ inline bool nvf_grid_welford(T& avg, T& m2, long long& n, T* w_avg, T* w_m2,
     long long* w_n, unsigned int* sem, nvfuser_index_t segment, nvfuser_index_t nblocks,
-    nvfuser_index_t rank, nvfuser_index_t slot, nvfuser_index_t nslots, bool reduce_x,
+    nvfuser_index_t rank, nvfuser_index_t slot, nvfuser_index_t nslots, int reduce_tid,
     T* s_avg, T* s_m2, long long* s_n) {
-  __shared__ bool last;
   const nvfuser_index_t at = (segment * nblocks + rank) * nslots + slot;
-  if (!reduce_x || threadIdx.x == 0) { w_avg[at] = avg; w_m2[at] = m2; w_n[at] = n; }
-  __threadfence();
-  __syncthreads();
-  if (nvf_thread_linear() == 0u) {
-    const unsigned int arrived = atomicAdd(&sem[segment], 1u);
-    last = arrived == (unsigned int)(nblocks - 1);
-  }
-  __syncthreads();
-  if (!last) return false;
-  __threadfence();
+  if (nvf_grid_stores(reduce_tid)) { w_avg[at] = avg; w_m2[at] = m2; w_n[at] = n; }
+  if (!nvf_grid_arrive(sem, segment, nblocks)) return false;
+  const nvfuser_index_t step = nvf_grid_step(reduce_tid);
+  const nvfuser_index_t first = segment * nblocks * nslots + slot;
   T a = (T)0, q = (T)0;
   long long c = 0;
-  const nvfuser_index_t first = reduce_x ? (nvfuser_index_t)threadIdx.x : 0;
-  const nvfuser_index_t step = reduce_x ? (nvfuser_index_t)blockDim.x : 1;
-  for (nvfuser_index_t b = first; b < nblocks; b += step) {
-    const nvfuser_index_t i = (segment * nblocks + b) * nslots + slot;
+  nvfuser_index_t b = nvf_grid_first(reduce_tid);
+  for (; b + 7 * step < nblocks; b += 8 * step) {
+    T ra[8], rq[8];
+    long long rc[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const nvfuser_index_t i = first + (b + j * step) * nslots;
+      ra[j] = nvf_load_volatile(&w_avg[i]);
+      rq[j] = nvf_load_volatile(&w_m2[i]);
+      rc[j] = nvf_load_volatile(&w_n[i]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) nvf_welford_combine(a, q, c, ra[j], rq[j], rc[j]);
+  }
+  for (; b < nblocks; b += step) {
+    const nvfuser_index_t i = first + b * nslots;
     nvf_welford_combine(a, q, c, nvf_load_volatile(&w_avg[i]), nvf_load_volatile(&w_m2[i]),
                         nvf_load_volatile(&w_n[i]));
   }
-  if (reduce_x) nvf_block_welford_x(a, q, c, s_avg, s_m2, s_n);
+  if (reduce_tid == 1) nvf_block_welford_x(a, q, c, s_avg, s_m2, s_n);
+  if (reduce_tid == 2) nvf_block_welford_y(a, q, c, s_avg, s_m2, s_n);
   avg = a; m2 = q; n = c;
   if (nvf_thread_linear() == 0u) sem[segment] = 0u;
   return true;

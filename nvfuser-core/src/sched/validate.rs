@@ -142,7 +142,7 @@ pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
                 }
             }
             if dom.kind == IterKind::Reduction {
-                check_reduction_dim(tv, axis, pt, &dom.extent)?;
+                check_reduction_dim(tv, axis, pt, &dom.extent, d)?;
                 if pt.is_bid() {
                     check_grid_reduction(tv, axis, d)?;
                 }
@@ -296,10 +296,22 @@ fn check_reduction_dim(
     axis: usize,
     pt: ParallelType,
     extent: &Extent,
+    d: &super::TensorDomain,
 ) -> SchedResult<()> {
     let reason = match pt {
-        ParallelType::TIDy | ParallelType::TIDz => {
-            "block reductions run over threadIdx.x only (threadIdx.y/z may index rows)"
+        ParallelType::TIDy => {
+            let x_too = d.loop_dims.iter().any(|&l| {
+                let x = d.dom(l);
+                x.kind == IterKind::Reduction && x.parallel == ParallelType::TIDx
+            });
+            match extent.as_const() {
+                _ if x_too => "a tensor is block-reduced over one thread dim (threadIdx.x or threadIdx.y), not both",
+                Some(c) if c > 0 && c <= 1024 && (c as u64).is_power_of_two() => return Ok(()),
+                _ => "a block reduction over threadIdx.y needs a constant power-of-two extent of at most 1024",
+            }
+        }
+        ParallelType::TIDz => {
+            "block reductions run over threadIdx.x or threadIdx.y (threadIdx.z may index rows)"
         }
         ParallelType::Vectorize => "reduction dims cannot be vectorized",
         ParallelType::TIDx => {

@@ -92,6 +92,10 @@ pub struct ReductionParams {
 pub struct OuterReductionParams {
     /// Threads per block over the kept dims (a multiple of 32, at most 1024).
     pub threads_x: i64,
+    /// Threads per block over the reduced rows (`threadIdx.y`, a power of two; more
+    /// than 1 is a block reduction over them). Absent in older serialized params: 1.
+    #[serde(default = "one")]
+    pub threads_y: i64,
     /// Serial reduced rows unrolled together (1 to 16).
     pub unroll: i64,
     /// Blocks that share one column (`blockIdx.y`); more than 1 is a grid reduction.
@@ -323,6 +327,15 @@ impl HeuristicParams {
             }
             HeuristicParams::OuterReduction(p) => {
                 at("threads_x", p.threads_x, Threads)?;
+                check(
+                    k,
+                    "threads_y",
+                    p.threads_y,
+                    p.threads_y >= 1
+                        && (p.threads_y as u64).is_power_of_two()
+                        && p.threads_y.saturating_mul(p.threads_x) <= 1024,
+                    "a power of two, with threads_x × threads_y at most 1024",
+                )?;
                 at("unroll", p.unroll, Unroll)?;
                 at("grid_split", p.grid_split, GridSplit)
             }

@@ -66,7 +66,7 @@ impl Device {
     /// when the kernel writes every element (see `launch`). Reading it before a kernel
     /// wrote it gives arbitrary values (never undefined behavior: elements are decoded
     /// from plain bytes).
-    pub(crate) fn uninit(&self, dtype: DataType, shape: &[usize]) -> Result<Tensor, Error> {
+    pub fn uninit(&self, dtype: DataType, shape: &[usize]) -> Result<Tensor, Error> {
         const OP: &str = "Device::uninit";
         let layout = Layout::contiguous(OP, shape)?;
         let num_bytes = byte_size(OP, layout.numel(), dtype)?;

@@ -197,6 +197,7 @@ impl Display for Func {
             Func::Minimum => "nvf_minimum",
             Func::WelfordUpdate => "nvf_welford_update",
             Func::BlockWelfordX => "nvf_block_welford_x",
+            Func::BlockWelfordY => "nvf_block_welford_y",
             Func::GridReduce => "nvf_grid_reduce",
             Func::GridWelford => "nvf_grid_welford",
         };

@@ -178,11 +178,15 @@ pub enum Func {
     WelfordUpdate,
     /// The Welford all-reduce over `threadIdx.x`: `(avg, m2, n, smem_avg, smem_m2, smem_n)`.
     BlockWelfordX,
+    /// The Welford all-reduce over `threadIdx.y`: `(avg, m2, n, smem_avg, smem_m2,
+    /// smem_n)`, one shared slot per thread of the block.
+    BlockWelfordY,
     /// The grid reduction: `(acc, functor, init, work, sem, segment, blocks, rank, slot,
-    /// slots, block-reduced, smem)`; true in the block that holds the final value.
+    /// slots, reduced thread dim (0 none, 1 x, 2 y), smem)`; true in the block that holds
+    /// the final value.
     GridReduce,
     /// The grid Welford: `(avg, m2, n, work_avg, work_m2, work_n, sem, segment, blocks,
-    /// rank, slot, slots, block-reduced, smem_avg, smem_m2, smem_n)`; true in the block
+    /// rank, slot, slots, reduced thread dim, smem_avg, smem_m2, smem_n)`; true in the block
     /// that holds the final triple.
     GridWelford,
 }

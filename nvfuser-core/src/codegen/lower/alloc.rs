@@ -49,7 +49,28 @@ impl Lower<'_> {
                     self.anchored.insert(ei);
                 }
                 let welford = is_welford(&e.op);
-                if red_parallel(&t.domain, ParallelType::TIDx) {
+                let tidx = red_parallel(&t.domain, ParallelType::TIDx);
+                let slots = if tidx {
+                    Some(32)
+                } else if red_parallel(&t.domain, ParallelType::TIDy) {
+                    // One slot per thread of the block (validation keeps the block
+                    // dims constant for a reduction over threadIdx.y).
+                    let mut n = 1i64;
+                    for p in [ParallelType::TIDx, ParallelType::TIDy, ParallelType::TIDz] {
+                        if let Some(x) = self.bound.get(&p) {
+                            n *= x.as_const().ok_or_else(|| {
+                                ScheduleError::Unsupported(format!(
+                                    "block reduction of T{} over threadIdx.y needs constant block dims, {p} is {x}",
+                                    tv.id()
+                                ))
+                            })?;
+                        }
+                    }
+                    Some(n)
+                } else {
+                    None
+                };
+                if tidx {
                     let e = self.bound[&ParallelType::TIDx].clone();
                     if e.as_const().is_none() {
                         self.requirements.push(Requirement::Divisible {
@@ -58,16 +79,18 @@ impl Lower<'_> {
                             why: format!("block reduction of T{} over threadIdx.x", tv.id()),
                         });
                     }
+                }
+                if let Some(slots) = slots {
                     if welford {
                         for (suffix, dt) in
                             [("avg", t.dtype), ("m2", t.dtype), ("n", DataType::I64)]
                         {
                             self.shared
-                                .push((format!("T{}_smem_{suffix}", tv.id()), dt, 32));
+                                .push((format!("T{}_smem_{suffix}", tv.id()), dt, slots));
                         }
                     } else {
                         self.shared
-                            .push((format!("T{}_smem", tv.id()), t.dtype, 32));
+                            .push((format!("T{}_smem", tv.id()), t.dtype, slots));
                     }
                 }
                 if grid_dims(&t.domain).next().is_some() {

@@ -164,9 +164,14 @@ impl Lower<'_> {
         let t = self.t(tv);
         let n = tv.id();
         let named = |s: &str| Expr::var(format!("T{n}_{s}"));
-        if red_parallel(&t.domain, ParallelType::TIDx) {
+        let block = match reduced_tid(&t.domain) {
+            1 => Some(Func::BlockWelfordX),
+            2 => Some(Func::BlockWelfordY),
+            _ => None,
+        };
+        if let Some(func) = block {
             out.push(Stmt::Call {
-                func: Func::BlockWelfordX,
+                func,
                 args: ["avg", "m2", "n", "smem_avg", "smem_m2", "smem_n"]
                     .iter()
                     .map(|s| named(s))
@@ -217,19 +222,20 @@ impl Lower<'_> {
         let t = self.t(tv);
         let dt = t.dtype;
         let acc = self.acc(tv)?;
-        let tidx = red_parallel(&t.domain, ParallelType::TIDx);
-        if tidx {
+        let tid = reduced_tid(&t.domain);
+        if tid != 0 {
             out.push(Stmt::BlockReduce {
                 acc: acc.clone(),
                 dtype: dt,
                 op,
                 init: init_value(op, dt),
                 smem: format!("T{}_smem", tv.id()),
+                over_y: tid == 2,
             });
         }
         let mut last = Vec::new();
         if grid_dims(&t.domain).next().is_some() {
-            last.push(self.emit_grid_reduce(tv, op, &acc, tidx, out));
+            last.push(self.emit_grid_reduce(tv, op, &acc, tid, out));
         }
         if op == ReductionOp::Mean {
             let mut n = Idx::Const(1);
@@ -365,7 +371,7 @@ impl Lower<'_> {
 
     /// The arguments that place a grid reduction of `tv`: `(segment, blocks, rank, slot,
     /// slots, block-reduced)`, as `nvf_grid_reduce` and `nvf_grid_welford` take them.
-    fn grid_place(&self, tv: ValId, tidx: bool) -> Vec<Expr> {
+    fn grid_place(&self, tv: ValId, tid: i64) -> Vec<Expr> {
         let d = &self.t(tv).domain;
         let lin = |pts: &[ParallelType], want_reduced: bool, size: bool| -> Idx {
             let mut v = Idx::Const(if size { 1 } else { 0 });
@@ -396,7 +402,7 @@ impl Lower<'_> {
             lin(&bids, true, false).into(),
             lin(&tids, false, false).into(),
             lin(&tids, false, true).into(),
-            Expr::Lit(ScalarValue::Bool(tidx), DataType::Bool),
+            Expr::int(tid),
         ]
     }
 
@@ -424,14 +430,14 @@ impl Lower<'_> {
         tv: ValId,
         op: ReductionOp,
         acc: &Expr,
-        tidx: bool,
+        tid: i64,
         out: &mut Vec<Stmt>,
     ) -> Expr {
         let dt = self.t(tv).dtype;
         self.grid_comment(tv, "reduction", &format!("T{}_work", tv.id()), out);
         let flag = format!("T{}_last", tv.id());
         let n = tv.id();
-        let smem = if tidx {
+        let smem = if tid != 0 {
             Expr::var(format!("T{n}_smem"))
         } else {
             Expr::NullPtr(dt)
@@ -443,7 +449,7 @@ impl Lower<'_> {
             Expr::var(format!("T{n}_work")),
             Expr::var(format!("T{n}_sem")),
         ];
-        args.extend(self.grid_place(tv, tidx));
+        args.extend(self.grid_place(tv, tid));
         args.push(smem);
         out.push(Stmt::Decl {
             konst: true,
@@ -460,14 +466,14 @@ impl Lower<'_> {
         let t = self.t(tv);
         let n = tv.id();
         let named = |s: &str| Expr::var(format!("T{n}_{s}"));
-        let tidx = red_parallel(&t.domain, ParallelType::TIDx);
+        let tid = reduced_tid(&t.domain);
         self.grid_comment(tv, "Welford", &format!("T{n}_work_avg/m2/n"), out);
         let mut args: Vec<Expr> = ["avg", "m2", "n", "work_avg", "work_m2", "work_n", "sem"]
             .iter()
             .map(|s| named(s))
             .collect();
-        args.extend(self.grid_place(tv, tidx));
-        if tidx {
+        args.extend(self.grid_place(tv, tid));
+        if tid != 0 {
             args.extend(["smem_avg", "smem_m2", "smem_n"].iter().map(|s| named(s)));
         } else {
             args.extend([
@@ -493,6 +499,18 @@ pub(super) fn is_welford(op: &Op) -> bool {
 }
 
 /// True when a reduction loop dim of `d` is bound to `p`.
+/// The thread dim a reduction of `d` is block-reduced over: 1 for `threadIdx.x`, 2 for
+/// `threadIdx.y`, 0 for none (the code the grid reduction helpers take).
+pub(super) fn reduced_tid(d: &TensorDomain) -> i64 {
+    if red_parallel(d, ParallelType::TIDx) {
+        1
+    } else if red_parallel(d, ParallelType::TIDy) {
+        2
+    } else {
+        0
+    }
+}
+
 pub(super) fn red_parallel(d: &TensorDomain, p: ParallelType) -> bool {
     d.loop_dims.iter().any(|&l| {
         let x = d.dom(l);

@@ -14,8 +14,11 @@
 //! accumulates one column over its rows (a warp reads 32 adjacent elements of a row:
 //! coalesced), `unroll` rows in flight at a time. With too few column blocks to fill
 //! the GPU, the rows are also split over `grid_split` blocks on `blockIdx.y` (a grid
-//! reduction). No vector loads: the lowering keeps reduction loops innermost, so a
-//! thread cannot accumulate a vector of columns inside its row loop.
+//! reduction); then the rows are also split over `threads_y` threads (`threadIdx.y`,
+//! a block reduction), which divides the partials by `threads_y` and lets the last
+//! block combine them with all its rows of threads. No vector loads: the lowering
+//! keeps reduction loops innermost, so a thread cannot accumulate a vector of columns
+//! inside its row loop.
 
 use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 
@@ -175,15 +178,23 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     let threads_x = round_up(cols, 32).clamp(32, 128);
     let blocks = ceil_div(cols, threads_x);
     let mut grid_split = 1;
+    let mut threads_y = 1;
     if blocks < 2 * sm && rows >= 256 {
-        // Too few columns to fill the GPU: split the rows over blocks too.
-        // About 80 blocks per SM in total: each thread streams its column with few
-        // loads in flight, so many blocks are needed to cover memory latency (an H200
-        // sweep of [8192, 32768] f32: 1636 GB/s at 5 blocks per column, 2159 at 21,
-        // 2447 at 42 with unroll 8).
-        grid_split = ceil_div(80 * sm, blocks).min(rows / 64).clamp(1, 65535);
+        // Too few columns to fill the GPU: split the rows over threads (threadIdx.y, a
+        // block reduction) and blocks (blockIdx.y, a grid reduction) too. About
+        // 80 × threads_x threads per SM in total: each thread streams its column with
+        // few loads in flight, so many are needed to cover memory latency (an H200
+        // sweep of [8192, 32768] f32: 1636 GB/s at 5 blocks of 128 per column, 2159 at
+        // 21, 2447 at 42 with unroll 8); at least 64 rows per thread. The rows on
+        // threadIdx.y divide the partials the last block combines by threads_y, and
+        // that block combines them with all its rows of threads.
+        let most_y = (512 / threads_x).min(rows / 64).max(1);
+        threads_y = 1i64 << (63 - most_y.leading_zeros());
+        grid_split = ceil_div(80 * sm, blocks * threads_y)
+            .min(rows / (64 * threads_y))
+            .clamp(1, 65535);
     }
-    let per_block = ceil_div(rows, grid_split);
+    let per_block = ceil_div(rows, grid_split * threads_y);
     let unroll = if per_block >= 32 {
         8
     } else if per_block >= 16 {
@@ -193,11 +204,12 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     };
     Ok(OuterReductionParams {
         threads_x,
+        threads_y,
         unroll,
         grid_split,
         launch: LaunchParams {
             grid: [blocks.max(1), grid_split, 1],
-            block: [threads_x, 1, 1],
+            block: [threads_x, threads_y, 1],
         },
         compile: CompileParams {
             index_type: index_type(&p.fusion, info),
@@ -254,8 +266,13 @@ pub(crate) fn schedule(
             per_col.push(c);
         }
     }
-    let (u, g, tx) = (params.unroll, params.grid_split, params.threads_x);
-    // [R.., I..] -> [R, I] -> [R, I/v/tx, tx, v] -> rows split -> reorder.
+    let (u, g, tx, ty) = (
+        params.unroll,
+        params.grid_split,
+        params.threads_x,
+        params.threads_y,
+    );
+    // [R.., I..] -> [R, I] -> [R, I/tx, tx] -> rows split -> reorder.
     let schedule_full = |s: &mut ScheduledFusion, tv: ValId| -> Result<(), ScheduleError> {
         for _ in 1..kept {
             s.merge(tv, k as i64)?;
@@ -267,16 +284,27 @@ pub(crate) fn schedule(
         // [R, Io, tx]
         s.split(tv, 0, u)?;
         // [R/u, u, Io, tx]
-        s.split_outer(tv, 0, g)?;
-        // [g, R/u/g, u, Io, tx] -> [Io, g, tx, R/u/g, u]
-        s.reorder(tv, &[3, 0, 4, 1, 2])?;
+        if ty > 1 {
+            s.split(tv, 0, ty)?;
+            // [R/u/ty, ty, u, Io, tx]
+            s.split_outer(tv, 0, g)?;
+            // [g, R/u/ty/g, ty, u, Io, tx] -> [Io, g, ty, tx, R/u/ty/g, u]: a block
+            // reads ty × u consecutive rows per serial step.
+            s.reorder(tv, &[4, 0, 2, 5, 1, 3])?;
+            s.parallelize(tv, 2, ParallelType::TIDy)?;
+            s.parallelize(tv, 3, ParallelType::TIDx)?;
+        } else {
+            s.split_outer(tv, 0, g)?;
+            // [g, R/u/g, u, Io, tx] -> [Io, g, tx, R/u/g, u]
+            s.reorder(tv, &[3, 0, 4, 1, 2])?;
+            s.parallelize(tv, 2, ParallelType::TIDx)?;
+        }
         s.parallelize(tv, 0, ParallelType::BIDx)?;
         if g > 1 {
             s.parallelize(tv, 1, ParallelType::BIDy)?;
         }
-        s.parallelize(tv, 2, ParallelType::TIDx)?;
         if u > 1 {
-            s.parallelize(tv, 4, ParallelType::Unroll)?;
+            s.parallelize(tv, if ty > 1 { 5 } else { 4 }, ParallelType::Unroll)?;
         }
         Ok(())
     };
