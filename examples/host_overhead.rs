@@ -271,14 +271,16 @@ fn bulk(
 
 /// The bare launch of the executor's kernel on `device`: parameters packed once by the
 /// kernel's ABI for a preallocated output, timed by `time`.
-type Timed<'f> = &'f mut dyn FnMut() -> Result<(), Box<dyn std::error::Error>>;
+type BoxError = Box<dyn std::error::Error>;
+type Timed<'f> = &'f mut dyn FnMut() -> Result<(), BoxError>;
+type Timer<'f, T> = &'f dyn Fn(Timed<'_>) -> Result<T, BoxError>;
 
 fn bare<T>(
     device: &Device,
     exec: &FusionExecutorCache,
     ta: &Tensor,
     tb: &Tensor,
-    time: &dyn Fn(Timed<'_>) -> Result<T, Box<dyn std::error::Error>>,
+    time: Timer<'_, T>,
 ) -> Result<T, Box<dyn std::error::Error>> {
     let args = [Arg::from(ta), Arg::from(tb)];
     let (kernel, function) = exec.kernel_and_function(device, &args)?;
