@@ -367,6 +367,24 @@ fn k(logits: Tensor<bf16, [_, _]>, labels: Tensor<i64, [_, 1]>) -> Tensor<f32, [
                 (DataType::I64, vec![4096, 1]),
             ],
         ),
+        (
+            // Statistics by an outer Welford over rows on threadIdx.y and blockIdx.y
+            // (392 partials per column, combined by 4 rows of threads), then the
+            // normalization as a pointwise kernel.
+            "plan_batch_norm_nhwc",
+            r#"
+fn k(x: Tensor<bf16, [_, _]>, w: Tensor<f32, [_]>, b: Tensor<f32, [_]>) -> Tensor<bf16, [_, _]> {
+    let x = x as f32;
+    let (var, mean) = x.var_mean([0], correction = 0, keepdim = true);
+    ((x - mean) * rsqrt(var + 1e-5f32) * w + b) as bf16
+}
+"#,
+            vec![
+                (DataType::BF16, vec![100352, 256]),
+                (DataType::F32, vec![256]),
+                (DataType::F32, vec![256]),
+            ],
+        ),
     ];
     for (name, src, shapes) in cases {
         let fusion = nvfuser_core::dsl::build_str(src)

@@ -185,14 +185,24 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
         // 80 × threads_x threads per SM in total: each thread streams its column with
         // few loads in flight, so many are needed to cover memory latency (an H200
         // sweep of [8192, 32768] f32: 1636 GB/s at 5 blocks of 128 per column, 2159 at
-        // 21, 2447 at 42 with unroll 8); at least 64 rows per thread. The rows on
-        // threadIdx.y divide the partials the last block combines by threads_y, and
-        // that block combines them with all its rows of threads.
-        let most_y = (512 / threads_x).min(rows / 64).max(1);
-        threads_y = 1i64 << (63 - most_y.leading_zeros());
-        grid_split = ceil_div(80 * sm, blocks * threads_y)
-            .min(rows / (64 * threads_y))
-            .clamp(1, 65535);
+        // 21, 2447 at 42 with unroll 8); at least 64 rows per thread. Past 128
+        // partials per column the last block's combine shows (batch norm statistics of
+        // [100352, 256] bf16 on an H100: 633 us with 1568 partials combined serially),
+        // so the rows go on threadIdx.y too: that divides the partials by threads_y,
+        // and the last block combines them with all its rows of threads (164 us). With
+        // fewer partials one row of threads is faster ([8192, 32768] f32: 488 us with
+        // 42 blocks per column, 521 us with 11 blocks of 4 rows).
+        let split = |ty: i64| {
+            ceil_div(80 * sm, blocks * ty)
+                .min(rows / (64 * ty))
+                .clamp(1, 65535)
+        };
+        grid_split = split(1);
+        if grid_split > 128 {
+            let most_y = (512 / threads_x).min(rows / 64).max(1);
+            threads_y = 1i64 << (63 - most_y.leading_zeros());
+            grid_split = split(threads_y);
+        }
     }
     let per_block = ceil_div(rows, grid_split * threads_y);
     let unroll = if per_block >= 32 {
