@@ -35,11 +35,10 @@ use nvfuser_core::Fusion;
 pub use crate::args::Arg;
 use crate::args::{bound_args, check_args_with};
 use crate::dump::{Dump, DumpFlags};
-use crate::launch::LaunchRecipe;
 use crate::profile::host::{self, HostPhase};
 use crate::profile::{self, KernelProfile, LaunchTimer};
 pub use crate::runtime::InputSignature;
-use crate::runtime::{call_sizes, check_reads, execute, Entry, Runtime, RuntimeCache};
+use crate::runtime::{call_sizes, check_reads, execute, Cached, Entry, Runtime, RuntimeCache};
 use crate::{Device, Error, Tensor};
 
 /// Runs one fusion definition on any device, caching what can be cached.
@@ -244,7 +243,7 @@ impl FusionExecutorCache {
     fn runtime_for(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, Error> {
         self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
-        Ok(self.runtime(device, args, None)?.0)
+        Ok(self.runtime(device, args, None)?.runtime.clone())
     }
 
     /// The execution plan a GPU call with these arguments runs, building its runtime if
@@ -350,9 +349,10 @@ impl FusionExecutorCache {
             views
         } else {
             host::end(HostPhase::HostScalars);
-            let (rt, recipe) = self.runtime(device, args, user)?;
+            let cached = self.runtime(device, args, user)?;
+            let (rt, recipe) = (&cached.runtime, &cached.recipe);
             host::end(HostPhase::Lookup);
-            match execute(device, &rt, &recipe, args, self.dump(), timer) {
+            match execute(device, rt, recipe, args, self.dump(), timer) {
                 // A call whose kernel would cover no element but whose outputs have
                 // some (a reduction over an empty dim): the reference computes it.
                 Err(Error::EmptyLaunch { .. }) => {
@@ -440,10 +440,11 @@ impl FusionExecutorCache {
                 reason: "the fusion has no expressions, so no kernel runs to profile".into(),
             });
         }
-        let (rt, recipe) = self.runtime(device, args, params)?;
+        let cached = self.runtime(device, args, params)?;
+        let (rt, recipe) = (&cached.runtime, &cached.recipe);
         let (k, function) = rt.single("run_profiled")?;
         let mut timer = LaunchTimer::default();
-        let outputs = execute(device, &rt, &recipe, args, self.dump(), Some(&mut timer))?;
+        let outputs = execute(device, rt, recipe, args, self.dump(), Some(&mut timer))?;
         let profile = KernelProfile::new(
             k.kernel.abi.name.clone(),
             rt.scheduler().to_owned(),
@@ -490,7 +491,7 @@ impl FusionExecutorCache {
         device: &Device,
         args: &[Arg<'_>],
         user: Option<&HeuristicParams>,
-    ) -> Result<(Arc<Runtime>, Arc<OnceLock<LaunchRecipe>>), Error> {
+    ) -> Result<Arc<Cached>, Error> {
         let sig = InputSignature::of(device, args);
         let sizes = call_sizes(args, self.planner.extent_scalars());
         if let Some(found) = self.lock().find(&sig, &sizes, user) {
@@ -515,19 +516,21 @@ impl FusionExecutorCache {
                 Arc::new(Runtime::compile(device, plan)?)
             }
         };
-        let recipe = Arc::new(OnceLock::new());
+        let cached = Arc::new(Cached {
+            runtime: rt,
+            recipe: OnceLock::new(),
+        });
         let evicted = self.lock().insert(Entry {
             sig,
             sizes,
             user: user.cloned(),
-            runtime: rt.clone(),
-            recipe: recipe.clone(),
+            cached: cached.clone(),
             tick: 0,
         });
         if evicted {
             self.evictions.fetch_add(1, Ordering::Relaxed);
         }
-        Ok((rt, recipe))
+        Ok(cached)
     }
 
     /// The planner's decisions for a call (`info` of the kernel fusion), with every

@@ -122,11 +122,19 @@ pub(crate) struct Entry {
     pub(crate) sig: InputSignature,
     pub(crate) sizes: SmallVec<[u64; 8]>,
     pub(crate) user: Option<HeuristicParams>,
+    /// The runtime and the launch recipe, behind one reference count (a cached call
+    /// clones and drops one `Arc`).
+    pub(crate) cached: Arc<Cached>,
+    pub(crate) tick: u64,
+}
+
+/// What a cache entry hands to a call.
+#[derive(Debug)]
+pub(crate) struct Cached {
     pub(crate) runtime: Arc<Runtime>,
     /// What the first launch with exactly this layout and these sizes found (one
     /// kernel plans only).
-    pub(crate) recipe: Arc<OnceLock<LaunchRecipe>>,
-    pub(crate) tick: u64,
+    pub(crate) recipe: OnceLock<LaunchRecipe>,
 }
 
 /// The runtimes of one executor: a bounded LRU.
@@ -152,7 +160,7 @@ impl RuntimeCache {
         sig: &InputSignature,
         sizes: &[u64],
         user: Option<&HeuristicParams>,
-    ) -> Option<(Arc<Runtime>, Arc<OnceLock<LaunchRecipe>>)> {
+    ) -> Option<Arc<Cached>> {
         self.tick += 1;
         let tick = self.tick;
         let e = self
@@ -160,7 +168,7 @@ impl RuntimeCache {
             .iter_mut()
             .find(|e| e.sizes[..] == *sizes && e.sig == *sig && e.user.as_ref() == user)?;
         e.tick = tick;
-        Some((e.runtime.clone(), e.recipe.clone()))
+        Some(e.cached.clone())
     }
 
     /// A runtime of the same layout and user params whose plan runs the kernels
@@ -174,9 +182,11 @@ impl RuntimeCache {
         self.entries
             .iter()
             .find(|e| {
-                e.sig == *sig && e.user.as_ref() == user && decided.same_kernels(&e.runtime.plan)
+                e.sig == *sig
+                    && e.user.as_ref() == user
+                    && decided.same_kernels(&e.cached.runtime.plan)
             })
-            .map(|e| e.runtime.clone())
+            .map(|e| e.cached.runtime.clone())
     }
 
     /// Adds an entry, evicting the least recently used one when full; true when one

@@ -20,7 +20,7 @@ mod properties;
 use std::fmt;
 use std::sync::{Arc, Mutex, Once, Weak};
 
-use cudarc::driver::{CudaContext, CudaModule, CudaStream};
+use cudarc::driver::{CudaContext, CudaModule, CudaStream, DriverError};
 
 pub use graph::CudaGraphRun;
 pub use module::cubin_runs_on;
@@ -127,19 +127,21 @@ fn open(ordinal: usize, own_stream: bool) -> Result<CudaDevice, Error> {
 }
 
 impl CudaDevice {
-    /// The pool new buffers come from: the capture's while one is in progress.
-    pub(crate) fn allocator(&self) -> Arc<pool::Pool> {
+    /// A buffer of `bytes` from the pool new buffers come from: the capture's while one
+    /// is in progress, else the device's (borrowed: no reference count is touched on
+    /// the cached call's path beyond the buffer's own).
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<pool::PooledBuffer, DriverError> {
         if self.capturing.load(std::sync::atomic::Ordering::Acquire) {
-            if let Some(p) = self
+            let capture = self
                 .capture
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
-            {
-                return p.clone();
+                .clone();
+            if let Some(p) = capture {
+                return p.alloc(bytes);
             }
         }
-        self.pool.clone()
+        self.pool.alloc(bytes)
     }
 }
 

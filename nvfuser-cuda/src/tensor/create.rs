@@ -133,10 +133,9 @@ fn alloc_error<'a>(
 
 /// A zero-filled device buffer of `num_bytes` (at least one), from the device's pool.
 fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, Error> {
-    let buffer =
-        gpu.allocator()
-            .alloc(num_bytes)
-            .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
+    let buffer = gpu
+        .alloc(num_bytes)
+        .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
     buffer
         .zero()
         .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
@@ -151,10 +150,9 @@ fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>
 /// kernel must write every element before it is read, and the launcher only uses it for
 /// outputs that the kernel writes completely.
 fn alloc_uninit(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, Error> {
-    let buffer =
-        gpu.allocator()
-            .alloc(num_bytes)
-            .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
+    let buffer = gpu
+        .alloc(num_bytes)
+        .map_err(alloc_error(gpu, num_bytes, "cuMemAllocAsync"))?;
     Ok(Arc::new(buffer))
 }
 
@@ -163,11 +161,9 @@ fn upload(gpu: &CudaDevice, bytes: &[u8]) -> Result<Arc<dyn CudaBuffer>, Error> 
     if bytes.is_empty() {
         return alloc_zeros(gpu, 0);
     }
-    let buffer = gpu.allocator().alloc(bytes.len()).map_err(alloc_error(
-        gpu,
-        bytes.len(),
-        "cuMemAllocAsync",
-    ))?;
+    let buffer =
+        gpu.alloc(bytes.len())
+            .map_err(alloc_error(gpu, bytes.len(), "cuMemAllocAsync"))?;
     buffer
         .upload(bytes)
         .map_err(|e| Error::driver("cuMemcpyHtoDAsync", e))?;
