@@ -1,13 +1,14 @@
 //! Tries variations of the heuristic params of one workload on the GPU and prints the
 //! bandwidth of each (CUDA-event kernel time, median of 15): how the heuristics were
-//! tuned. `param_sweep softmax bf16 32768 8192`.
+//! tuned. `param_sweep softmax bf16 32768 8192`; `column_var_mean` (batch norm's
+//! statistics over the rows) is a workload of its own here.
 use nvfuser_core::eval::HostTensor;
 use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::workloads::{self, WorkloadInput};
 use nvfuser_core::DataType;
 use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
 
-fn variants(auto: &HeuristicParams) -> Vec<HeuristicParams> {
+fn variants(auto: &HeuristicParams, shape: &(i64, i64)) -> Vec<HeuristicParams> {
     let mut out = vec![auto.clone()];
     match auto {
         HeuristicParams::Pointwise(p) => {
@@ -41,13 +42,26 @@ fn variants(auto: &HeuristicParams) -> Vec<HeuristicParams> {
             }
         }
         HeuristicParams::OuterReduction(p) => {
-            for tx in [32, 64, 128, 256] {
-                for unroll in [4, 8, 16] {
-                    for g in [p.grid_split, p.grid_split * 2, p.grid_split * 4] {
+            // Columns per block, rows per block (threadIdx.y) and the grid split the
+            // heuristic would pick for them (at least 64 rows per thread), and half that.
+            let (rows, cols) = *shape;
+            let sm: i64 = 132;
+            for tx in [32, 64, 128] {
+                for ty in [1, 2, 4, 8, 16] {
+                    if tx * ty > 1024 {
+                        continue;
+                    }
+                    let blocks = (cols + tx - 1) / tx;
+                    let g = ((80 * sm + blocks * ty - 1) / (blocks * ty))
+                        .min(rows / (64 * ty))
+                        .max(1);
+                    for g in [g, (g / 2).max(1)] {
                         let mut q = p.clone();
                         q.threads_x = tx;
-                        q.unroll = unroll;
+                        q.threads_y = ty;
                         q.grid_split = g;
+                        q.launch.grid = [blocks, g, 1];
+                        q.launch.block = [tx, ty, 1];
                         out.push(HeuristicParams::OuterReduction(q));
                     }
                 }
@@ -87,13 +101,33 @@ fn main() {
             return;
         }
     };
-    let build = workloads::ALL
-        .iter()
-        .find(|w| w.0 == name)
-        .expect("workload")
-        .1;
-    let exec = FusionExecutorCache::new(build(dtype).unwrap());
-    let inputs = workloads::inputs(name, dtype, rows, hidden).unwrap();
+    let (fusion, inputs) = if name == "column_var_mean" {
+        // Batch norm's statistics, channels-last: mean and biased variance of each
+        // column of `[rows, hidden]`, in f32.
+        let src = format!(
+            "fn k(x: Tensor<{dtype}, [_, _]>) -> (Tensor<f32, [_]>, Tensor<f32, [_]>) {{
+                let x = x as f32;
+                let (var, mean) = x.var_mean([0], correction = 0);
+                (var, mean)
+            }}"
+        );
+        let fusion = nvfuser_core::dsl::build_str(&src).unwrap().remove(0).0;
+        (
+            fusion,
+            vec![WorkloadInput::Tensor(dtype, vec![rows, hidden])],
+        )
+    } else {
+        let build = workloads::ALL
+            .iter()
+            .find(|w| w.0 == name)
+            .expect("workload")
+            .1;
+        (
+            build(dtype).unwrap(),
+            workloads::inputs(name, dtype, rows, hidden).unwrap(),
+        )
+    };
+    let exec = FusionExecutorCache::new(fusion);
     let tensors: Vec<_> = inputs
         .iter()
         .enumerate()
@@ -114,7 +148,10 @@ fn main() {
     }
     let auto = exec.heuristics(&device, &args).unwrap();
     println!("{name} {dtype} [{rows}, {hidden}] on {device}");
-    for (i, p) in variants(&auto).iter().enumerate() {
+    for (i, p) in variants(&auto, &(rows as i64, hidden as i64))
+        .iter()
+        .enumerate()
+    {
         let mut times = Vec::new();
         let mut gbs = 0.0;
         let mut err = None;

@@ -369,7 +369,7 @@ fn k(logits: Tensor<bf16, [_, _]>, labels: Tensor<i64, [_, 1]>) -> Tensor<f32, [
         ),
         (
             // Statistics by an outer Welford over rows on threadIdx.y and blockIdx.y
-            // (392 partials per column, combined by 4 rows of threads), then the
+            // (196 partials per column, combined by 8 rows of threads), then the
             // normalization as a pointwise kernel.
             "plan_batch_norm_nhwc",
             r#"

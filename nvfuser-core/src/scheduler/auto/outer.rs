@@ -175,8 +175,8 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     let cols = eval(&p.kept)?;
     let rows = eval(&p.reduced)?;
     let sm = info.device.sm_count as i64;
-    let threads_x = round_up(cols, 32).clamp(32, 128);
-    let blocks = ceil_div(cols, threads_x);
+    let mut threads_x = round_up(cols, 32).clamp(32, 128);
+    let mut blocks = ceil_div(cols, threads_x);
     let mut grid_split = 1;
     let mut threads_y = 1;
     if blocks < 2 * sm && rows >= 256 {
@@ -185,23 +185,29 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
         // 80 × threads_x threads per SM in total: each thread streams its column with
         // few loads in flight, so many are needed to cover memory latency (an H200
         // sweep of [8192, 32768] f32: 1636 GB/s at 5 blocks of 128 per column, 2159 at
-        // 21, 2447 at 42 with unroll 8); at least 64 rows per thread. Past 128
-        // partials per column the last block's combine shows (batch norm statistics of
-        // [100352, 256] bf16 on an H100: 633 us with 1568 partials combined serially),
-        // so the rows go on threadIdx.y too: that divides the partials by threads_y,
-        // and the last block combines them with all its rows of threads (164 us). With
-        // fewer partials one row of threads is faster ([8192, 32768] f32: 488 us with
-        // 42 blocks per column, 521 us with 11 blocks of 4 rows).
-        let split = |ty: i64| {
+        // 21, 2447 at 42 with unroll 8); at least 64 rows per thread. Past 64 blocks
+        // per column, a block of 64 columns and 8 rows on threadIdx.y (a block
+        // reduction, then a grid reduction of 8 times fewer partials, combined by the
+        // last block's rows of threads) is faster. H100 sweeps (param_sweep, var_mean
+        // or sum over the rows): [100352, 256] bf16 Welford 336 us at 1568 blocks of
+        // 128 per column, 124.7 at 392 blocks of 128 x 4, 111.2 at 196 blocks of 64 x 8;
+        // [65536, 1024] f32 Welford 279 us at 128 x 4, 261 at 64 x 8; [65536, 512] bf16
+        // sum 71.7 us at 128 x 4, 67.8 at 64 x 8; [8192, 64] bf16 Welford 42 us at 128
+        // blocks of 64, 26.5 at 16 blocks of 64 x 8. With fewer blocks per column one
+        // row of threads stays ([8192, 32768] f32 sum: 482 us at 42 blocks of 128,
+        // 489 to 514 with rows on threadIdx.y).
+        let split = |blocks: i64, ty: i64| {
             ceil_div(80 * sm, blocks * ty)
                 .min(rows / (64 * ty))
                 .clamp(1, 65535)
         };
-        grid_split = split(1);
-        if grid_split > 128 {
+        grid_split = split(blocks, 1);
+        if grid_split > 64 {
+            threads_x = threads_x.min(64);
+            blocks = ceil_div(cols, threads_x);
             let most_y = (512 / threads_x).min(rows / 64).max(1);
             threads_y = 1i64 << (63 - most_y.leading_zeros());
-            grid_split = split(threads_y);
+            grid_split = split(blocks, threads_y);
         }
     }
     let per_block = ceil_div(rows, grid_split * threads_y);
