@@ -342,5 +342,68 @@ pub(crate) fn schedule(
         s.parallelize(tv, 1, ParallelType::TIDx)?;
     }
     s.inline_most()?;
+    if u > 1 {
+        load_unrolled_rows_first(&mut s, if ty > 1 { 5 } else { 4 })?;
+    }
     Ok(s)
+}
+
+/// Gives each copy of a fusion input (a load) its own unrolled loop over the `unroll`
+/// rows, ahead of the math: computed at its consumer's loop `unroll_axis` (the unroll
+/// dim) rather than inside it. Inlined, each row's load sat behind the previous row's
+/// accumulation in its own branch, one load in flight per thread (the SASS of a
+/// column sum showed load, add, load, add); in their own loop the `unroll` loads are
+/// issued together.
+fn load_unrolled_rows_first(
+    s: &mut ScheduledFusion,
+    unroll_axis: usize,
+) -> Result<(), ScheduleError> {
+    let sched = s.schedule();
+    let mut loads = Vec::new();
+    for e in &sched.exprs {
+        let is_load = matches!(e.op, Op::Set)
+            && e.inputs.len() == 1
+            && sched.is_input(e.inputs[0])
+            && sched.tensors.contains_key(&e.inputs[0]);
+        if !is_load {
+            continue;
+        }
+        let Some(&u) = sched.uses(e.output).first() else {
+            continue;
+        };
+        let consumer = sched.exprs[u].output;
+        let unrolled = |tv: ValId| {
+            sched.tensors.get(&tv).is_some_and(|t| {
+                t.domain.loop_dims.len() == unroll_axis + 1
+                    && t.domain.loop_dom(unroll_axis).parallel == ParallelType::Unroll
+            })
+        };
+        let uses_all = sched.uses(e.output).len() == 1;
+        if unrolled(e.output) && unrolled(consumer) && uses_all {
+            loads.push((e.output, consumer));
+        }
+    }
+    // Ahead of the math too (`hoist`): a load's loop opened between two statements of
+    // the math would split the math's unrolled loop in two. Hoisted loads all come
+    // first, so this holds only when they feed one loop nest (one root tensor, not
+    // computed at another): with an output stored beside the reduction (GELU backward
+    // with its bias gradient), the output's loads would reopen its loop after the
+    // reduction's loads closed it. Then the loads stay inlined.
+    let root = |mut tv: ValId| {
+        while let Some(ca) = sched.tensors.get(&tv).and_then(|t| t.compute_at) {
+            tv = ca.consumer;
+        }
+        tv
+    };
+    let mut roots: Vec<ValId> = loads.iter().map(|&(_, c)| root(c)).collect();
+    roots.sort();
+    roots.dedup();
+    if roots.len() != 1 {
+        return Ok(());
+    }
+    for (load, consumer) in loads {
+        s.compute_at(load, consumer, unroll_axis)?;
+        s.hoist(load)?;
+    }
+    Ok(())
 }
