@@ -370,7 +370,8 @@ impl Lower<'_> {
     }
 
     /// The arguments that place a grid reduction of `tv`: `(segment, blocks, rank, slot,
-    /// slots, block-reduced)`, as `nvf_grid_reduce` and `nvf_grid_welford` take them.
+    /// slots, reduced thread dim)`, as `nvf_grid_reduce` and `nvf_grid_welford` take them
+    /// (the thread dim as `reduced_tid` codes it: 0 none, 1 x, 2 y).
     fn grid_place(&self, tv: ValId, tid: i64) -> Vec<Expr> {
         let d = &self.t(tv).domain;
         let lin = |pts: &[ParallelType], want_reduced: bool, size: bool| -> Idx {
