@@ -361,6 +361,17 @@ impl Fusion {
         Fusion::default()
     }
 
+    /// The same values, inputs and outputs with no expressions (no value has a
+    /// definition): the start of a rewrite that re-adds the expressions it keeps.
+    pub(crate) fn without_exprs(&self) -> Fusion {
+        let mut nf = self.clone();
+        nf.exprs.clear();
+        for v in nf.vals.iter_mut() {
+            v.definition = None;
+        }
+        nf
+    }
+
     /// Whether this is a segment of a larger fusion (made by the segmenter): its outputs
     /// may be intermediates of the whole, so the rules that judge what the user sees
     /// (a `max` over an empty dim, [`crate::ir::bind::observed_empty_reduction`]) are

@@ -46,11 +46,7 @@ pub(crate) fn project_to_inputs(f: &Fusion) -> Result<Fusion, DefaultScheduleErr
 }
 
 fn rewrite(f: &Fusion, copy_inputs: bool) -> Result<Fusion, DefaultScheduleError> {
-    let mut nf = f.clone();
-    nf.exprs.clear();
-    for v in nf.vals.iter_mut() {
-        v.definition = None;
-    }
+    let nf = f.without_exprs();
     let mut is_output = vec![false; f.num_vals()];
     for o in f.outputs() {
         is_output[o.val.index()] = true;
@@ -154,11 +150,7 @@ impl Rewrite<'_> {
 /// every computed tensor. Fusion outputs keep their ids; a broadcast that is itself an
 /// output is left as it is.
 pub(crate) fn push_broadcasts(f: &Fusion) -> Fusion {
-    let mut nf = f.clone();
-    nf.exprs.clear();
-    for v in nf.vals.iter_mut() {
-        v.definition = None;
-    }
+    let mut nf = f.without_exprs();
     let mut is_output = vec![false; f.num_vals()];
     for o in f.outputs() {
         is_output[o.val.index()] = true;

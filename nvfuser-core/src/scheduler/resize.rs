@@ -124,11 +124,7 @@ pub fn isolate_resize_reads(f: &Fusion) -> Option<Fusion> {
     if !any {
         return None;
     }
-    let mut nf = f.clone();
-    nf.exprs.clear();
-    for v in nf.vals.iter_mut() {
-        v.definition = None;
-    }
+    let mut nf = f.without_exprs();
     let mut copies: rustc_hash::FxHashMap<ValId, ValId> = Default::default();
     for (id, e) in f.exprs() {
         if !live[id.index()] {

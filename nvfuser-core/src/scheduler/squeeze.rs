@@ -43,11 +43,7 @@ pub fn push_squeezes(f: &Fusion) -> Option<Fusion> {
     if !movable {
         return None;
     }
-    let mut nf = f.clone();
-    nf.exprs.clear();
-    for v in nf.vals.iter_mut() {
-        v.definition = None;
-    }
+    let nf = f.without_exprs();
     let mut rw = Rewrite {
         f,
         nf,

@@ -16,7 +16,7 @@ use crate::codegen::index::Idx;
 use crate::codegen::kir::{BinOp, CType, Expr, Func, Requirement, Stmt};
 use crate::dtype::{promote, DataType, Operand};
 use crate::ir::{BinaryRule, Distribution, Op, TernaryOp, UnaryRule, ValId};
-use crate::sched::{MemoryType, ParallelType, SExpr, SchedResult};
+use crate::sched::{is_resize, MemoryType, ParallelType, SExpr, SchedResult};
 
 impl Lower<'_> {
     pub(super) fn operand(&self, e: &SExpr, v: ValId, to: DataType, at: At) -> SchedResult<Expr> {
@@ -189,14 +189,7 @@ impl Lower<'_> {
                 }
             }
             Op::Ternary(t) => self.ternary_value(e, *t, at)?,
-            Op::Slice { .. }
-            | Op::Pad { .. }
-            | Op::Cat { .. }
-            | Op::Reshape { .. }
-            | Op::Select { .. }
-            | Op::IndexSelect { .. }
-            | Op::Gather { .. }
-            | Op::TakeAlongAxis { .. } => self.resize_value(e, at)?,
+            op if is_resize(op) => self.resize_value(e, at)?,
             Op::Full { .. } => self.operand(e, ins[0], out_dt.compute_type(), at)?,
             Op::Iota { .. } => {
                 let c = out_dt.compute_type();

@@ -382,8 +382,8 @@ fn load_unrolled_rows_first(
                     && t.domain.loop_dom(unroll_axis).parallel == ParallelType::Unroll
             })
         };
-        let uses_all = sched.uses(e.output).len() == 1;
-        if unrolled(e.output) && unrolled(consumer) && uses_all {
+        let one_use = sched.uses(e.output).len() == 1;
+        if unrolled(e.output) && unrolled(consumer) && one_use {
             loads.push((e.output, consumer));
         }
     }

@@ -13,11 +13,7 @@ pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
     use crate::dtype::DataType;
     use crate::ir::{BinaryOp, Expr, IterDomain, ReductionOp, TensorType, Val, ValKind};
     use smallvec::smallvec;
-    let mut nf = f.clone();
-    nf.exprs.clear();
-    for v in nf.vals.iter_mut() {
-        v.definition = None;
-    }
+    let mut nf = f.without_exprs();
     let full_type = |x: ValId, broadcast_axes: &[usize]| -> Option<TensorType> {
         let t = f.tensor_type(x)?;
         let dims: Vec<IterDomain> = t
@@ -155,11 +151,7 @@ pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
 pub(crate) fn divide_by_reciprocal(f: &Fusion) -> Fusion {
     use crate::ir::{BinaryOp, Expr, TensorType, UnaryOp, Val, ValKind};
     use smallvec::smallvec;
-    let mut nf = f.clone();
-    nf.exprs.clear();
-    for v in nf.vals.iter_mut() {
-        v.definition = None;
-    }
+    let mut nf = f.without_exprs();
     for (_, e) in f.exprs() {
         let per_row_divisor = match &e.op {
             Op::Binary(BinaryOp::Div) if f.val(e.outputs[0]).dtype.is_float() => {
