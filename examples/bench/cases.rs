@@ -61,6 +61,48 @@ fusion! {
         dx as bf16
     }
 
+    /// LayerNorm backward from the forward's saved per-row mean and rstd: `dx`, and the
+    /// weight and bias gradients (sums over the rows), in bf16 as PyTorch's autograd gives
+    /// them for bf16 parameters; f32 math.
+    pub fn layer_norm_bwd(
+        dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>,
+        mean: Tensor<f32, [N, 1]>, rstd: Tensor<f32, [N, 1]>,
+    ) -> (Tensor<bf16, [N, H]>, Tensor<bf16, [H]>, Tensor<bf16, [H]>) {
+        let dy = dy as f32;
+        let xhat = ((x as f32) - mean) * rstd;
+        let g = dy * (w as f32);
+        let a = g.mean([1], keepdim = true);
+        let b = (g * xhat).mean([1], keepdim = true);
+        let dx = (g - a - xhat * b) * rstd;
+        (dx as bf16, (dy * xhat).sum([0]) as bf16, dy.sum([0]) as bf16)
+    }
+
+    /// RMSNorm backward from the forward's saved per-row rstd: `dx` and the weight
+    /// gradient, bf16 out, f32 math.
+    pub fn rms_norm_bwd(
+        dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>,
+        rstd: Tensor<f32, [N, 1]>,
+    ) -> (Tensor<bf16, [N, H]>, Tensor<bf16, [H]>) {
+        let x = x as f32;
+        let dy = dy as f32;
+        let g = dy * (w as f32);
+        let c = (g * x).mean([1], keepdim = true);
+        let dx = (g - x * rstd * rstd * c) * rstd;
+        (dx as bf16, (dy * x * rstd).sum([0]) as bf16)
+    }
+
+    /// GELU (erf) backward with the bias gradient: `dx = dy * gelu'(x)` for the saved
+    /// pre-activation `x`, and its sum over the rows; bf16 out, f32 math.
+    pub fn gelu_bwd_bias(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>)
+        -> (Tensor<bf16, [N, H]>, Tensor<bf16, [H]>)
+    {
+        let x = x as f32;
+        let cdf = 0.5f32 * (1.0f32 + (x * 0.70710678f32).erf());
+        let pdf = (x * x * -0.5f32).exp() * 0.39894228f32;
+        let dx = (dy as f32) * (cdf + x * pdf);
+        (dx as bf16, dx.sum([0]) as bf16)
+    }
+
     /// Sum over the innermost dim.
     pub fn inner_sum(x: Tensor<f32, [N, H]>) -> Tensor<f32, [N]> {
         x.sum([1])
@@ -303,6 +345,40 @@ fn norm(kernel: &'static str, name: String, n: usize, h: usize) -> Result<Case, 
     })
 }
 
+/// A backward case over `[n, h]` bf16 rows: LayerNorm (`layernorm_bwd`: dy, x, w, mean,
+/// rstd in; dx, dw, db out), RMSNorm (`rmsnorm_bwd`: dy, x, w, rstd in; dx, dw out) or
+/// GELU with the bias gradient (`gelu_bwd_bias`: dy, x in; dx, db out). The output
+/// checked by slices is `dx` (its rows depend on the same rows of the inputs); the
+/// column sums are checked against the reference in `gpu_training`.
+fn backward(kernel: &'static str, name: String, n: usize, h: usize) -> Result<Case, Error> {
+    let x = tensor(DataType::BF16, &[n, h]);
+    let w = tensor(DataType::BF16, &[h]);
+    let stat = tensor(DataType::F32, &[n, 1]);
+    let (fusion, inputs, columns, note) = match kernel {
+        "layernorm_bwd" => (
+            layer_norm_bwd_fusion()?,
+            vec![x.clone(), x, w, stat.clone(), stat],
+            2,
+            "dy, x, w, mean, rstd in; dx, dw, db (bf16) out; f32 math",
+        ),
+        "rmsnorm_bwd" => (
+            rms_norm_bwd_fusion()?,
+            vec![x.clone(), x, w, stat],
+            1,
+            "dy, x, w, rstd in; dx, dw (bf16) out; f32 math",
+        ),
+        _ => (
+            gelu_bwd_bias_fusion()?,
+            vec![x.clone(), x],
+            1,
+            "dy, x in; dx = dy * gelu'(x), db = dx.sum(0) (bf16) out; f32 math",
+        ),
+    };
+    let mut case = rowwise(name, kernel, fusion, inputs, n, h, note);
+    case.bytes += (columns * h * 2) as u64;
+    Ok(case)
+}
+
 /// Divides every size by `shrink` (at least 1): tiny shapes for a CPU smoke run.
 fn s(size: usize, shrink: usize) -> usize {
     (size / shrink).max(1)
@@ -418,8 +494,18 @@ pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     Ok(cases)
 }
 
-/// Training-side cases beyond the norm sweep: channels-last batch norm forward.
+/// Training-side cases beyond the norm sweep: the backwards at two LLM shapes (tokens x
+/// hidden of a 7B and a 70B model), and channels-last batch norm forward.
 pub fn training_cases(shrink: usize) -> Result<Vec<Case>, Error> {
+    let mut cases = Vec::new();
+    for kernel in ["layernorm_bwd", "rmsnorm_bwd"] {
+        for (n, h) in [(8192, 4096), (4096, 8192)] {
+            let (n, h) = (s(n, shrink), s(h, shrink));
+            cases.push(backward(kernel, format!("{kernel}_{n}x{h}"), n, h)?);
+        }
+    }
+    let (n, h) = (s(8192, shrink), s(16384, shrink));
+    cases.push(backward("gelu_bwd_bias", "gelu_bwd_bias".into(), n, h)?);
     // A ResNet stage: N = 32 images of 56 x 56 pixels, 256 channels.
     let (m, c) = (s(32 * 56 * 56, shrink), s(256, shrink));
     let inputs = vec![
@@ -427,7 +513,7 @@ pub fn training_cases(shrink: usize) -> Result<Vec<Case>, Error> {
         tensor(DataType::F32, &[c]),
         tensor(DataType::F32, &[c]),
     ];
-    Ok(vec![Case {
+    cases.push(Case {
         name: "batchnorm_fwd_nhwc".into(),
         group: "main",
         kernel: "batchnorm",
@@ -441,7 +527,8 @@ pub fn training_cases(shrink: usize) -> Result<Vec<Case>, Error> {
             ..rows(0, 0, 0, BF16_TOL)
         },
         note: "x [N*H*W, C] bf16, stats over rows (var_mean), weight + bias f32",
-    }])
+    });
+    Ok(cases)
 }
 
 /// Data movement fused with math (the Movement issue's cases): rope, cross-entropy
@@ -537,16 +624,28 @@ pub fn movement_cases(shrink: usize) -> Result<Vec<Case>, Error> {
 /// The hidden sizes of the sweep.
 pub const SWEEP_HIDDEN: [usize; 6] = [1024, 2048, 4096, 8192, 16384, 32768];
 
-/// Softmax, its backward, LayerNorm and RMSNorm with `rows * hidden = 2^28` elements
+/// Softmax, LayerNorm and RMSNorm and their backwards with `rows * hidden = 2^28` elements
 /// (512 MiB of bf16 per tensor) for each hidden size; `shrink` divides the element count.
 pub fn sweep_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     let total = (1usize << 28) / shrink.max(1);
     let mut cases = Vec::new();
-    for kernel in ["softmax", "softmax_bwd", "layernorm", "rmsnorm"] {
+    for kernel in [
+        "softmax",
+        "softmax_bwd",
+        "layernorm",
+        "rmsnorm",
+        "layernorm_bwd",
+        "rmsnorm_bwd",
+    ] {
         for h in SWEEP_HIDDEN {
             let h = s(h, shrink.isqrt().max(1));
             let n = (total / h).max(1);
-            cases.push(norm(kernel, format!("sweep/{kernel}/h{h}"), n, h)?);
+            let name = format!("sweep/{kernel}/h{h}");
+            cases.push(if kernel.ends_with("norm_bwd") {
+                backward(kernel, name, n, h)?
+            } else {
+                norm(kernel, name, n, h)?
+            });
         }
     }
     Ok(cases)

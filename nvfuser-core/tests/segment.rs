@@ -372,10 +372,12 @@ fn sum_over_dim_0_and_dim_1_with_a_joint_epilogue() {
     let seg = segment_with(&f, &one_reduction_shape);
     assert_eq!(seg.segments().len(), 2);
     let seg = segment_with(&f, &no_broadcast_of_reduction);
-    // Each reduction, then the epilogue: the two reductions only share a fusion input
-    // (no edge between them), and merging is along producer-consumer edges only.
-    assert_eq!(seg.segments().len(), 3);
-    assert_eq!(seg.segments()[2].inputs().len(), 3);
+    // Both reductions, then the epilogue: the reductions only share a fusion input (no
+    // edge between them), so only input-sibling merging joins them.
+    assert_eq!(seg.segments().len(), 2);
+    assert_eq!(seg.segments()[0].outputs().len(), 2);
+    assert_eq!(seg.segments()[1].inputs().len(), 3);
+    assert_eq!(seg.stats().input_sibling_merges, 1);
 }
 
 #[test]
@@ -487,7 +489,12 @@ fn half_norm(out_dtype: DataType) -> (Fusion, ValId, ValId) {
 #[test]
 fn upcasts_of_half_cross_boundaries_in_half() {
     let (f, x, xf) = half_norm(DataType::BF16);
-    let seg = segment_with(&f, &no_broadcast_of_reduction);
+    // Private copies off: the cast is computed once and crosses the boundary.
+    let plain = SegmentOptions {
+        private_cones: false,
+        ..SegmentOptions::default()
+    };
+    let seg = SegmentedFusion::with_scheduler(&f, &no_broadcast_of_reduction, plain).unwrap();
     println!("{seg}");
     let segs = seg.segments();
     assert_eq!(segs.len(), 2);
@@ -510,16 +517,29 @@ fn upcasts_of_half_cross_boundaries_in_half() {
         &no_broadcast_of_reduction,
         SegmentOptions {
             half_boundaries: false,
+            private_cones: false,
         },
     )
     .unwrap();
     assert!(off.half_boundaries().is_empty());
     assert!(off.segments()[1].inputs().contains(&SegmentValue::Val(xf)));
     check_against_whole(&f, &off, &no_broadcast_of_reduction, &inputs);
-    let (f32_out, _, xf) = half_norm(DataType::F32);
-    let seg = segment_with(&f32_out, &no_broadcast_of_reduction);
+    let (f32_out, _, xf32) = half_norm(DataType::F32);
+    let seg = SegmentedFusion::with_scheduler(&f32_out, &no_broadcast_of_reduction, plain).unwrap();
     assert!(seg.half_boundaries().is_empty());
-    assert!(seg.segments()[1].inputs().contains(&SegmentValue::Val(xf)));
+    assert!(seg.segments()[1]
+        .inputs()
+        .contains(&SegmentValue::Val(xf32)));
+
+    // With private copies (the default) each segment casts x itself: only x crosses.
+    let seg = segment_with(&f, &no_broadcast_of_reduction);
+    assert!(seg.half_boundaries().is_empty());
+    let segs = seg.segments();
+    assert_eq!(segs.len(), 2);
+    assert!(segs[1].inputs().contains(&SegmentValue::Val(x)));
+    assert!(!segs[1].inputs().contains(&SegmentValue::Val(xf)));
+    assert!(!segs[0].outputs().contains(&xf));
+    check_against_whole(&f, &seg, &no_broadcast_of_reduction, &inputs);
 }
 
 #[test]
@@ -734,4 +754,86 @@ fn fuzz_case(
         compare(a, w, Tolerance::for_dtype(w.dtype()))
             .unwrap_or_else(|m| panic!("output {k}: {m}"));
     }
+}
+
+const LAYER_NORM_BWD: &str = "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, mean: Tensor<f32, [N, 1]>, rstd: Tensor<f32, [N, 1]>)
+    -> (Tensor<bf16, [N, H]>, Tensor<f32, [H]>, Tensor<f32, [H]>) {
+    let dy = dy as f32;
+    let xhat = ((x as f32) - mean) * rstd;
+    let g = dy * (w as f32);
+    let a = g.mean([1], keepdim = true);
+    let b = (g * xhat).mean([1], keepdim = true);
+    let dx = (g - a - xhat * b) * rstd;
+    (dx as bf16, (dy * xhat).sum([0]), dy.sum([0]))
+}";
+
+#[test]
+fn cheap_values_are_recomputed_by_each_segment() {
+    // LayerNorm backward: xhat and g feed both the row reductions of dx and the column
+    // sums. With private copies each segment recomputes them from the inputs, and the
+    // two column sums (both reading dy) share one segment.
+    let f = nvfuser_core::dsl::build_str(LAYER_NORM_BWD)
+        .unwrap()
+        .remove(0)
+        .0;
+    let computed = |seg: &SegmentedFusion| -> Vec<ValId> {
+        seg.segments()
+            .iter()
+            .flat_map(|s| s.inputs().iter())
+            .filter_map(|x| match x {
+                SegmentValue::Val(v) if f.input_position(*v).is_none() => Some(*v),
+                _ => None,
+            })
+            .collect()
+    };
+    let seg = segment_with(&f, &can_schedule);
+    println!("{seg}");
+    assert_eq!(seg.segments().len(), 2);
+    assert_eq!(computed(&seg), Vec::<ValId>::new());
+    assert_eq!(seg.stats().input_sibling_merges, 1);
+    let inputs = random_inputs(&f, &[&[6, 40], &[6, 40], &[40], &[6, 1], &[6, 1]], &[]);
+    check_against_whole(&f, &seg, &can_schedule, &inputs);
+
+    // Without them, computed [N, H] tensors cross between segments.
+    let plain = SegmentedFusion::with_scheduler(
+        &f,
+        &can_schedule,
+        SegmentOptions {
+            private_cones: false,
+            ..SegmentOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(!computed(&plain).is_empty());
+    check_against_whole(&f, &plain, &can_schedule, &inputs);
+}
+
+#[test]
+fn repeated_expressions_are_computed_once() {
+    // exp(x) written twice is one exp; an expression defining an output stays.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let a = fd.exp(x).unwrap();
+    let b = fd.exp(x).unwrap();
+    let c = fd.add(a, b).unwrap();
+    let d = fd.exp(x).unwrap();
+    let e = fd.mul(c, d).unwrap();
+    fd.add_output(e).unwrap();
+    fd.add_output(d).unwrap();
+    let f = fd.finish().unwrap();
+    let (g, replaced) = f.dedup_exprs().unwrap();
+    assert_eq!(replaced.len(), 1);
+    assert_eq!(replaced.get(&b), Some(&a));
+    let live = |f: &Fusion| f.live_exprs().iter().filter(|&&l| l).count();
+    assert_eq!((live(&f), live(&g)), (5, 4));
+    nvfuser_core::ir::verify(&g).unwrap();
+    let inputs = random_inputs(&f, &[&[3, 7]], &[]);
+    let (want, got) = (
+        evaluate(&f, &inputs).unwrap(),
+        evaluate(&g, &inputs).unwrap(),
+    );
+    for (w, g) in want.iter().zip(&got) {
+        compare(g, w, Tolerance::exact()).unwrap();
+    }
+    assert!(g.dedup_exprs().is_none());
 }

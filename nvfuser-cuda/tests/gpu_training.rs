@@ -1,4 +1,5 @@
-//! Training-side fusions as users write them (softmax and RMSNorm backward, softmax of
+//! Training-side fusions as users write them (softmax, LayerNorm and RMSNorm backward with
+//! their weight gradients, GELU backward with the bias gradient, softmax of
 //! rank-3 scores plus a mask broadcast over the batch, causal softmax, rank-4 attention
 //! scores plus a mask) on the GPU against the CPU reference, at odd and even shapes,
 //! and the scheduler that planned each: none may fall to the default schedule. Skipped
@@ -51,6 +52,76 @@ const CASES: &[Case] = &[
             &[&[100, 4096], &[100, 4096], &[4096], &[100, 1]],
             &[&[9, 1000], &[9, 1000], &[1000], &[9, 1]],
         ],
+    },
+    Case {
+        // Segmented: dx (inner persistent) and dw, db (one outer reduction) each read the
+        // inputs; nothing computed crosses between them.
+        name: "layernorm bwd (dx, dw, db)",
+        src: "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, mean: Tensor<f32, [N, 1]>, rstd: Tensor<f32, [N, 1]>)
+            -> (Tensor<bf16, [N, H]>, Tensor<f32, [H]>, Tensor<f32, [H]>) {
+            let dy = dy as f32;
+            let xhat = ((x as f32) - mean) * rstd;
+            let g = dy * (w as f32);
+            let a = g.mean([1], keepdim = true);
+            let b = (g * xhat).mean([1], keepdim = true);
+            let dx = (g - a - xhat * b) * rstd;
+            (dx as bf16, (dy * xhat).sum([0]), dy.sum([0]))
+        }",
+        dtypes: &[BF16, BF16, BF16, F32, F32],
+        shapes: &[
+            &[&[1, 8], &[1, 8], &[8], &[1, 1], &[1, 1]],
+            &[&[37, 1000], &[37, 1000], &[1000], &[37, 1], &[37, 1]],
+            &[&[256, 4096], &[256, 4096], &[4096], &[256, 1], &[256, 1]],
+            &[&[3, 12289], &[3, 12289], &[12289], &[3, 1], &[3, 1]],
+        ],
+    },
+    Case {
+        name: "layernorm bwd with bf16 dw, db",
+        src: "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, mean: Tensor<f32, [N, 1]>, rstd: Tensor<f32, [N, 1]>)
+            -> (Tensor<bf16, [N, H]>, Tensor<bf16, [H]>, Tensor<bf16, [H]>) {
+            let dy = dy as f32;
+            let xhat = ((x as f32) - mean) * rstd;
+            let g = dy * (w as f32);
+            let a = g.mean([1], keepdim = true);
+            let b = (g * xhat).mean([1], keepdim = true);
+            let dx = (g - a - xhat * b) * rstd;
+            (dx as bf16, (dy * xhat).sum([0]) as bf16, dy.sum([0]) as bf16)
+        }",
+        dtypes: &[BF16, BF16, BF16, F32, F32],
+        shapes: &[
+            &[&[2048, 1024], &[2048, 1024], &[1024], &[2048, 1], &[2048, 1]],
+            &[&[999, 777], &[999, 777], &[777], &[999, 1], &[999, 1]],
+        ],
+    },
+    Case {
+        name: "rmsnorm bwd (dx, dw)",
+        src: "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, rstd: Tensor<f32, [N, 1]>)
+            -> (Tensor<bf16, [N, H]>, Tensor<bf16, [H]>) {
+            let x = x as f32;
+            let dy = dy as f32;
+            let g = dy * (w as f32);
+            let c = (g * x).mean([1], keepdim = true);
+            let dx = (g - x * rstd * rstd * c) * rstd;
+            (dx as bf16, (dy * x * rstd).sum([0]) as bf16)
+        }",
+        dtypes: &[BF16, BF16, BF16, F32],
+        shapes: &[
+            &[&[7, 64], &[7, 64], &[64], &[7, 1]],
+            &[&[1000, 4096], &[1000, 4096], &[4096], &[1000, 1]],
+            &[&[65, 1000], &[65, 1000], &[1000], &[65, 1]],
+        ],
+    },
+    Case {
+        name: "gelu bwd + bias grad",
+        src: "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>) -> (Tensor<bf16, [N, H]>, Tensor<f32, [H]>) {
+            let x = x as f32;
+            let cdf = 0.5f32 * (1.0f32 + (x * 0.70710678f32).erf());
+            let pdf = (x * x * -0.5f32).exp() * 0.39894228f32;
+            let dx = (dy as f32) * (cdf + x * pdf);
+            (dx as bf16, dx.sum([0]))
+        }",
+        dtypes: &[BF16, BF16],
+        shapes: &[&[&[1, 8], &[1, 8]], &[&[513, 1000], &[513, 1000]], &[&[64, 4096], &[64, 4096]]],
     },
     Case {
         name: "rank-3 softmax + mask over the batch",

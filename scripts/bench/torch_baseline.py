@@ -67,6 +67,9 @@ def make_cases(shrink):
         "transpose": lambda x: x.t().contiguous(),
         # Backward cases: the forward whose gradient is timed (see `backward`).
         "softmax_bwd": lambda x: torch.softmax(x, dim=-1),
+        "layernorm_bwd": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS),
+        "rmsnorm_bwd": rms_norm,
+        "gelu_bwd_bias": lambda x, b: F.gelu(x + b),
         # Data movement with math (the Movement issue's cases).
         "rope": lambda x, cos, sin: x * cos[:, None, :]
         + torch.cat((-x[..., 64:], x[..., :64]), -1) * sin[:, None, :],
@@ -76,9 +79,10 @@ def make_cases(shrink):
         "kv_append": lambda cache, new: torch.cat((cache, new), 1),
         "batchnorm": lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=EPS),
     }
-    # Backward cases: inputs (dy, forward input); the timed call is autograd's backward
-    # of the forward's output for dy, as nvFuser's Python benchmarks time backwards.
-    backward = {"softmax_bwd"}
+    # Backward cases: inputs (dy, forward input, parameters...); the timed call is
+    # autograd's backward of the forward's output for dy, giving the gradients of the
+    # input and of every parameter, as nvFuser's Python benchmarks time backwards.
+    backward = {"softmax_bwd", "layernorm_bwd", "rmsnorm_bwd", "gelu_bwd_bias"}
 
     cases = []
 
@@ -96,6 +100,15 @@ def make_cases(shrink):
         note = {"softmax": "torch.softmax(x, -1)", "layernorm": "F.layer_norm (weight + bias)",
                 "rmsnorm": "F.rms_norm (weight)",
                 "softmax_bwd": "autograd backward of torch.softmax(x, -1): dy and y in, dx out"}[kernel]
+        add(name, kernel, [n, h], bf16, inputs, n * h, note)
+
+    def bwd(kernel, name, n, h):
+        x = ([n, h], bf16)
+        w = ([h], bf16)
+        inputs = {"layernorm_bwd": [x, x, w, w], "rmsnorm_bwd": [x, x, w], "gelu_bwd_bias": [x, x, w]}[kernel]
+        note = {"layernorm_bwd": "autograd backward of F.layer_norm (weight + bias): dx, dw, db",
+                "rmsnorm_bwd": "autograd backward of F.rms_norm (weight): dx, dw",
+                "gelu_bwd_bias": "autograd backward of F.gelu(x + b): dx, db"}[kernel]
         add(name, kernel, [n, h], bf16, inputs, n * h, note)
 
     n, h = s(16384), s(32768)
@@ -132,15 +145,20 @@ def make_cases(shrink):
     add("kv_append", "kv_append", [b, length, 128], bf16, [([b, length - 1, 128], bf16), ([b, 1, 128], bf16)],
         b * length * 128, "torch.cat((cache, new), 1)")
 
+    for kernel in ["layernorm_bwd", "rmsnorm_bwd"]:
+        for n, h in [(8192, 4096), (4096, 8192)]:
+            bwd(kernel, f"{kernel}_{s(n)}x{s(h)}", s(n), s(h))
+    bwd("gelu_bwd_bias", "gelu_bwd_bias", s(8192), s(16384))
+
     m, c = s(32 * 56 * 56), s(256)
     add("batchnorm_fwd_nhwc", "batchnorm", [m, c], bf16, [([m, c], bf16), ([c], f32), ([c], f32)], m * c,
         "F.batch_norm(x [N*H*W, C], training=True) with weight and bias")
 
     total = SWEEP_ELEMENTS // (shrink * shrink)
-    for kernel in ["softmax", "softmax_bwd", "layernorm", "rmsnorm"]:
+    for kernel in ["softmax", "softmax_bwd", "layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd"]:
         for h in SWEEP_HIDDEN:
             h = s(h)
-            norm(kernel, f"sweep/{kernel}/h{h}", max(total // h, 1), h)
+            (bwd if kernel.endswith("norm_bwd") else norm)(kernel, f"sweep/{kernel}/h{h}", max(total // h, 1), h)
     return cases
 
 
@@ -245,10 +263,12 @@ def run(args):
         nbytes = case["nbytes"] or in_bytes + out_bytes
         fn = case["fn"]
         if case["backward"]:
-            # (dy, x): the forward runs once, untimed; each call is its backward.
-            dy, x = inputs
-            inputs = [dy, x.detach().requires_grad_(True)]
-            # Bytes as the fused kernel moves them: dy and the saved output in, dx out.
+            # (dy, x, parameters...): the forward runs once, untimed; each call is its
+            # backward, giving the gradients of x and of every parameter.
+            dy, rest = inputs[0], inputs[1:]
+            inputs = [dy] + [t.detach().requires_grad_(True) for t in rest]
+            # Bytes as the fused kernel moves them: dy and the saved tensor in, dx out
+            # (parameters and their gradients are one row each).
             nbytes = 3 * dy.numel() * dy.element_size()
         eager_out = None
         for impl in impls:
@@ -266,10 +286,11 @@ def run(args):
                     f = torch.compile(fn, dynamic=False)
                 if case["backward"]:
                     fwd = f
-                    y = fwd(inputs[1])
+                    y = fwd(*inputs[1:])
 
-                    def f(dy, x, y=y):
-                        return torch.autograd.grad(y, x, dy, retain_graph=True)[0]
+                    def f(dy, *leaves, y=y):
+                        grads = torch.autograd.grad(y, leaves, dy, retain_graph=True)
+                        return grads[0] if len(grads) == 1 else grads
                 t0 = time.perf_counter()
                 out = f(*inputs)
                 if cuda:
@@ -281,7 +302,9 @@ def run(args):
                 else:
                     tol = dict(rtol=1.6e-2, atol=1e-3) if case["dtype"] != torch.float32 else \
                         dict(rtol=1e-4, atol=1e-6 * max(case["shape"]))
-                    ok = torch.allclose(out.float(), eager_out.float(), **tol)
+                    outs = out if isinstance(out, tuple) else (out,)
+                    wants = eager_out if isinstance(eager_out, tuple) else (eager_out,)
+                    ok = all(torch.allclose(o.float(), w.float(), **tol) for o, w in zip(outs, wants))
                     r["check"] = "matches eager" if ok else "MISMATCH vs eager"
                 del out
                 st = stats(timer.time_us(lambda: f(*inputs), args.repeats, args.warmup))

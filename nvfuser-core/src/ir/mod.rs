@@ -11,6 +11,7 @@
 //! (see [`structural`]).
 
 pub mod bind;
+mod cse;
 mod extent;
 mod ops;
 pub mod reads;

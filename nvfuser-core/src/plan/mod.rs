@@ -170,6 +170,8 @@ impl FusionPlanner {
         // Values a resize or indexing op reads beside other readers get a private copy
         // that kernels recompute where the op reads (no segment materializes them).
         let kernel = crate::scheduler::isolate_resize_reads(&kernel).unwrap_or(kernel);
+        // A tensor expression written twice is computed once.
+        let kernel = kernel.dedup_exprs().map_or(kernel, |(k, _)| k);
         Self::from_parts(fusion, kernel, host, forward)
     }
 

@@ -64,7 +64,7 @@ mod presets;
 mod recompute;
 pub mod reduction;
 pub mod registry;
-mod resize;
+pub(crate) mod resize;
 mod schedulers;
 pub mod squeeze;
 mod unfit;

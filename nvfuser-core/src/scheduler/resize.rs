@@ -146,7 +146,7 @@ pub fn isolate_resize_reads(f: &Fusion) -> Option<Fusion> {
 /// The number of expressions computing `v` from fusion inputs and scalars through
 /// recomputable single-output expressions, or `None` when some other expression
 /// contributes or there are more than [`MAX_CLONED`] (`seen` counts across the walk).
-fn cone_size(f: &Fusion, v: ValId, seen: &mut usize) -> Option<usize> {
+pub(crate) fn cone_size(f: &Fusion, v: ValId, seen: &mut usize) -> Option<usize> {
     if !f.val(v).is_tensor() || f.input_position(v).is_some() {
         return Some(*seen);
     }
@@ -166,7 +166,7 @@ fn cone_size(f: &Fusion, v: ValId, seen: &mut usize) -> Option<usize> {
 
 /// A copy of `v`'s computation in `nf` (fusion inputs and scalars are shared), made
 /// once per value.
-fn copy_of(
+pub(crate) fn copy_of(
     f: &Fusion,
     nf: &mut Fusion,
     copies: &mut rustc_hash::FxHashMap<ValId, ValId>,

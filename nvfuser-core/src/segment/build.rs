@@ -43,8 +43,17 @@ pub(crate) struct Built {
 pub(crate) fn build(g: &Graph<'_>, exprs: &[ExprId], outputs: &[ValId]) -> Built {
     let exprs = prune(g, exprs, outputs);
     let r = reads(g, exprs);
-    let (map, ext_map) = number(g.fusion, &r);
-    let fusion = segment_fusion(g, &r, &map, &ext_map, outputs);
+    let (mut map, ext_map) = number(g.fusion, &r);
+    let mut fusion = segment_fusion(g, &r, &map, &ext_map, outputs);
+    // Private copies of one value (`cones`) that land in one segment are one value.
+    if let Some((deduped, replaced)) = fusion.dedup_exprs() {
+        fusion = deduped;
+        for v in map.values_mut() {
+            if let Some(&r) = replaced.get(v) {
+                *v = r;
+            }
+        }
+    }
     let Reads {
         value_inputs,
         extents,

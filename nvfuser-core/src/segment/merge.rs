@@ -22,6 +22,11 @@
 //!    other path reaches (one ordered search per group serves all its candidates; see
 //!    `greedy_visit`); sweeps repeat until one merges nothing.
 //!
+//! 4. **Input-sibling merging**: two groups that read a common fusion input tensor and
+//!    that no path joins merge when the scheduler accepts their union (the column sums
+//!    `dw` and `db` of a LayerNorm backward both read `dy`: one kernel reads it once).
+//!    Without a path between them, no cycle can form.
+//!
 //! Edges that leave a `segment_set` are never merged. Rejections are remembered by
 //! `(slot, version)`: a group that grows keeps the rejections of its slot (rejection is
 //! assumed monotone), and a pair is asked again only when both sides changed. So a
@@ -41,6 +46,9 @@ use crate::scheduler::{Rejections, SchedulerKind};
 
 /// Level rounds skip pairs where one group is more than this many times the other.
 const LOPSIDED: usize = 4;
+
+/// Input-sibling merging runs only when at most this many groups are left.
+const MAX_INPUT_SIBLINGS: usize = 32;
 
 /// Scheduler checks one group may make per sibling round.
 const SIBLING_TRIES: usize = 4;
@@ -76,6 +84,8 @@ pub struct SegmenterStats {
     pub sibling_merges: usize,
     /// Merges made by the greedy pass.
     pub greedy_merges: usize,
+    /// Merges of groups that read a common fusion input and no path joins.
+    pub input_sibling_merges: usize,
     /// Expressions (graph nodes) segmented.
     pub nodes: usize,
 }
@@ -146,6 +156,7 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
         self.level_rounds();
         self.sibling_rounds();
         self.greedy();
+        self.input_siblings();
         let order = self.topo_order();
         let groups = order
             .into_iter()
@@ -579,5 +590,75 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
             }
         }
         merged
+    }
+
+    /// Input-sibling merging (see the module documentation): pairs of groups with no
+    /// path between them that read a common fusion input tensor, merged when the
+    /// scheduler accepts the union, until no pair merges. Runs on at most
+    /// [`MAX_INPUT_SIBLINGS`] groups (the pairs are all checked).
+    fn input_siblings(&mut self) {
+        loop {
+            let order = self.topo_order();
+            if order.len() < 2 || order.len() > MAX_INPUT_SIBLINGS {
+                return;
+            }
+            let n = order.len();
+            let mut at = FxHashMap::default();
+            for (k, &s) in order.iter().enumerate() {
+                at.insert(s, k);
+            }
+            // reach[k]: the groups (by position) a path from group k leads to.
+            let mut reach = vec![vec![false; n]; n];
+            for k in (0..n).rev() {
+                for c in self.groups[order[k] as usize].consumers.keys() {
+                    let j = at[c];
+                    reach[k][j] = true;
+                    let (lo, hi) = reach.split_at_mut(j);
+                    for (r, &x) in lo[k].iter_mut().zip(hi[0].iter()) {
+                        *r |= x;
+                    }
+                }
+            }
+            let inputs: Vec<Vec<ValId>> = order.iter().map(|&s| self.inputs_read(s)).collect();
+            let mut merged = false;
+            'pairs: for a in 0..n {
+                for b in a + 1..n {
+                    let (sa, sb) = (order[a], order[b]);
+                    if reach[a][b]
+                        || reach[b][a]
+                        || !inputs[a].iter().any(|v| inputs[b].binary_search(v).is_ok())
+                        || self.is_rejected(sa, sb)
+                    {
+                        continue;
+                    }
+                    match self.try_union(sa, sb) {
+                        Ok(kind) => {
+                            self.merge(sa, sb, kind);
+                            self.stats.input_sibling_merges += 1;
+                            merged = true;
+                            break 'pairs;
+                        }
+                        Err(_) => self.reject(sa, sb),
+                    }
+                }
+            }
+            if !merged {
+                return;
+            }
+        }
+    }
+
+    /// The fusion input tensors the nodes of group `s` read, sorted.
+    fn inputs_read(&self, s: u32) -> Vec<ValId> {
+        let g = self.g;
+        let mut v: Vec<ValId> = self.groups[s as usize]
+            .nodes
+            .iter()
+            .flat_map(|&n| g.fusion.expr(g.nodes[n as usize]).inputs.iter().copied())
+            .filter(|&i| g.is_input[i.index()] && g.fusion.val(i).is_tensor())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 }

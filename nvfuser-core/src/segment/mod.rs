@@ -12,8 +12,14 @@
 //! 1. The whole fusion first: if the scheduler accepts it (and no `segment_set` output is
 //!    read by another expression), it is one segment.
 //! 2. Otherwise one group per tensor expression, then level-based merging in rounds, then
-//!    a greedy producer-to-consumer pass (see `merge`). A merge is made only when the
-//!    scheduler accepts the union, and never across a `segment_set` output.
+//!    a greedy producer-to-consumer pass, then groups that read a common fusion input
+//!    and no path joins (see `merge`). A merge is made only when the scheduler accepts
+//!    the union, and never across a `segment_set` output. Before grouping, each reader
+//!    of a cheap value computed from inputs (`xhat = (x - mean) * rstd`) gets a private
+//!    copy of its computation (see `cones`), so segments recompute it rather than pass
+//!    it through memory; copies that land in one segment are one expression again
+//!    ([`Fusion::dedup_exprs`]). The copies are kept only when they make no more
+//!    segments than the shared values do.
 //! 3. Forwarding across boundaries: a boundary tensor `broadcast(u)` crosses as `u`, and
 //!    an upcast of a half-precision tensor (`cast(x_f16 -> f32)` with `x` held in half:
 //!    a fusion input or an explicit cast) crosses as `x` when some fusion output is
@@ -62,6 +68,7 @@
 
 mod assemble;
 mod build;
+mod cones;
 mod graph;
 mod merge;
 mod print;
@@ -119,12 +126,17 @@ pub struct SegmentOptions {
     /// Pass upcasts of half tensors across boundaries in half precision, when some
     /// fusion output is half (see the module documentation). Default: on.
     pub half_boundaries: bool,
+    /// When the fusion does not fit one segment, give each reader of a cheap value
+    /// computed from inputs its own copy, so segments recompute it instead of passing it
+    /// through memory (see the module documentation). Default: on.
+    pub private_cones: bool,
 }
 
 impl Default for SegmentOptions {
     fn default() -> Self {
         SegmentOptions {
             half_boundaries: true,
+            private_cones: true,
         }
     }
 }
@@ -266,7 +278,7 @@ impl SegmentedFusion {
         let g = graph::Graph::new(fusion);
         let mut seg = merge::Segmenter::new(&g, accept);
         let owned: Vec<Vec<ExprId>>;
-        let mut kinds: Vec<Option<SchedulerKind>>;
+        let kinds: Vec<Option<SchedulerKind>>;
         let whole;
         if g.nodes.is_empty() {
             whole = WholeFusion::Empty;
@@ -292,19 +304,69 @@ impl SegmentedFusion {
                         Some(Err(r)) => WholeFusion::Rejected(r),
                         _ => WholeFusion::ForcedBoundary,
                     };
+                    let copied = options
+                        .private_cones
+                        .then(|| cones::private_cones(fusion))
+                        .flatten();
+                    let checked = seg.stats;
                     let groups = seg.run();
+                    if let Some(copied) = copied {
+                        // Kept unless it makes more segments than sharing the values
+                        // (a copy no consumer's scheduler takes runs as a kernel of
+                        // its own).
+                        let private = Self::split(&copied, accept, options, whole.clone(), checked);
+                        if let Ok(p) = private {
+                            if p.segments.len() <= groups.len() {
+                                return Ok(p);
+                            }
+                        }
+                    }
                     owned = groups.iter().map(|grp| grp.exprs.clone()).collect();
                     kinds = groups.iter().map(|grp| grp.kind).collect();
                 }
             }
         }
+        Self::finish(fusion, &g, seg, owned, kinds, whole, options)
+    }
+
+    /// Segments `fusion` (the whole-fusion verdict already known, and the statistics
+    /// of that check in `checked`) without asking about it whole again.
+    fn split(
+        fusion: &Fusion,
+        accept: &dyn Fn(&Fusion) -> Result<SchedulerKind, Rejections>,
+        options: SegmentOptions,
+        whole: WholeFusion,
+        checked: SegmenterStats,
+    ) -> Result<SegmentedFusion, SegmentError> {
+        crate::ir::verify(fusion).map_err(SegmentError::Invalid)?;
+        let g = graph::Graph::new(fusion);
+        let mut seg = merge::Segmenter::new(&g, accept);
+        seg.stats.scheduler_checks += checked.scheduler_checks;
+        seg.stats.accepted += checked.accepted;
+        seg.stats.checked_exprs += checked.checked_exprs;
+        let groups = seg.run();
+        let owned = groups.iter().map(|grp| grp.exprs.clone()).collect();
+        let kinds = groups.iter().map(|grp| grp.kind).collect();
+        Self::finish(fusion, &g, seg, owned, kinds, whole, options)
+    }
+
+    /// Assembles the segments of the final groups.
+    fn finish(
+        fusion: &Fusion,
+        g: &graph::Graph<'_>,
+        mut seg: merge::Segmenter<'_, '_, '_>,
+        owned: Vec<Vec<ExprId>>,
+        mut kinds: Vec<Option<SchedulerKind>>,
+        whole: WholeFusion,
+        options: SegmentOptions,
+    ) -> Result<SegmentedFusion, SegmentError> {
         let wants_half = options.half_boundaries
             && fusion
                 .outputs()
                 .iter()
                 .any(|o| fusion.val(o.val).dtype.is_half());
         let (mut segments, half_boundaries) =
-            assemble::assemble(&g, &mut seg, &owned, &mut kinds, wants_half)?;
+            assemble::assemble(g, &mut seg, &owned, &mut kinds, wants_half)?;
         // A lone segment computes the whole fusion's outputs: it is not a part.
         if let [only] = segments.as_mut_slice() {
             only.fusion.segment = false;
@@ -320,7 +382,7 @@ impl SegmentedFusion {
             .collect();
         extents.sort_unstable();
         extents.dedup();
-        let release_after = run::release_plan(&g, &segments);
+        let release_after = run::release_plan(g, &segments);
         Ok(SegmentedFusion {
             original: fusion.clone(),
             segments,

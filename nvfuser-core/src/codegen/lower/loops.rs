@@ -8,7 +8,7 @@ use super::{ext, unsupported, Key, Lower, Node};
 use crate::codegen::index::Idx;
 use crate::codegen::kir::Stmt;
 use crate::ir::{Extent, IterKind, Op, ValId};
-use crate::sched::{MemoryType, ParallelType, SchedResult};
+use crate::sched::{MemoryType, ParallelType, SchedResult, Schedule};
 
 impl<'a> Lower<'a> {
     pub(super) fn collect_bindings(&mut self) -> SchedResult<()> {
@@ -89,10 +89,7 @@ impl<'a> Lower<'a> {
     }
 
     pub(super) fn key(&self, tv: ValId, i: usize) -> Key {
-        match self.t(tv).compute_at {
-            Some(ca) if i < ca.pos => self.key(ca.consumer, i),
-            _ => (tv, i),
-        }
+        loop_key(self.s, tv, i)
     }
 
     pub(super) fn key_dom(&self, k: Key) -> &'a crate::sched::Dom {
@@ -100,18 +97,11 @@ impl<'a> Lower<'a> {
     }
 
     pub(super) fn makes_loop(&self, k: Key) -> bool {
-        let d = self.key_dom(k);
-        !d.parallel.is_thread()
-            && d.parallel != ParallelType::Vectorize
-            && d.kind != IterKind::Broadcast
-            && d.extent != Extent::Const(1)
+        makes_loop(self.s, k)
     }
 
     fn nest(&self, tv: ValId) -> Vec<Key> {
-        (0..self.t(tv).domain.loop_dims.len())
-            .map(|i| self.key(tv, i))
-            .filter(|&k| self.makes_loop(k))
-            .collect()
+        nest(self.s, tv)
     }
 
     pub(super) fn build_tree(&self) -> SchedResult<Vec<Node>> {
@@ -242,4 +232,31 @@ impl<'a> Lower<'a> {
             }
         }
     }
+}
+
+/// The loop that dim `i` of `tv`'s loop domain runs in: the consumer's, below the
+/// compute-at position.
+pub(super) fn loop_key(s: &Schedule, tv: ValId, i: usize) -> Key {
+    match s.tensors[&tv].compute_at {
+        Some(ca) if i < ca.pos => loop_key(s, ca.consumer, i),
+        _ => (tv, i),
+    }
+}
+
+/// Whether the loop `k` is a loop of the kernel (not a thread or vector dim, a
+/// broadcast, or one iteration).
+pub(super) fn makes_loop(s: &Schedule, k: Key) -> bool {
+    let d = s.tensors[&k.0].domain.loop_dom(k.1);
+    !d.parallel.is_thread()
+        && d.parallel != ParallelType::Vectorize
+        && d.kind != IterKind::Broadcast
+        && d.extent != Extent::Const(1)
+}
+
+/// The loops `tv` is computed in, outermost first.
+pub(super) fn nest(s: &Schedule, tv: ValId) -> Vec<Key> {
+    (0..s.tensors[&tv].domain.loop_dims.len())
+        .map(|i| loop_key(s, tv, i))
+        .filter(|&k| makes_loop(s, k))
+        .collect()
 }

@@ -16,6 +16,7 @@
 //! [`super::lower`] builds the loop tree in the schedule's own order first and takes
 //! this order only when that fails (every kernel that lowered before lowers the same).
 
+use super::loops::nest;
 use crate::ir::ValId;
 use crate::sched::Schedule;
 
@@ -46,35 +47,86 @@ pub(super) fn emission_order(s: &Schedule) -> Vec<usize> {
                 && e.outputs().into_iter().any(read)
         })
         .collect();
+    let first_loop: Vec<Option<(ValId, usize)>> = s
+        .exprs
+        .iter()
+        .map(|e| nest(s, e.output).first().copied())
+        .collect();
     let mut order = Vec::with_capacity(n);
     let mut emitted = vec![false; n];
     for (ei, _) in pulled.iter().enumerate().filter(|(_, &p)| !p) {
-        emit(ei, &producers, &mut emitted, &mut order);
+        emit(ei, &producers, &first_loop, &mut emitted, &mut order);
     }
     // Whatever nothing pulled (not reachable from an expression kept in place).
     for ei in 0..n {
-        emit(ei, &producers, &mut emitted, &mut order);
+        emit(ei, &producers, &first_loop, &mut emitted, &mut order);
     }
     order
 }
 
-/// Emits `ei` after its unemitted producers (each after its own, oldest first).
-fn emit(ei: usize, producers: &[Vec<usize>], emitted: &mut [bool], order: &mut Vec<usize>) {
-    if emitted[ei] {
-        return;
+/// Emits `ei` after its unemitted producers. Producers computed outside `ei`'s
+/// outermost loop go first, each with its own producers in the same way; then the
+/// producers inside that loop and `ei` itself, in schedule order. A consumer of two
+/// chains that each end inside its loop (`dx = g - a - xhat * b`, with `g` and `xhat`
+/// kept rows and `a`, `b` row reductions) thus gets both chains' reductions before the
+/// loop opens, rather than the first chain's in-loop part before the second chain's
+/// reduction, which would need the loop again after it closed.
+fn emit(
+    ei: usize,
+    producers: &[Vec<usize>],
+    first_loop: &[Option<(ValId, usize)>],
+    emitted: &mut [bool],
+    order: &mut Vec<usize>,
+) {
+    enum Task {
+        Visit(usize),
+        Emit(Vec<usize>),
     }
     // An explicit stack: producer chains of long fusions would recurse deeply.
-    let mut stack: Vec<(usize, usize)> = vec![(ei, 0)];
-    emitted[ei] = true;
-    while let Some((e, next)) = stack.pop() {
-        match producers[e][next..].iter().position(|&p| !emitted[p]) {
-            Some(k) => {
-                let p = producers[e][next + k];
-                stack.push((e, next + k + 1));
-                emitted[p] = true;
-                stack.push((p, 0));
+    let mut stack = vec![Task::Visit(ei)];
+    // The visit that last classified each expression (so each is classified once).
+    let mut seen = vec![usize::MAX; producers.len()];
+    let mut visit = 0;
+    while let Some(task) = stack.pop() {
+        match task {
+            Task::Emit(list) => {
+                for e in list {
+                    if !emitted[e] {
+                        emitted[e] = true;
+                        order.push(e);
+                    }
+                }
             }
-            None => order.push(e),
+            Task::Visit(e) => {
+                if emitted[e] {
+                    continue;
+                }
+                // The unemitted producers inside `e`'s outermost loop, transitively.
+                visit += 1;
+                seen[e] = visit;
+                let mut inside = vec![e];
+                let mut outside: Vec<usize> = Vec::new();
+                let mut k = 0;
+                while k < inside.len() {
+                    let x = inside[k];
+                    k += 1;
+                    for &p in &producers[x] {
+                        if emitted[p] || seen[p] == visit {
+                            continue;
+                        }
+                        seen[p] = visit;
+                        if first_loop[e].is_some() && first_loop[p] == first_loop[e] {
+                            inside.push(p);
+                        } else {
+                            outside.push(p);
+                        }
+                    }
+                }
+                inside.sort_unstable();
+                outside.sort_unstable();
+                stack.push(Task::Emit(inside));
+                stack.extend(outside.into_iter().rev().map(Task::Visit));
+            }
         }
     }
 }
