@@ -237,6 +237,14 @@ pub enum Error {
         reason: String,
     },
 
+    /// A broken invariant inside this library (a bug: please report it with the
+    /// fusion's reproducer). Never a property of the user's fusion or arguments.
+    #[error("internal error in nvfuser-rs (please report it): {reason}")]
+    Internal {
+        /// What broke.
+        reason: String,
+    },
+
     /// A CUDA graph capture could not start or failed ([`crate::Device::capture`]).
     #[error("CUDA graph capture: {reason}")]
     Capture {

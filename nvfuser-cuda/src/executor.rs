@@ -674,6 +674,7 @@ fn plan_error(e: PlanError) -> Error {
             reason: e.to_string(),
         },
         PlanError::Inputs(e) => e.into(),
+        PlanError::Internal(reason) => Error::Internal { reason },
         e => Error::UnsupportedFusion {
             reason: e.to_string(),
         },

@@ -525,6 +525,25 @@ impl FusionPlanner {
                 },
             });
         }
+        // Segments number their values in the segmented fusion, which may hold more
+        // values than the kernel fusion (private copies of cheap values).
+        let num_vals = match (decided.segmented, self.segmented.get()) {
+            (true, Some(seg)) => seg.original().num_vals(),
+            _ => self.kernel.num_vals(),
+        };
+        let beyond = segments.iter().flat_map(|s| {
+            let ins = s.inputs.iter().filter_map(|x| match x {
+                SegmentValue::Val(v) => Some(*v),
+                SegmentValue::Extent(_) => None,
+            });
+            ins.chain(s.outputs.iter().copied())
+                .chain(s.release.iter().copied())
+        });
+        if let Some(v) = beyond.into_iter().find(|v| v.index() >= num_vals) {
+            return Err(PlanError::Internal(format!(
+                "segment value {v} is not among the plan's {num_vals} values"
+            )));
+        }
         Ok(ExecutionPlan {
             host: self.host.clone(),
             forward: self.forward.clone(),
@@ -532,7 +551,7 @@ impl FusionPlanner {
             segments,
             inputs: self.kernel.inputs().to_vec(),
             outputs: self.kernel.outputs().iter().map(|o| o.val).collect(),
-            num_vals: self.kernel.num_vals(),
+            num_vals,
         })
     }
 }

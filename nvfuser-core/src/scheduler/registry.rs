@@ -302,6 +302,9 @@ pub enum PlanError {
     /// No single kernel takes the fusion, and segmenting it failed.
     #[error("{0}")]
     Segmentation(String),
+    /// A broken invariant of the planner (a bug, not a property of the fusion).
+    #[error("internal: {0}")]
+    Internal(String),
     /// A segment's input sizes cannot be computed from the call's inputs.
     #[error("segment {segment}: its sizes cannot be computed from the inputs")]
     SegmentSizes {
