@@ -174,7 +174,9 @@ fn k(x: Tensor<bf16, [_, 1, _]>) -> Tensor<bf16, [_, _]> {
 /// Training-side normalizations (H100): softmax backward (its casts kept in
 /// registers across the reduction, the producers of each pulled to it by the
 /// lowering's emission order), RMSNorm backward's dx, and softmax of `[B, S, T]`
-/// scores plus a `[S, T]` mask (rows split: `S` on `blockIdx.x`, `B` on `blockIdx.y`).
+/// scores plus a `[S, T]` mask (rows split: `S` on `blockIdx.x`, `B` on `blockIdx.y`),
+/// GELU backward with its bias gradient and LayerNorm backward's dw and db (outer
+/// reductions of two loop nests).
 #[test]
 fn training_kernels_on_an_h100() {
     let cases = [
@@ -221,6 +223,42 @@ fn k(s: Tensor<bf16, [_, _, _]>, m: Tensor<f32, [_, _]>) -> Tensor<bf16, [_, _, 
             vec![
                 (DataType::BF16, vec![64, 1024, 1024]),
                 (DataType::F32, vec![1024, 1024]),
+            ],
+        ),
+        (
+            // Two loop nests (the dx store and the bias gradient's column sum): each
+            // opens with its own batched loads of the unrolled rows (hoist_in_nest).
+            "gelu_bwd_bias",
+            r#"
+fn k(dy: Tensor<bf16, [_, _]>, x: Tensor<bf16, [_, _]>) -> (Tensor<bf16, [_, _]>, Tensor<bf16, [_]>) {
+    let x = x as f32;
+    let cdf = 0.5f32 * (1.0f32 + (x * 0.70710678f32).erf());
+    let pdf = (x * x * -0.5f32).exp() * 0.39894228f32;
+    let dx = (dy as f32) * (cdf + x * pdf);
+    (dx as bf16, dx.sum([0]) as bf16)
+}
+"#,
+            vec![
+                (DataType::BF16, vec![8192, 16384]),
+                (DataType::BF16, vec![8192, 16384]),
+            ],
+        ),
+        (
+            // LayerNorm backward's dw and db (its second segment): two column sums,
+            // each nest with its own batched loads.
+            "layer_norm_bwd_dw_db",
+            r#"
+fn k(dy: Tensor<bf16, [_, _]>, x: Tensor<bf16, [_, _]>, mean: Tensor<f32, [_, 1]>, rstd: Tensor<f32, [_, 1]>) -> (Tensor<bf16, [_]>, Tensor<bf16, [_]>) {
+    let dy = dy as f32;
+    let xhat = ((x as f32) - mean) * rstd;
+    ((dy * xhat).sum([0]) as bf16, dy.sum([0]) as bf16)
+}
+"#,
+            vec![
+                (DataType::BF16, vec![8192, 4096]),
+                (DataType::BF16, vec![8192, 4096]),
+                (DataType::F32, vec![8192, 1]),
+                (DataType::F32, vec![8192, 1]),
             ],
         ),
     ];

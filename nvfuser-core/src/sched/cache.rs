@@ -3,7 +3,7 @@
 //! it and its producer or consumers, without changing the fusion's meaning.
 
 use super::domain::TensorDomain;
-use super::{Primitive, SExpr, SchedResult, ScheduleError, ScheduledFusion};
+use super::{Primitive, SExpr, SchedResult, Schedule, ScheduleError, ScheduledFusion};
 use crate::ir::{IterKind, Op, ValId};
 
 impl ScheduledFusion {
@@ -70,23 +70,68 @@ impl ScheduledFusion {
     /// already there: like an input cache, a load that gets its own loops then never
     /// splits a loop nest of the math in two.
     pub fn hoist(&mut self, tv: ValId) -> SchedResult<()> {
+        let def = self.load_definition(tv, "hoist")?;
+        let s = &self.schedule;
+        let at = s.exprs[..def].iter().take_while(|e| is_load(s, e)).count();
+        let e = self.schedule.exprs.remove(def);
+        self.schedule.exprs.insert(at, e);
+        self.schedule.history.push(Primitive::Hoist { tensor: tv });
+        Ok(())
+    }
+
+    /// Moves the definition of `tv`, a load as for [`hoist`](Self::hoist) computed at a
+    /// consumer, ahead of every other computation of its loop nest (the expressions
+    /// whose chain of compute-at consumers ends at the same tensor), after the loads of
+    /// that nest already there. With several loop nests in one kernel (an output stored
+    /// beside a reduction, or two reductions), each nest's loads then open it and come
+    /// before its math, where hoisting them all to the kernel's start would open one
+    /// nest's loop before another nest's math had closed its own.
+    pub fn hoist_in_nest(&mut self, tv: ValId) -> SchedResult<()> {
+        let def = self.load_definition(tv, "hoist_in_nest")?;
+        let s = &self.schedule;
+        let root = |mut t: ValId| {
+            while let Some(ca) = s.tensors.get(&t).and_then(|x| x.compute_at) {
+                t = ca.consumer;
+            }
+            t
+        };
+        let nest = root(tv);
+        if nest == tv {
+            return Err(ScheduleError::InvalidArgument {
+                op: "hoist_in_nest",
+                tensor: tv,
+                reason: "it is not computed at a consumer (no loop nest to hoist in)".into(),
+            });
+        }
+        let first = s
+            .exprs
+            .iter()
+            .position(|e| root(e.output) == nest)
+            .unwrap_or(def);
+        let at = first
+            + s.exprs[first..def]
+                .iter()
+                .take_while(|e| is_load(s, e) && root(e.output) == nest)
+                .count();
+        let e = self.schedule.exprs.remove(def);
+        self.schedule.exprs.insert(at.min(def), e);
+        self.schedule
+            .history
+            .push(Primitive::HoistInNest { tensor: tv });
+        Ok(())
+    }
+
+    /// The index of `tv`'s definition when it is a load (see [`hoist`](Self::hoist)).
+    fn load_definition(&self, tv: ValId, op: &'static str) -> SchedResult<usize> {
         let s = &self.schedule;
         let def = s.definition(tv).ok_or(ScheduleError::InvalidArgument {
-            op: "hoist",
+            op,
             tensor: tv,
             reason: "a fusion input has no definition".into(),
         })?;
-        // A load: a copy, slice, squeeze or broadcast of fusion inputs.
-        let is_load = |e: &SExpr| {
-            matches!(
-                e.op,
-                Op::Set | Op::Slice { .. } | Op::Squeeze { .. } | Op::Broadcast { .. }
-            ) && e.inputs.iter().any(|&i| s.tensors.contains_key(&i))
-                && e.inputs.iter().all(|&i| s.definition(i).is_none())
-        };
-        if !is_load(&s.exprs[def]) {
+        if !is_load(s, &s.exprs[def]) {
             return Err(ScheduleError::InvalidArgument {
-                op: "hoist",
+                op,
                 tensor: tv,
                 reason: format!(
                     "{} is not a copy, slice, squeeze or broadcast of fusion inputs",
@@ -94,11 +139,7 @@ impl ScheduledFusion {
                 ),
             });
         }
-        let at = s.exprs[..def].iter().take_while(|e| is_load(e)).count();
-        let e = self.schedule.exprs.remove(def);
-        self.schedule.exprs.insert(at, e);
-        self.schedule.history.push(Primitive::Hoist { tensor: tv });
-        Ok(())
+        Ok(def)
     }
 
     /// Makes the definition of `tv` write a new tensor `c` (in registers) and defines
@@ -221,4 +262,13 @@ fn logical_shape(d: &TensorDomain) -> Vec<crate::ir::IterDomain> {
             kind: x.kind,
         })
         .collect()
+}
+
+/// A load: a copy, slice, squeeze or broadcast of fusion inputs.
+fn is_load(s: &Schedule, e: &SExpr) -> bool {
+    matches!(
+        e.op,
+        Op::Set | Op::Slice { .. } | Op::Squeeze { .. } | Op::Broadcast { .. }
+    ) && e.inputs.iter().any(|&i| s.tensors.contains_key(&i))
+        && e.inputs.iter().all(|&i| s.definition(i).is_none())
 }

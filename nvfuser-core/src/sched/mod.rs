@@ -306,6 +306,9 @@ pub enum Primitive {
     RecomputeAtUse { tensor: ValId },
     /// Move the definition of `tensor` (a load of fusion inputs) ahead of the math.
     Hoist { tensor: ValId },
+    /// Move the definition of `tensor` (a load of fusion inputs computed inside a loop
+    /// nest) ahead of the other computations of its loop nest.
+    HoistInNest { tensor: ValId },
 }
 
 /// The kernel graph and every tensor's scheduling state.

@@ -53,6 +53,7 @@ impl ScheduledFusion {
             }
             Primitive::RecomputeAtUse { tensor } => self.recompute_at_use(tensor),
             Primitive::Hoist { tensor } => self.hoist(tensor),
+            Primitive::HoistInNest { tensor } => self.hoist_in_nest(tensor),
         }
     }
 

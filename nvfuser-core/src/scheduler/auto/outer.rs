@@ -19,7 +19,8 @@
 //! block combine them with all its rows of threads. No vector loads: the lowering
 //! keeps reduction loops innermost, so a thread cannot accumulate a vector of columns
 //! inside its row loop; instead each load of an input gets its own unrolled loop over
-//! the `unroll` rows, ahead of the math, so the loads of those rows are issued together.
+//! the `unroll` rows, ahead of the math of its loop nest, so the loads of those rows are
+//! issued together.
 
 use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 
@@ -387,12 +388,13 @@ fn load_unrolled_rows_first(
             loads.push((e.output, consumer));
         }
     }
-    // Ahead of the math too (`hoist`): a load's loop opened between two statements of
-    // the math would split the math's unrolled loop in two. Hoisted loads all come
-    // first, so this holds only when they feed one loop nest (one root tensor, not
-    // computed at another): with an output stored beside the reduction (GELU backward
-    // with its bias gradient), the output's loads would reopen its loop after the
-    // reduction's loads closed it. Then the loads stay inlined.
+    // Ahead of the math too: a load's loop opened between two statements of the math
+    // would split the math's unrolled loop in two. With one loop nest (one root tensor,
+    // not computed at another) the loads go to the kernel's start (`hoist`); with
+    // several (an output stored beside the reduction, as GELU backward with its bias
+    // gradient, or two reductions, as LayerNorm backward's dw and db), each to the
+    // start of its own nest (`hoist_in_nest`): hoisted all first, one nest's loads
+    // would reopen its loop after another's had closed it.
     let root = |mut tv: ValId| {
         while let Some(ca) = sched.tensors.get(&tv).and_then(|t| t.compute_at) {
             tv = ca.consumer;
@@ -402,12 +404,14 @@ fn load_unrolled_rows_first(
     let mut roots: Vec<ValId> = loads.iter().map(|&(_, c)| root(c)).collect();
     roots.sort();
     roots.dedup();
-    if roots.len() != 1 {
-        return Ok(());
-    }
+    let one_nest = roots.len() == 1;
     for (load, consumer) in loads {
         s.compute_at(load, consumer, unroll_axis)?;
-        s.hoist(load)?;
+        if one_nest {
+            s.hoist(load)?;
+        } else {
+            s.hoist_in_nest(load)?;
+        }
     }
     Ok(())
 }
