@@ -619,3 +619,44 @@ fn uniform_maps_high_to_low_after_rounding() {
     assert!(src.contains("nvf_uniform<nvf_bfloat>("), "{src}");
     assert!(src.contains("(float)v >= (float)hi_t ? lo_t : v"));
 }
+
+#[test]
+fn hoist_in_nest_moves_a_load_to_the_start_of_its_own_nest() {
+    // a = neg(x) is one loop nest; b = exp(x) + set(z) another, with z's load (the set,
+    // after exp in the fusion's order) computed in it.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[16]).unwrap();
+    let z = fd.define_tensor(DataType::F32, &[16]).unwrap();
+    let a = fd.neg(x).unwrap();
+    let t = fd.exp(x).unwrap();
+    let cz = fd.set(z).unwrap();
+    let b = fd.add(t, cz).unwrap();
+    fd.add_output(a).unwrap();
+    fd.add_output(b).unwrap();
+    let fusion = fd.finish().unwrap();
+    let mut s = ScheduledFusion::new(fusion.clone()).unwrap();
+    let order = |s: &ScheduledFusion| -> Vec<ValId> {
+        s.schedule().exprs.iter().map(|e| e.output).collect()
+    };
+    assert_eq!(order(&s), vec![a, t, cz, b]);
+    // Not computed at a consumer: no nest to hoist in.
+    assert!(matches!(
+        s.hoist_in_nest(cz),
+        Err(ScheduleError::InvalidArgument {
+            op: "hoist_in_nest",
+            ..
+        })
+    ));
+    // Not a load.
+    s.compute_at(t, b, 1).unwrap();
+    assert!(s.hoist_in_nest(t).is_err());
+    s.compute_at(cz, b, 1).unwrap();
+    s.hoist_in_nest(cz).unwrap();
+    // Ahead of exp (b's nest), not of neg (a's nest), as `hoist` would put it.
+    assert_eq!(order(&s), vec![a, cz, t, b]);
+    let history = s.history().to_vec();
+    assert!(history.contains(&Primitive::HoistInNest { tensor: cz }));
+    let replayed = ScheduledFusion::replay(fusion, &history).unwrap();
+    assert_eq!(replayed.schedule(), s.schedule());
+    s.validate().unwrap();
+}

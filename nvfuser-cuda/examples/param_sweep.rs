@@ -1,7 +1,8 @@
 //! Tries variations of the heuristic params of one workload on the GPU and prints the
 //! bandwidth of each (CUDA-event kernel time, median of 15): how the heuristics were
 //! tuned. `param_sweep softmax bf16 32768 8192`; `column_var_mean` (batch norm's
-//! statistics over the rows) is a workload of its own here.
+//! statistics over the rows), `column_dw_db` (LayerNorm backward's weight and bias
+//! gradients) and `column_sum` are workloads of their own here.
 use nvfuser_core::eval::HostTensor;
 use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::workloads::{self, WorkloadInput};
@@ -46,20 +47,21 @@ fn variants(auto: &HeuristicParams, shape: &(i64, i64)) -> Vec<HeuristicParams> 
             // heuristic would pick for them (at least 64 rows per thread), and half that.
             let (rows, cols) = *shape;
             let sm: i64 = 132;
-            for tx in [32, 64, 128] {
+            for tx in [32, 64, 128, 256, 512] {
                 for ty in [1, 2, 4, 8, 16] {
-                    if tx * ty > 1024 {
+                    if tx * ty > 1024 || tx * ty < 128 {
                         continue;
                     }
                     let blocks = (cols + tx - 1) / tx;
                     let g = ((80 * sm + blocks * ty - 1) / (blocks * ty))
                         .min(rows / (64 * ty))
                         .max(1);
-                    for g in [g, (g / 2).max(1)] {
+                    for (g, unroll) in [(g, p.unroll), ((g / 2).max(1), p.unroll), (g, 16)] {
                         let mut q = p.clone();
                         q.threads_x = tx;
                         q.threads_y = ty;
                         q.grid_split = g;
+                        q.unroll = unroll;
                         q.launch.grid = [blocks, g, 1];
                         q.launch.block = [tx, ty, 1];
                         out.push(HeuristicParams::OuterReduction(q));
@@ -101,7 +103,38 @@ fn main() {
             return;
         }
     };
-    let (fusion, inputs) = if name == "column_var_mean" {
+    let (fusion, inputs) = if name == "column_dw_db" {
+        // LayerNorm backward's weight and bias gradients: two column sums of
+        // `[rows, hidden]` reading dy and x (and the per-row mean and rstd).
+        let src = format!(
+            "fn k(dy: Tensor<{dtype}, [_, _]>, x: Tensor<{dtype}, [_, _]>, mean: Tensor<f32, [_, 1]>, rstd: Tensor<f32, [_, 1]>)
+                -> (Tensor<{dtype}, [_]>, Tensor<{dtype}, [_]>) {{
+                let dy = dy as f32;
+                let xhat = ((x as f32) - mean) * rstd;
+                ((dy * xhat).sum([0]) as {dtype}, dy.sum([0]) as {dtype})
+            }}"
+        );
+        let fusion = nvfuser_core::dsl::build_str(&src).unwrap().remove(0).0;
+        (
+            fusion,
+            vec![
+                WorkloadInput::Tensor(dtype, vec![rows, hidden]),
+                WorkloadInput::Tensor(dtype, vec![rows, hidden]),
+                WorkloadInput::Tensor(DataType::F32, vec![rows, 1]),
+                WorkloadInput::Tensor(DataType::F32, vec![rows, 1]),
+            ],
+        )
+    } else if name == "column_sum" {
+        // A column sum of `[rows, hidden]` in f32 (a bias gradient).
+        let src = format!(
+            "fn k(x: Tensor<{dtype}, [_, _]>) -> Tensor<f32, [_]> {{ (x as f32).sum([0]) }}"
+        );
+        let fusion = nvfuser_core::dsl::build_str(&src).unwrap().remove(0).0;
+        (
+            fusion,
+            vec![WorkloadInput::Tensor(dtype, vec![rows, hidden])],
+        )
+    } else if name == "column_var_mean" {
         // Batch norm's statistics, channels-last: mean and biased variance of each
         // column of `[rows, hidden]`, in f32.
         let src = format!(
