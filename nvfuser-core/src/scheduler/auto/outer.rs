@@ -207,7 +207,13 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
                 .clamp(1, 65535)
         };
         grid_split = split(blocks, 1);
-        if grid_split > 64 {
+        // Rows on threadIdx.y only for a kernel of one loop nest. With several (two
+        // column sums, or an output stored beside one), each nest reads the inputs
+        // again, from L2 when a block's rows are few: H100 sweeps of LayerNorm
+        // backward's dw and db (two sums reading dy and x), 64 x 8 threads against
+        // 128 x 1: [65536, 4096] bf16 1654 us against 1022, [8192, 4096] 171 against
+        // 140, [262144, 1024] 1524 against 1057 (`param_sweep column_dw_db`).
+        if grid_split > 64 && loop_nests(p) == 1 {
             threads_x = threads_x.min(64);
             blocks = ceil_div(cols, threads_x);
             let most_y = (512 / threads_x).min(rows / 64).max(1);
@@ -236,6 +242,32 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
             index_type: index_type(&p.fusion, info),
         },
     })
+}
+
+/// The loop nests the outer-reduction kernel of `p` has: one per reduction (Welford
+/// siblings share theirs) and one per full-rank output stored beside them.
+fn loop_nests(p: &OuterPlan) -> usize {
+    let f = &p.fusion;
+    let live = f.live_exprs();
+    let reductions = f
+        .exprs()
+        .filter(|(id, e)| live[id.index()] && reduction_axes(&e.op).is_some())
+        .count();
+    let full_outputs = f
+        .outputs()
+        .iter()
+        .filter(|o| {
+            // Full: elements along the reduced dims (a reduction's result, keepdim or
+            // not, has none).
+            f.tensor_type(o.val).is_some_and(|t| {
+                t.domain.len() == p.rank
+                    && t.domain[..p.k]
+                        .iter()
+                        .any(|d| !d.is_broadcast_like() && !d.is_reduction())
+            })
+        })
+        .count();
+    reductions + full_outputs
 }
 
 pub(crate) fn schedule(
