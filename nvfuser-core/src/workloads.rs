@@ -193,3 +193,33 @@ pub fn inputs(
         _ => return None,
     })
 }
+
+/// LayerNorm backward in the `fusion!` language, with the gradients' dtype and the cast
+/// that gives it (see [`LAYER_NORM_BWD`]).
+macro_rules! layer_norm_bwd_source {
+    ($grads:literal, $cast:literal) => {
+        concat!(
+            "fn layer_norm_bwd(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>,\n",
+            "    mean: Tensor<f32, [N, 1]>, rstd: Tensor<f32, [N, 1]>)\n",
+            "    -> (Tensor<bf16, [N, H]>, Tensor<", $grads, ", [H]>, Tensor<", $grads, ", [H]>) {\n",
+            "    let dy = dy as f32;\n",
+            "    let xhat = ((x as f32) - mean) * rstd;\n",
+            "    let g = dy * (w as f32);\n",
+            "    let a = g.mean([1], keepdim = true);\n",
+            "    let b = (g * xhat).mean([1], keepdim = true);\n",
+            "    let dx = (g - a - xhat * b) * rstd;\n",
+            "    (dx as bf16, (dy * xhat).sum([0])", $cast, ", dy.sum([0])", $cast, ")\n",
+            "}\n"
+        )
+    };
+}
+
+/// LayerNorm backward as a user writes it (source of the `fusion!` language, for
+/// `dsl::build_str`), from the forward's saved per-row `mean` and `rstd`: `dx` in bf16,
+/// the weight and bias gradients `dw`, `db` (sums over the rows) in f32. Shared by the
+/// segmentation, coverage, snapshot and GPU tests.
+pub const LAYER_NORM_BWD: &str = layer_norm_bwd_source!("f32", "");
+
+/// [`LAYER_NORM_BWD`] with `dw` and `db` in bf16, as PyTorch's autograd gives them for
+/// bf16 parameters.
+pub const LAYER_NORM_BWD_BF16_GRADS: &str = layer_norm_bwd_source!("bf16", " as bf16");

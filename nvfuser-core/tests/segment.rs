@@ -756,23 +756,12 @@ fn fuzz_case(
     }
 }
 
-const LAYER_NORM_BWD: &str = "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, mean: Tensor<f32, [N, 1]>, rstd: Tensor<f32, [N, 1]>)
-    -> (Tensor<bf16, [N, H]>, Tensor<f32, [H]>, Tensor<f32, [H]>) {
-    let dy = dy as f32;
-    let xhat = ((x as f32) - mean) * rstd;
-    let g = dy * (w as f32);
-    let a = g.mean([1], keepdim = true);
-    let b = (g * xhat).mean([1], keepdim = true);
-    let dx = (g - a - xhat * b) * rstd;
-    (dx as bf16, (dy * xhat).sum([0]), dy.sum([0]))
-}";
-
 #[test]
 fn cheap_values_are_recomputed_by_each_segment() {
     // LayerNorm backward: xhat and g feed both the row reductions of dx and the column
     // sums. With private copies each segment recomputes them from the inputs, and the
     // two column sums (both reading dy) share one segment.
-    let f = nvfuser_core::dsl::build_str(LAYER_NORM_BWD)
+    let f = nvfuser_core::dsl::build_str(nvfuser_core::workloads::LAYER_NORM_BWD)
         .unwrap()
         .remove(0)
         .0;

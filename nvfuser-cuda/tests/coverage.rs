@@ -22,16 +22,7 @@ use DataType::{BF16, F32, I64};
 const CASES: &[Case] = &[
     Case {
         name: "layernorm bwd (dx, dw, db)",
-        src: "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, mean: Tensor<f32, [N, 1]>, rstd: Tensor<f32, [N, 1]>)
-            -> (Tensor<bf16, [N, H]>, Tensor<f32, [H]>, Tensor<f32, [H]>) {
-            let dy = dy as f32;
-            let xhat = ((x as f32) - mean) * rstd;
-            let g = dy * (w as f32);
-            let a = g.mean([1], keepdim = true);
-            let b = (g * xhat).mean([1], keepdim = true);
-            let dx = (g - a - xhat * b) * rstd;
-            (dx as bf16, (dy * xhat).sum([0]), dy.sum([0]))
-        }",
+        src: nvfuser_core::workloads::LAYER_NORM_BWD,
         shapes: &[(BF16, &[8192, 4096]), (BF16, &[8192, 4096]), (BF16, &[4096]), (F32, &[8192, 1]), (F32, &[8192, 1])],
     },
     Case {

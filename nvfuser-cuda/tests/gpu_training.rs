@@ -57,16 +57,7 @@ const CASES: &[Case] = &[
         // Segmented: dx (inner persistent) and dw, db (one outer reduction) each read the
         // inputs; nothing computed crosses between them.
         name: "layernorm bwd (dx, dw, db)",
-        src: "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, mean: Tensor<f32, [N, 1]>, rstd: Tensor<f32, [N, 1]>)
-            -> (Tensor<bf16, [N, H]>, Tensor<f32, [H]>, Tensor<f32, [H]>) {
-            let dy = dy as f32;
-            let xhat = ((x as f32) - mean) * rstd;
-            let g = dy * (w as f32);
-            let a = g.mean([1], keepdim = true);
-            let b = (g * xhat).mean([1], keepdim = true);
-            let dx = (g - a - xhat * b) * rstd;
-            (dx as bf16, (dy * xhat).sum([0]), dy.sum([0]))
-        }",
+        src: nvfuser_core::workloads::LAYER_NORM_BWD,
         dtypes: &[BF16, BF16, BF16, F32, F32],
         shapes: &[
             &[&[1, 8], &[1, 8], &[8], &[1, 1], &[1, 1]],
@@ -77,16 +68,7 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "layernorm bwd with bf16 dw, db",
-        src: "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, mean: Tensor<f32, [N, 1]>, rstd: Tensor<f32, [N, 1]>)
-            -> (Tensor<bf16, [N, H]>, Tensor<bf16, [H]>, Tensor<bf16, [H]>) {
-            let dy = dy as f32;
-            let xhat = ((x as f32) - mean) * rstd;
-            let g = dy * (w as f32);
-            let a = g.mean([1], keepdim = true);
-            let b = (g * xhat).mean([1], keepdim = true);
-            let dx = (g - a - xhat * b) * rstd;
-            (dx as bf16, (dy * xhat).sum([0]) as bf16, dy.sum([0]) as bf16)
-        }",
+        src: nvfuser_core::workloads::LAYER_NORM_BWD_BF16_GRADS,
         dtypes: &[BF16, BF16, BF16, F32, F32],
         shapes: &[
             &[&[2048, 1024], &[2048, 1024], &[1024], &[2048, 1], &[2048, 1]],

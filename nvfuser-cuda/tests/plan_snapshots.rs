@@ -428,18 +428,7 @@ fn k(x: Tensor<bf16, [_, _]>, w: Tensor<f32, [_]>, b: Tensor<f32, [_]>) -> Tenso
             // copies), dx in an inner persistent kernel, dw and db in one outer
             // reduction (input-sibling merge): no [N, H] tensor crosses.
             "plan_layer_norm_bwd",
-            r#"
-fn k(dy: Tensor<bf16, [_, _]>, x: Tensor<bf16, [_, _]>, w: Tensor<bf16, [_]>, mean: Tensor<f32, [_, 1]>, rstd: Tensor<f32, [_, 1]>)
-    -> (Tensor<bf16, [_, _]>, Tensor<bf16, [_]>, Tensor<bf16, [_]>) {
-    let dy = dy as f32;
-    let xhat = ((x as f32) - mean) * rstd;
-    let g = dy * (w as f32);
-    let a = g.mean([1], keepdim = true);
-    let b = (g * xhat).mean([1], keepdim = true);
-    let dx = (g - a - xhat * b) * rstd;
-    (dx as bf16, (dy * xhat).sum([0]) as bf16, dy.sum([0]) as bf16)
-}
-"#,
+            nvfuser_core::workloads::LAYER_NORM_BWD_BF16_GRADS,
             vec![
                 (DataType::BF16, vec![8192, 4096]),
                 (DataType::BF16, vec![8192, 4096]),
