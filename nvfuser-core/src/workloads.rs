@@ -223,3 +223,16 @@ pub const LAYER_NORM_BWD: &str = layer_norm_bwd_source!("f32", "");
 /// [`LAYER_NORM_BWD`] with `dw` and `db` in bf16, as PyTorch's autograd gives them for
 /// bf16 parameters.
 pub const LAYER_NORM_BWD_BF16_GRADS: &str = layer_norm_bwd_source!("bf16", " as bf16");
+
+/// GELU (erf) backward with the bias gradient, as a user writes it in the `fusion!`
+/// language: `dx = dy * gelu'(x)` for the saved pre-activation `x`, in bf16, and its sum
+/// over the rows in f32. Shared by the coverage and GPU tests.
+pub const GELU_BWD_BIAS: &str = "\
+fn gelu_bwd_bias(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>) -> (Tensor<bf16, [N, H]>, Tensor<f32, [H]>) {
+    let x = x as f32;
+    let cdf = 0.5f32 * (1.0f32 + (x * 0.70710678f32).erf());
+    let pdf = (x * x * -0.5f32).exp() * 0.39894228f32;
+    let dx = (dy as f32) * (cdf + x * pdf);
+    (dx as bf16, dx.sum([0]))
+}
+";

@@ -46,13 +46,7 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "gelu bwd + bias grad",
-        src: "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>) -> (Tensor<bf16, [N, H]>, Tensor<f32, [H]>) {
-            let x = x as f32;
-            let cdf = 0.5f32 * (1.0f32 + (x * 0.70710678f32).erf());
-            let pdf = (x * x * -0.5f32).exp() * 0.39894228f32;
-            let dx = (dy as f32) * (cdf + x * pdf);
-            (dx as bf16, dx.sum([0]))
-        }",
+        src: nvfuser_core::workloads::GELU_BWD_BIAS,
         shapes: &[(BF16, &[8192, 4096]), (BF16, &[8192, 4096])],
     },
     Case {

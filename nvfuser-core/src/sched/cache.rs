@@ -89,12 +89,7 @@ impl ScheduledFusion {
     pub fn hoist_in_nest(&mut self, tv: ValId) -> SchedResult<()> {
         let def = self.load_definition(tv, "hoist_in_nest")?;
         let s = &self.schedule;
-        let root = |mut t: ValId| {
-            while let Some(ca) = s.tensors.get(&t).and_then(|x| x.compute_at) {
-                t = ca.consumer;
-            }
-            t
-        };
+        let root = |t: ValId| s.nest_root(t);
         let nest = root(tv);
         if nest == tv {
             return Err(ScheduleError::InvalidArgument {

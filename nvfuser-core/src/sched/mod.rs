@@ -502,6 +502,15 @@ impl Schedule {
             .ok_or(ScheduleError::UnknownTensor { op, tensor: tv })
     }
 
+    /// The tensor whose loop nest `tv` is computed in: the end of its chain of
+    /// compute-at consumers (`tv` itself when it is computed at none).
+    pub fn nest_root(&self, mut tv: ValId) -> ValId {
+        while let Some(ca) = self.tensors.get(&tv).and_then(|t| t.compute_at) {
+            tv = ca.consumer;
+        }
+        tv
+    }
+
     /// The expression defining `tv`, by position.
     pub fn definition(&self, tv: ValId) -> Option<usize> {
         self.exprs.iter().position(|e| e.defines(tv))

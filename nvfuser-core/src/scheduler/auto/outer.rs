@@ -133,12 +133,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
             after[o.index()] = from;
             // Full: it has elements along the reduced dims (a keepdim broadcast does
             // not; an expand of one does, and every row block would store its rows).
-            let full = pushed.tensor_type(o).is_some_and(|t| {
-                t.domain.len() == rank
-                    && t.domain[..k]
-                        .iter()
-                        .any(|d| d.kind != crate::ir::IterKind::Broadcast)
-            });
+            let full = has_reduced_elements(&pushed, o, rank, k);
             if let (Some(reduction), true, None) = (from, full, reduction_axes(&e.op)) {
                 return Err(Unfit::OuterNormalization {
                     tensor: o,
@@ -244,6 +239,18 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     })
 }
 
+/// Whether `v` is a full tensor of rank `rank` with elements along its `k` reduced
+/// dims: not a reduction's result (keepdim or not: those dims are reductions or
+/// broadcasts), not a keepdim broadcast; an expand of one is.
+fn has_reduced_elements(f: &Fusion, v: ValId, rank: usize, k: usize) -> bool {
+    f.tensor_type(v).is_some_and(|t| {
+        t.domain.len() == rank
+            && t.domain[..k]
+                .iter()
+                .any(|d| d.kind != crate::ir::IterKind::Broadcast && !d.is_reduction())
+    })
+}
+
 /// The loop nests the outer-reduction kernel of `p` has: one per reduction (Welford
 /// siblings share theirs) and one per full-rank output stored beside them.
 fn loop_nests(p: &OuterPlan) -> usize {
@@ -256,16 +263,7 @@ fn loop_nests(p: &OuterPlan) -> usize {
     let full_outputs = f
         .outputs()
         .iter()
-        .filter(|o| {
-            // Full: elements along the reduced dims (a reduction's result, keepdim or
-            // not, has none).
-            f.tensor_type(o.val).is_some_and(|t| {
-                t.domain.len() == p.rank
-                    && t.domain[..p.k]
-                        .iter()
-                        .any(|d| !d.is_broadcast_like() && !d.is_reduction())
-            })
-        })
+        .filter(|o| has_reduced_elements(f, o.val, p.rank, p.k))
         .count();
     reductions + full_outputs
 }
@@ -427,13 +425,7 @@ fn load_unrolled_rows_first(
     // gradient, or two reductions, as LayerNorm backward's dw and db), each to the
     // start of its own nest (`hoist_in_nest`): hoisted all first, one nest's loads
     // would reopen its loop after another's had closed it.
-    let root = |mut tv: ValId| {
-        while let Some(ca) = sched.tensors.get(&tv).and_then(|t| t.compute_at) {
-            tv = ca.consumer;
-        }
-        tv
-    };
-    let mut roots: Vec<ValId> = loads.iter().map(|&(_, c)| root(c)).collect();
+    let mut roots: Vec<ValId> = loads.iter().map(|&(_, c)| sched.nest_root(c)).collect();
     roots.sort();
     roots.dedup();
     let one_nest = roots.len() == 1;
