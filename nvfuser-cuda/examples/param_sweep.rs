@@ -2,7 +2,8 @@
 //! bandwidth of each (CUDA-event kernel time, median of 15): how the heuristics were
 //! tuned. `param_sweep softmax bf16 32768 8192`; `column_var_mean` (batch norm's
 //! statistics over the rows), `column_dw_db` (LayerNorm backward's weight and bias
-//! gradients) and `column_sum` are workloads of their own here.
+//! gradients), `gelu_bwd_bias` (bf16 only) and `column_sum` are workloads of their own
+//! here.
 use nvfuser_core::eval::HostTensor;
 use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::workloads::{self, WorkloadInput};
@@ -56,7 +57,8 @@ fn variants(auto: &HeuristicParams, shape: &(i64, i64)) -> Vec<HeuristicParams> 
                     let g = ((80 * sm + blocks * ty - 1) / (blocks * ty))
                         .min(rows / (64 * ty))
                         .max(1);
-                    for (g, unroll) in [(g, p.unroll), ((g / 2).max(1), p.unroll), (g, 16)] {
+                    for (g, unroll) in [(g, p.unroll), ((g / 2).max(1), p.unroll), (g, 4), (g, 16)]
+                    {
                         let mut q = p.clone();
                         q.threads_x = tx;
                         q.threads_y = ty;
@@ -122,6 +124,19 @@ fn main() {
                 WorkloadInput::Tensor(dtype, vec![rows, hidden]),
                 WorkloadInput::Tensor(DataType::F32, vec![rows, 1]),
                 WorkloadInput::Tensor(DataType::F32, vec![rows, 1]),
+            ],
+        )
+    } else if name == "gelu_bwd_bias" {
+        // GELU backward with the bias gradient: an output stored beside its column sum.
+        let fusion = nvfuser_core::dsl::build_str(workloads::GELU_BWD_BIAS)
+            .unwrap()
+            .remove(0)
+            .0;
+        (
+            fusion,
+            vec![
+                WorkloadInput::Tensor(DataType::BF16, vec![rows, hidden]),
+                WorkloadInput::Tensor(DataType::BF16, vec![rows, hidden]),
             ],
         )
     } else if name == "column_sum" {

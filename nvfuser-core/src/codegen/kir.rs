@@ -7,7 +7,9 @@
 //! [`Idx`]'s `Display` the index math. Snapshot tests read the printed CUDA; tests of
 //! lowering decisions can inspect this tree directly.
 
+pub(crate) mod bind;
 mod expr;
+pub(crate) mod fuse;
 
 use serde::{Deserialize, Serialize};
 

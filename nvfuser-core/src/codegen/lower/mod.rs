@@ -191,6 +191,11 @@ fn lower_in(sf: &ScheduledFusion, s: &Schedule, opts: &KernelOptions) -> SchedRe
     for n in &tree {
         l.emit_node(n, &mut body)?;
     }
+    // Sibling nests over the same rows (two column sums, an output stored beside its
+    // own sum) share one loop and one load of each input element.
+    super::kir::fuse::fuse_sibling_loops(&mut body);
+    // Index math that reshape chains made too large to spell inline gets names.
+    super::kir::bind::bind_large_indices(&mut body);
     let abi = l.abi(opts);
     let one = || Extent::Const(1);
     let get = |p: ParallelType| l.bound.get(&p).cloned().unwrap_or_else(one);

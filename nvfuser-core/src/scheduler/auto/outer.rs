@@ -202,13 +202,7 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
                 .clamp(1, 65535)
         };
         grid_split = split(blocks, 1);
-        // Rows on threadIdx.y only for a kernel of one loop nest. With several (two
-        // column sums, or an output stored beside one), each nest reads the inputs
-        // again, from L2 when a block's rows are few: H100 sweeps of LayerNorm
-        // backward's dw and db (two sums reading dy and x), 64 x 8 threads against
-        // 128 x 1: [65536, 4096] bf16 1654 us against 1022, [8192, 4096] 171 against
-        // 140, [262144, 1024] 1524 against 1057 (`param_sweep column_dw_db`).
-        if grid_split > 64 && loop_nests(p) == 1 {
+        if grid_split > 64 {
             threads_x = threads_x.min(64);
             blocks = ceil_div(cols, threads_x);
             let most_y = (512 / threads_x).min(rows / 64).max(1);
@@ -217,13 +211,26 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
         }
     }
     let per_block = ceil_div(rows, grid_split * threads_y);
-    let unroll = if per_block >= 32 {
+    let mut unroll = if per_block >= 32 {
         8
     } else if per_block >= 16 {
         4
     } else {
         1
     };
+    // A kernel of several loop nests (two column sums, or an output stored beside one)
+    // runs them as one loop (`kir::fuse`), whose unrolled rows hold the loads of every
+    // input the nests read: 4 rows, not 8, keep them in registers. H100 sweeps
+    // (`param_sweep`), 64 x 8 threads at unroll 4, 8 and 16: LayerNorm backward's dw and
+    // db (`column_dw_db`) [65536, 4096] bf16 524, 928 and 1660 us (best variant 494),
+    // [8192, 4096] 82, 126 and 238 (best 79); GELU backward with its bias gradient
+    // [8192, 16384] 403, 442 and 1101 (best 398), [65536, 4096] 824, 893 and 2187
+    // (best 776). One nest keeps 8: Welford statistics with few rows per thread need it
+    // (`column_var_mean` [100352, 256] bf16 55.2 us at 8, 63.2 at 4), though a bf16
+    // column sum would gain 8% at 4 ([65536, 4096]: 222 against 241 us).
+    if loop_nests(p) > 1 {
+        unroll = unroll.min(4);
+    }
     Ok(OuterReductionParams {
         threads_x,
         threads_y,
