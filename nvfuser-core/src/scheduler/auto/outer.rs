@@ -218,17 +218,18 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     } else {
         1
     };
-    // A kernel of several loop nests (two column sums, or an output stored beside one)
-    // runs them as one loop (`kir::fuse`), whose unrolled rows hold the loads of every
-    // input the nests read: 4 rows, not 8, keep them in registers. H100 sweeps
-    // (`param_sweep`), 64 x 8 threads at unroll 4, 8 and 16: LayerNorm backward's dw and
-    // db (`column_dw_db`) [65536, 4096] bf16 524, 928 and 1660 us (best variant 494),
-    // [8192, 4096] 82, 126 and 238 (best 79); GELU backward with its bias gradient
-    // [8192, 16384] 403, 442 and 1101 (best 398), [65536, 4096] 824, 893 and 2187
-    // (best 776). One nest keeps 8: Welford statistics with few rows per thread need it
-    // (`column_var_mean` [100352, 256] bf16 55.2 us at 8, 63.2 at 4), though a bf16
-    // column sum would gain 8% at 4 ([65536, 4096]: 222 against 241 us).
-    if loop_nests(p) > 1 {
+    // Each thread loads its unrolled rows of every input read along the reduced dims
+    // up front (`load_unrolled_rows_first`, `hoist_in_nest`); with several such inputs
+    // 4 rows, not 8, keep the loads in registers. H100 sweeps (`param_sweep`), 64 x 8
+    // threads at unroll 4, 8 and 16: LayerNorm backward's dw and db (`column_dw_db`:
+    // dy, x, mean, rstd; two sums fused into one loop by `kir::fuse`) [65536, 4096] bf16
+    // 524, 928 and 1660 us (best variant 494), [8192, 4096] 82, 126 and 238 (best 79);
+    // GELU backward with its bias gradient (dy, x) [8192, 16384] 403, 442 and 1101
+    // (best 398), [65536, 4096] 824, 893 and 2187 (best 776). One input keeps 8: Welford
+    // statistics with few rows per thread need it (`column_var_mean` [100352, 256] bf16
+    // 55.2 us at 8, 63.2 at 4), though a bf16 column sum would gain 8% at 4
+    // ([65536, 4096]: 222 against 241 us).
+    if row_inputs(p) > 1 {
         unroll = unroll.min(4);
     }
     Ok(OuterReductionParams {
@@ -258,21 +259,14 @@ fn has_reduced_elements(f: &Fusion, v: ValId, rank: usize, k: usize) -> bool {
     })
 }
 
-/// The loop nests the outer-reduction kernel of `p` has: one per reduction (Welford
-/// siblings share theirs) and one per full-rank output stored beside them.
-fn loop_nests(p: &OuterPlan) -> usize {
+/// The fusion inputs read along the reduced dims (full tensors and per-row statistics
+/// such as `[N, 1]`; not a `[H]` weight, read once per column).
+fn row_inputs(p: &OuterPlan) -> usize {
     let f = &p.fusion;
-    let live = f.live_exprs();
-    let reductions = f
-        .exprs()
-        .filter(|(id, e)| live[id.index()] && reduction_axes(&e.op).is_some())
-        .count();
-    let full_outputs = f
-        .outputs()
+    f.inputs()
         .iter()
-        .filter(|o| has_reduced_elements(f, o.val, p.rank, p.k))
-        .count();
-    reductions + full_outputs
+        .filter(|&&v| has_reduced_elements(f, v, p.rank, p.k))
+        .count()
 }
 
 pub(crate) fn schedule(
