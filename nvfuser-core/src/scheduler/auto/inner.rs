@@ -326,10 +326,20 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
     }
     let v = vector_width(p, info)?;
     let chunks = ceil_div(h.max(1), v);
-    // At most 512 threads per row: a 1024-thread block leaves 64 registers per thread,
-    // too few for the row buffers plus vectorized weights (LayerNorm [*, 32768] failed
-    // to launch with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on an H200).
-    let max_tx = info.device.max_threads_per_block.min(512) as i64;
+    // At most 512 threads per row, unless that leaves more than four vector chunks per
+    // thread and 1024 threads hold the row in four: a 1024-thread block has 64
+    // registers per thread (its `__launch_bounds__` makes the compiler keep to them,
+    // spilling if it must; without them LayerNorm [*, 32768] failed to launch with
+    // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on an H200). H100 sweeps (`param_sweep`) at
+    // [8192, 32768] bf16, 1024 threads x 4 chunks against 512 x 8: softmax 403.5 us
+    // against 542.2, LayerNorm 388.5 against 442.1, RMSNorm 364.0 against 379.9. At
+    // [4096, 65536] (8 chunks at 1024) 512 threads stay: LayerNorm 526.8 against 533.8,
+    // RMSNorm 425.2 against more than 487.
+    let wide = ceil_div(chunks, 512) > 4 && ceil_div(chunks, 1024) <= 4;
+    let max_tx = info
+        .device
+        .max_threads_per_block
+        .min(if wide { 1024 } else { 512 }) as i64;
     // About four vector chunks per thread: enough independent loads in flight, few
     // enough registers that several blocks fit on an SM between the row's phases.
     let mut threads_x = round_up(ceil_div(chunks, 4), 32).clamp(32, max_tx);
