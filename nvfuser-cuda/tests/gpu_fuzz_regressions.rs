@@ -518,3 +518,35 @@ fn fuzz_case(t0: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_]>)
         },
     );
 }
+
+/// Seed 6421399: `maximum` / `minimum` of a signed zero, made visible by `atan2` (and here
+/// by a division). The reference orders -0 below +0 (`minimum(+0, -0)` is -0,
+/// `maximum(-0, +0)` is +0, as IEEE 754-2019's minimum and maximum); the GPU helpers
+/// returned their first operand on every tie.
+#[test]
+fn maximum_and_minimum_order_negative_zero_below_positive_zero() {
+    let Some(_) = require_gpu() else { return };
+    let dev = Device::cuda(0).unwrap();
+    let fusion = fusion_of(
+        r#"
+fn k(a: Tensor<f32, [_, 2]>, b: Tensor<f32, [_, 2]>)
+    -> (Tensor<f32, [_, 2]>, Tensor<f32, [_, 2]>, Tensor<f32, [_, 2]>, Tensor<f32, [_]>, Tensor<f32, [_]>) {
+    let hi = a.maximum(b);
+    let lo = a.minimum(b);
+    (1.0f32 / hi, 1.0f32 / lo, 1.0f32 / a.clamp(b, b), 1.0f32 / a.max([1]), 1.0f32 / a.min([1]))
+}
+"#,
+    );
+    let exec = FusionExecutorCache::new(fusion);
+    // Every ordered pair of signed zeros, in both operands and within each row.
+    let zeros = [0.0f32, -0.0];
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    for i in 0..64usize {
+        a.push(zeros[i % 2]);
+        b.push(zeros[(i / 2) % 2]);
+    }
+    let a: EvalInput = HostTensor::from_vec(a, &[32, 2]).unwrap().into();
+    let b: EvalInput = HostTensor::from_vec(b, &[32, 2]).unwrap().into();
+    run_and_compare(&dev, &exec, &[a, b], None, &Tolerance::for_dtype).unwrap();
+}

@@ -189,8 +189,13 @@ template <typename T> __device__ inline bool nvf_logical_not(T x) { return x == 
 template <typename T> __device__ inline T nvf_bitwise_not(T x) { return ~x; }
 __device__ inline bool nvf_bitwise_not(bool x) { return !x; }
 
-template <typename T> __device__ inline T nvf_minimum(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
-template <typename T> __device__ inline T nvf_maximum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
+// minimum / maximum (and their reductions): NaN wins, and -0 orders below +0, as on the
+// CPU reference (`eval::math::minimum`): minimum(+0, -0) is -0, maximum(-0, +0) is +0.
+template <typename T> __device__ inline bool nvf_sign_bit(T x) { return x < (T)0; }
+__device__ inline bool nvf_sign_bit(float x) { return (__float_as_uint(x) >> 31) != 0u; }
+__device__ inline bool nvf_sign_bit(double x) { return __double_as_longlong(x) < 0; }
+template <typename T> __device__ inline T nvf_minimum(T a, T b) { return a != a ? a : (b != b ? b : ((b < a || (!(a < b) && nvf_sign_bit(b))) ? b : a)); }
+template <typename T> __device__ inline T nvf_maximum(T a, T b) { return a != a ? a : (b != b ? b : ((a < b || (!(b < a) && nvf_sign_bit(a))) ? b : a)); }
 __device__ inline float nvf_fmod(float a, float b) { return fmodf(a, b); }
 __device__ inline double nvf_fmod(double a, double b) { return fmod(a, b); }
 template <typename T> __device__ inline T nvf_fmod(T a, T b) { return a % b; }
