@@ -84,112 +84,58 @@ impl Binder {
     }
 
     fn expr(&mut self, e: &mut Expr, scope: &mut Scope) {
-        match e {
-            Expr::Idx(i) | Expr::Elem(_, i) => {
-                let taken = std::mem::replace(i, Idx::Const(0));
-                *i = self.idx(taken, scope).0;
-            }
-            Expr::Cast(_, a) | Expr::AddrOf(a) | Expr::Paren(a) => self.expr(a, scope),
-            Expr::Bin(_, a, b) => {
-                self.expr(a, scope);
-                self.expr(b, scope);
-            }
-            Expr::Call(_, args) => args.iter_mut().for_each(|a| self.expr(a, scope)),
-            Expr::Select(c, a, b) => {
-                self.expr(c, scope);
-                self.expr(a, scope);
-                self.expr(b, scope);
-            }
-            Expr::Var(_) | Expr::Lit(..) | Expr::Code(_) | Expr::NullPtr(_) | Expr::Functor(_) => {}
+        if let Some(i) = e.own_idx_mut() {
+            self.idx(i, scope);
         }
+        e.for_each_child_mut(|c| self.expr(c, scope));
     }
 
-    /// `i` rewritten bottom-up with its large subexpressions named, and its size after.
-    fn idx(&mut self, i: Idx, scope: &mut Scope) -> (Idx, usize) {
-        let two = |s: &mut Self, a: Box<Idx>, b: Box<Idx>, scope: &mut Scope| {
-            let (a, na) = s.idx(*a, scope);
-            let (b, nb) = s.idx(*b, scope);
-            (Box::new(a), Box::new(b), na + nb + 1)
+    /// Rewrites `i` bottom-up with its large subexpressions named; returns its size after,
+    /// or `None` when it holds a kernel value ([`Idx::Value`]: it may read memory, so it
+    /// and everything above it stay in place).
+    fn idx(&mut self, i: &mut Idx, scope: &mut Scope) -> Option<usize> {
+        if matches!(i, Idx::Value(_)) {
+            return None;
+        }
+        let Some((a, b)) = i.operands_mut() else {
+            return Some(1);
         };
-        let (out, n) = match i {
-            Idx::Const(_) | Idx::Var(_) | Idx::Shape { .. } => return (i, 1),
-            // A kernel value: left where it is (it may read memory).
-            Idx::Value(_) => return (i, usize::MAX / 4),
-            Idx::Add(a, b) => {
-                let (a, b, n) = two(self, a, b, scope);
-                (Idx::Add(a, b), n)
-            }
-            Idx::Mul(a, b) => {
-                let (a, b, n) = two(self, a, b, scope);
-                (Idx::Mul(a, b), n)
-            }
-            Idx::Div(a, b) => {
-                let (a, b, n) = two(self, a, b, scope);
-                (Idx::Div(a, b), n)
-            }
-            Idx::Mod(a, b) => {
-                let (a, b, n) = two(self, a, b, scope);
-                (Idx::Mod(a, b), n)
-            }
-            Idx::CeilDiv(a, b) => {
-                let (a, b, n) = two(self, a, b, scope);
-                (Idx::CeilDiv(a, b), n)
-            }
-            Idx::Sub(a, b) => {
-                let (a, b, n) = two(self, a, b, scope);
-                (Idx::Sub(a, b), n)
-            }
-            Idx::Max(a, b) => {
-                let (a, b, n) = two(self, a, b, scope);
-                (Idx::Max(a, b), n)
-            }
-            Idx::Min(a, b) => {
-                let (a, b, n) = two(self, a, b, scope);
-                (Idx::Min(a, b), n)
+        let (na, nb) = (self.idx(a, scope), self.idx(b, scope));
+        let n = na? + nb? + 1;
+        if n < BIND_NODES {
+            return Some(n);
+        }
+        let name = match scope.names.get(i) {
+            Some(name) => name.clone(),
+            None => {
+                let name = format!("nvf_ix{}", self.next);
+                self.next += 1;
+                scope.decls.push(Stmt::Decl {
+                    konst: true,
+                    ty: CType::Index,
+                    name: name.clone(),
+                    init: Expr::Idx(i.clone()),
+                });
+                scope.names.insert(i.clone(), name.clone());
+                name
             }
         };
-        if !(BIND_NODES..usize::MAX / 4).contains(&n) {
-            return (out, n.min(usize::MAX / 4));
-        }
-        if let Some(name) = scope.names.get(&out) {
-            return (Idx::Var(name.clone()), 1);
-        }
-        let name = format!("nvf_ix{}", self.next);
-        self.next += 1;
-        scope.decls.push(Stmt::Decl {
-            konst: true,
-            ty: CType::Index,
-            name: name.clone(),
-            init: Expr::Idx(out.clone()),
-        });
-        scope.names.insert(out, name.clone());
-        (Idx::Var(name), 1)
+        *i = Idx::Var(name);
+        Some(1)
     }
 }
 
 fn expr_nodes(e: &Expr) -> usize {
-    match e {
-        Expr::Idx(i) | Expr::Elem(_, i) => idx_nodes(i),
-        Expr::Cast(_, a) | Expr::AddrOf(a) | Expr::Paren(a) => expr_nodes(a),
-        Expr::Bin(_, a, b) => expr_nodes(a) + expr_nodes(b),
-        Expr::Call(_, args) => args.iter().map(expr_nodes).sum(),
-        Expr::Select(c, a, b) => expr_nodes(c) + expr_nodes(a) + expr_nodes(b),
-        Expr::Var(_) | Expr::Lit(..) | Expr::Code(_) | Expr::NullPtr(_) | Expr::Functor(_) => 0,
-    }
+    let mut n = e.own_idx().map_or(0, idx_nodes);
+    e.for_each_child(|c| n += expr_nodes(c));
+    n
 }
 
 fn idx_nodes(i: &Idx) -> usize {
-    match i {
-        Idx::Const(_) | Idx::Var(_) | Idx::Shape { .. } => 1,
-        Idx::Value(e) => 1 + expr_nodes(e),
-        Idx::Add(a, b)
-        | Idx::Mul(a, b)
-        | Idx::Div(a, b)
-        | Idx::Mod(a, b)
-        | Idx::CeilDiv(a, b)
-        | Idx::Sub(a, b)
-        | Idx::Max(a, b)
-        | Idx::Min(a, b) => 1 + idx_nodes(a) + idx_nodes(b),
+    match (i, i.operands()) {
+        (_, Some((a, b))) => 1 + idx_nodes(a) + idx_nodes(b),
+        (Idx::Value(e), None) => 1 + expr_nodes(e),
+        _ => 1,
     }
 }
 
@@ -299,55 +245,35 @@ mod tests {
         }
     }
 
+    /// The variables of `e`'s indices, outside kernel values.
     fn collect_vars(e: &Expr, out: &mut Vec<String>) {
         fn idx(i: &Idx, out: &mut Vec<String>) {
-            match i {
-                Idx::Var(v) => out.push(v.clone()),
-                Idx::Add(a, b)
-                | Idx::Mul(a, b)
-                | Idx::Div(a, b)
-                | Idx::Mod(a, b)
-                | Idx::CeilDiv(a, b)
-                | Idx::Sub(a, b)
-                | Idx::Max(a, b)
-                | Idx::Min(a, b) => {
-                    idx(a, out);
-                    idx(b, out);
-                }
-                _ => {}
+            if let Idx::Var(v) = i {
+                out.push(v.clone());
+            }
+            if let Some((a, b)) = i.operands() {
+                idx(a, out);
+                idx(b, out);
             }
         }
-        match e {
-            Expr::Idx(i) | Expr::Elem(_, i) => idx(i, out),
-            Expr::Cast(_, a) => collect_vars(a, out),
-            _ => {}
+        if let Some(i) = e.own_idx() {
+            idx(i, out);
         }
+        e.for_each_child(|c| collect_vars(c, out));
     }
 
+    /// Whether `want` is a subexpression of one of `e`'s indices.
     fn find_value(e: &Expr, want: &Idx, found: &mut bool) {
         fn idx(i: &Idx, want: &Idx, found: &mut bool) {
-            if i == want {
-                *found = true;
-            }
-            match i {
-                Idx::Add(a, b)
-                | Idx::Mul(a, b)
-                | Idx::Div(a, b)
-                | Idx::Mod(a, b)
-                | Idx::CeilDiv(a, b)
-                | Idx::Sub(a, b)
-                | Idx::Max(a, b)
-                | Idx::Min(a, b) => {
-                    idx(a, want, found);
-                    idx(b, want, found);
-                }
-                _ => {}
+            *found |= i == want;
+            if let Some((a, b)) = i.operands() {
+                idx(a, want, found);
+                idx(b, want, found);
             }
         }
-        match e {
-            Expr::Idx(i) | Expr::Elem(_, i) => idx(i, want, found),
-            Expr::Cast(_, a) => find_value(a, want, found),
-            _ => {}
+        if let Some(i) = e.own_idx() {
+            idx(i, want, found);
         }
+        e.for_each_child(|c| find_value(c, want, found));
     }
 }

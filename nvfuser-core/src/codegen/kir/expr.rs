@@ -243,6 +243,73 @@ impl Expr {
     }
 }
 
+impl Expr {
+    /// Calls `f` on each direct sub-expression (operands, arguments, the operand of a
+    /// cast, an address-of or parentheses); indices ([`Idx`]) are not expressions here.
+    pub fn for_each_child(&self, mut f: impl FnMut(&Expr)) {
+        match self {
+            Expr::Cast(_, a) | Expr::AddrOf(a) | Expr::Paren(a) => f(a),
+            Expr::Bin(_, a, b) => {
+                f(a);
+                f(b);
+            }
+            Expr::Call(_, args) => args.iter().for_each(f),
+            Expr::Select(c, a, b) => {
+                f(c);
+                f(a);
+                f(b);
+            }
+            Expr::Var(_)
+            | Expr::Lit(..)
+            | Expr::Code(_)
+            | Expr::Idx(_)
+            | Expr::Elem(..)
+            | Expr::NullPtr(_)
+            | Expr::Functor(_) => {}
+        }
+    }
+
+    /// [`Expr::for_each_child`], mutably.
+    pub fn for_each_child_mut(&mut self, mut f: impl FnMut(&mut Expr)) {
+        match self {
+            Expr::Cast(_, a) | Expr::AddrOf(a) | Expr::Paren(a) => f(a),
+            Expr::Bin(_, a, b) => {
+                f(a);
+                f(b);
+            }
+            Expr::Call(_, args) => args.iter_mut().for_each(f),
+            Expr::Select(c, a, b) => {
+                f(c);
+                f(a);
+                f(b);
+            }
+            Expr::Var(_)
+            | Expr::Lit(..)
+            | Expr::Code(_)
+            | Expr::Idx(_)
+            | Expr::Elem(..)
+            | Expr::NullPtr(_)
+            | Expr::Functor(_) => {}
+        }
+    }
+
+    /// The index this expression holds directly (`Expr::Idx`, an array element's index).
+    pub fn own_idx(&self) -> Option<&Idx> {
+        match self {
+            Expr::Idx(i) | Expr::Elem(_, i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// [`Expr::own_idx`], mutably.
+    pub fn own_idx_mut(&mut self) -> Option<&mut Idx> {
+        match self {
+            Expr::Idx(i) | Expr::Elem(_, i) => Some(i),
+            _ => None,
+        }
+    }
+}
+
 impl From<Idx> for Expr {
     fn from(i: Idx) -> Expr {
         Expr::Idx(i)
@@ -295,6 +362,36 @@ pub enum ShapeField {
 }
 
 impl Idx {
+    /// The two operands of a binary node (`+`, `*`, `/`, `%`, ceil-div, `-`, max, min).
+    pub fn operands(&self) -> Option<(&Idx, &Idx)> {
+        match self {
+            Idx::Add(a, b)
+            | Idx::Mul(a, b)
+            | Idx::Div(a, b)
+            | Idx::Mod(a, b)
+            | Idx::CeilDiv(a, b)
+            | Idx::Sub(a, b)
+            | Idx::Max(a, b)
+            | Idx::Min(a, b) => Some((a, b)),
+            Idx::Const(_) | Idx::Var(_) | Idx::Shape { .. } | Idx::Value(_) => None,
+        }
+    }
+
+    /// [`Idx::operands`], mutably.
+    pub fn operands_mut(&mut self) -> Option<(&mut Idx, &mut Idx)> {
+        match self {
+            Idx::Add(a, b)
+            | Idx::Mul(a, b)
+            | Idx::Div(a, b)
+            | Idx::Mod(a, b)
+            | Idx::CeilDiv(a, b)
+            | Idx::Sub(a, b)
+            | Idx::Max(a, b)
+            | Idx::Min(a, b) => Some((a, b)),
+            Idx::Const(_) | Idx::Var(_) | Idx::Shape { .. } | Idx::Value(_) => None,
+        }
+    }
+
     /// A variable.
     pub fn var(s: impl Into<String>) -> Idx {
         Idx::Var(s.into())

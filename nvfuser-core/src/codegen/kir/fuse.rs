@@ -159,7 +159,7 @@ impl Names {
                 let mut reads = Vec::new();
                 expr_children_names(e, &mut reads);
                 self.reads.extend(reads);
-                expr_subexprs(e, &mut |c| self.expr(c));
+                e.for_each_child(|c| self.expr(c));
             }
         }
     }
@@ -209,38 +209,11 @@ fn is_collective(f: Func) -> bool {
 
 /// The names `e` itself holds (not those of its sub-expressions).
 fn expr_children_names(e: &Expr, out: &mut Vec<String>) {
-    match e {
-        Expr::Var(n) => out.push(n.clone()),
-        Expr::Elem(n, i) => {
-            out.push(n.clone());
-            idx_names(i, &mut |m| out.push(m.to_string()));
-        }
-        Expr::Idx(i) => idx_names(i, &mut |m| out.push(m.to_string())),
-        _ => {}
+    if let Expr::Var(n) | Expr::Elem(n, _) = e {
+        out.push(n.clone());
     }
-}
-
-/// Calls `f` on each direct sub-expression of `e`.
-fn expr_subexprs(e: &Expr, f: &mut impl FnMut(&Expr)) {
-    match e {
-        Expr::Cast(_, a) | Expr::AddrOf(a) | Expr::Paren(a) => f(a),
-        Expr::Bin(_, a, b) => {
-            f(a);
-            f(b);
-        }
-        Expr::Call(_, args) => args.iter().for_each(f),
-        Expr::Select(c, a, b) => {
-            f(c);
-            f(a);
-            f(b);
-        }
-        Expr::Var(_)
-        | Expr::Lit(..)
-        | Expr::Code(_)
-        | Expr::Idx(_)
-        | Expr::Elem(..)
-        | Expr::NullPtr(_)
-        | Expr::Functor(_) => {}
+    if let Some(i) = e.own_idx() {
+        idx_names(i, &mut |m| out.push(m.to_string()));
     }
 }
 
@@ -251,36 +224,26 @@ fn expr_names(e: &Expr, f: &mut impl FnMut(&str)) {
     for n in &own {
         f(n);
     }
-    expr_subexprs(e, &mut |c| expr_names(c, f));
+    e.for_each_child(|c| expr_names(c, f));
 }
 
 fn idx_names(i: &Idx, f: &mut dyn FnMut(&str)) {
     match i {
-        Idx::Const(_) => {}
         Idx::Var(n) => f(n),
         Idx::Shape { param, .. } => f(param),
-        Idx::Add(a, b)
-        | Idx::Mul(a, b)
-        | Idx::Div(a, b)
-        | Idx::Mod(a, b)
-        | Idx::CeilDiv(a, b)
-        | Idx::Sub(a, b)
-        | Idx::Max(a, b)
-        | Idx::Min(a, b) => {
-            idx_names(a, f);
-            idx_names(b, f);
-        }
         Idx::Value(e) => expr_names(e, &mut |n| f(n)),
+        _ => {
+            if let Some((a, b)) = i.operands() {
+                idx_names(a, f);
+                idx_names(b, f);
+            }
+        }
     }
 }
 
 /// Renames identifiers in a statement, its expressions and indices.
 fn rename_stmt(s: &mut Stmt, map: &HashMap<String, String>) {
-    let re = |n: &mut String| {
-        if let Some(m) = map.get(n) {
-            *n = m.clone();
-        }
-    };
+    let re = |n: &mut String| rename(n, map);
     match s {
         Stmt::Comment(_) | Stmt::Sync(_) => {}
         Stmt::Alloc { name, .. } => re(name),
@@ -315,55 +278,32 @@ fn rename_stmt(s: &mut Stmt, map: &HashMap<String, String>) {
     }
 }
 
-fn rename_expr(e: &mut Expr, map: &HashMap<String, String>) {
-    match e {
-        Expr::Var(n) => {
-            if let Some(m) = map.get(n) {
-                *n = m.clone();
-            }
-        }
-        Expr::Elem(n, i) => {
-            if let Some(m) = map.get(n) {
-                *n = m.clone();
-            }
-            rename_idx(i, map);
-        }
-        Expr::Idx(i) => rename_idx(i, map),
-        Expr::Cast(_, a) | Expr::AddrOf(a) | Expr::Paren(a) => rename_expr(a, map),
-        Expr::Bin(_, a, b) => {
-            rename_expr(a, map);
-            rename_expr(b, map);
-        }
-        Expr::Call(_, args) => args.iter_mut().for_each(|a| rename_expr(a, map)),
-        Expr::Select(c, a, b) => {
-            rename_expr(c, map);
-            rename_expr(a, map);
-            rename_expr(b, map);
-        }
-        Expr::Lit(..) | Expr::Code(_) | Expr::NullPtr(_) | Expr::Functor(_) => {}
+fn rename(n: &mut String, map: &HashMap<String, String>) {
+    if let Some(m) = map.get(n) {
+        *n = m.clone();
     }
+}
+
+fn rename_expr(e: &mut Expr, map: &HashMap<String, String>) {
+    if let Expr::Var(n) | Expr::Elem(n, _) = e {
+        rename(n, map);
+    }
+    if let Some(i) = e.own_idx_mut() {
+        rename_idx(i, map);
+    }
+    e.for_each_child_mut(|c| rename_expr(c, map));
 }
 
 fn rename_idx(i: &mut Idx, map: &HashMap<String, String>) {
     match i {
-        Idx::Const(_) | Idx::Shape { .. } => {}
-        Idx::Var(n) => {
-            if let Some(m) = map.get(n) {
-                *n = m.clone();
+        Idx::Var(n) => rename(n, map),
+        Idx::Value(e) => rename_expr(e, map),
+        _ => {
+            if let Some((a, b)) = i.operands_mut() {
+                rename_idx(a, map);
+                rename_idx(b, map);
             }
         }
-        Idx::Add(a, b)
-        | Idx::Mul(a, b)
-        | Idx::Div(a, b)
-        | Idx::Mod(a, b)
-        | Idx::CeilDiv(a, b)
-        | Idx::Sub(a, b)
-        | Idx::Max(a, b)
-        | Idx::Min(a, b) => {
-            rename_idx(a, map);
-            rename_idx(b, map);
-        }
-        Idx::Value(e) => rename_expr(e, map),
     }
 }
 
