@@ -1,19 +1,27 @@
 //! Host overhead of a cached `FusionExecutorCache::run` of a tiny one-kernel fusion
 //! (`a * 2 + b` on 1024 f32) against a bare launch of the same compiled kernel.
 //!
-//! Two measurements, each the median over 2000 calls after 200 warm-up calls:
+//! Three measurements, each after 200 warm-up calls:
 //!
 //! - **synchronized**: every call is followed by a stream synchronize, inside the timed
 //!   region, for both paths, so the difference is the executor's host work per call;
 //! - **queued**: only the call itself is timed (the executor returns before its kernel
 //!   has run; launches are stream-ordered), with a synchronize every 64 calls outside
 //!   the timed region so the launch queue never fills. This is the host cost per call
-//!   when a program queues several fusions before reading a result.
+//!   when a program queues several fusions before reading a result;
+//! - **paired** (the headline figure): batches of 32 queued executor calls and 32 bare
+//!   launches alternate, 500 pairs, so both see the same machine state; the overhead is
+//!   the median of the pairs' differences. The first two measurements run the two
+//!   paths minutes apart, and on a shared host their difference moves by ±0.5 µs.
+//!   It is measured for the default executor and for one with the launch replay off
+//!   ([`FusionExecutorCache::with_replay`]), which runs every check on every call.
 //!
-//! The executor path is `exec.run(&gpu, &[a, b])`: argument checks, input signature,
-//! runtime lookup, output allocation (from the device's caching pool, no memset), ABI
-//! packing into inline storage, `cuLaunchKernel`; the bare path is `cuLaunchKernel` of
-//! the same function with parameters packed once beforehand for a preallocated output.
+//! The executor path is `exec.run(&gpu, &[a, b])`: input signature, runtime lookup,
+//! then (a call repeating the recorded one's layout, sizes and strides) the device and
+//! scalar checks, output allocation (from the device's caching pool, no memset), the
+//! recorded parameters with this call's addresses patched in, `cuLaunchKernel`; the
+//! bare path is `cuLaunchKernel` of the same function with parameters packed once
+//! beforehand for a preallocated output.
 //!
 //! Both are measured on the two kinds of device: [`Device::cuda`] (the legacy default
 //! stream) and [`Device::cuda_with_own_stream`]. On the latter, the same call is also
@@ -114,6 +122,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (bare_sync, bare_queued) = bare(device, &exec, &ta, &tb, &|f| {
             Ok((measure(device, true, &mut *f)?, measure(device, false, f)?))
         })?;
+        let checked = FusionExecutorCache::new(exec.fusion().clone()).with_replay(false);
+        let mut pairs = Vec::new();
+        for (what, e) in [
+            ("executor run", &exec),
+            ("executor run, no replay", &checked),
+        ] {
+            pairs.push((
+                what,
+                bare(device, &exec, &ta, &tb, &|f| {
+                    let mut run = || -> Result<(), Box<dyn std::error::Error>> {
+                        drop(e.run(device, &args)?);
+                        Ok(())
+                    };
+                    paired(device, &mut run, f)
+                })?,
+            ));
+        }
         // The launcher alone (launch checks, output allocation, packing, launch) and the
         // argument checks alone: where the executor's time goes.
         let plan = exec.plan(device, &args)?;
@@ -144,6 +169,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             exec_sync - bare_sync,
             exec_queued - bare_queued
         );
+        for (what, (e, b, d)) in pairs {
+            println!(
+                "| {label} | paired batches of {PAIR_BATCH} queued calls, us per call | {what} {:.2}, bare launch {:.2} | overhead {:.2} |",
+                e / 1e3,
+                b / 1e3,
+                d / 1e3
+            );
+        }
         // Where the cached call's host time goes (means per call, clock reads included).
         host::enable(true);
         let mut dropping = 0.0;
@@ -205,6 +238,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.misses, stats.reuses, stats.hits
     );
     Ok(())
+}
+
+/// Calls per batch in [`paired`].
+const PAIR_BATCH: usize = 32;
+/// Batch pairs in [`paired`].
+const PAIRS: usize = 500;
+
+/// The executor's call against the bare launch, measured side by side so that both see
+/// the same machine state (clock speed, neighbours): `PAIRS` pairs of batches of
+/// `PAIR_BATCH` queued calls, the two batches of a pair in alternating order, each
+/// started on an empty queue. Returns the median ns per call of each, and the median
+/// of the pairs' differences (the overhead).
+fn paired(device: &Device, exec: Timed<'_>, bare: Timed<'_>) -> Result<(f64, f64, f64), BoxError> {
+    for _ in 0..WARMUP {
+        exec()?;
+        bare()?;
+    }
+    let (mut e, mut b, mut d) = (Vec::new(), Vec::new(), Vec::new());
+    for p in 0..PAIRS {
+        let mut times = [0.0f64; 2];
+        for k in 0..2 {
+            let which = (k + p) % 2;
+            device.synchronize()?;
+            let start = Instant::now();
+            for _ in 0..PAIR_BATCH {
+                if which == 0 {
+                    exec()?
+                } else {
+                    bare()?
+                }
+            }
+            times[which] = start.elapsed().as_secs_f64() * 1e9 / PAIR_BATCH as f64;
+        }
+        e.push(times[0]);
+        b.push(times[1]);
+        d.push(times[0] - times[1]);
+    }
+    device.synchronize()?;
+    Ok((median(e), median(b), median(d)))
 }
 
 /// Host costs of the pieces of a cached call, each timed over a batch of `BULK` calls

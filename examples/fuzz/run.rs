@@ -219,13 +219,30 @@ fn is_refusal(e: &Error) -> bool {
 }
 
 /// Runs every call of `case` through one executor on the GPU `device`, comparing with
-/// the reference.
+/// the reference. Each call is made twice, the second time on new data (and new
+/// scalar values) of the same sizes and layouts: the executor replays the launch it
+/// recorded on the first (`ExecutorStats::replays`), and that path must be as right.
 pub fn run_gpu(case: &Case, device: &Device) -> Verdict {
     let fusion = &case.fusion;
     let rtol = rtol_for(fusion);
     let exec = FusionExecutorCache::new(fusion.clone());
     let mut refused = None;
-    for (c, call) in case.calls.iter().enumerate() {
+    let repeated: Vec<(String, CallSpec)> = case
+        .calls
+        .iter()
+        .enumerate()
+        .flat_map(|(c, call)| {
+            let again = CallSpec {
+                data_seed: call.data_seed ^ 0x5eed_0f_a9a1,
+                ..call.clone()
+            };
+            [
+                (c.to_string(), call.clone()),
+                (format!("{c} (repeated)"), again),
+            ]
+        })
+        .collect();
+    for (c, call) in repeated.iter() {
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Verdict>, Error> {
             let args = make_args(call, device)?;
             let want = evaluate(fusion, &args.host);

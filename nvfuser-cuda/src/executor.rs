@@ -19,7 +19,7 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::CudaFunction;
 use nvfuser_core::codegen::Kernel;
@@ -38,7 +38,9 @@ use crate::dump::{Dump, DumpFlags};
 use crate::profile::host::{self, HostPhase};
 use crate::profile::{self, KernelProfile, LaunchTimer};
 pub use crate::runtime::InputSignature;
-use crate::runtime::{call_sizes, check_reads, execute, Cached, Entry, Runtime, RuntimeCache};
+use crate::runtime::{
+    call_sizes, check_reads, execute, Cached, Entry, LruClock, Runtime, RuntimeCache,
+};
 use crate::{Device, Error, Tensor};
 
 /// Runs one fusion definition on any device, caching what can be cached.
@@ -76,12 +78,20 @@ pub struct FusionExecutorCache {
     /// read checks, segmentation once needed), and the planning of each call.
     planner: FusionPlanner,
     runtimes: Mutex<RuntimeCache>,
+    /// The runtime cache's clock (last uses).
+    clock: LruClock,
+    /// The entry of the last replayed call (automatic params only): a call that repeats
+    /// it replays without computing its signature or taking the cache's lock.
+    last: Mutex<Option<Arc<Cached>>>,
     hits: AtomicU64,
+    replays: AtomicU64,
     misses: AtomicU64,
     reuses: AtomicU64,
     evictions: AtomicU64,
     /// This executor's own dump; `None`: the process's `NVFUSER_DUMP`.
     dump: Option<Dump>,
+    /// Whether repeated calls replay recorded launches ([`Self::with_replay`]).
+    replay: bool,
 }
 
 /// Counters of a [`FusionExecutorCache`]'s runtime cache.
@@ -89,6 +99,10 @@ pub struct FusionExecutorCache {
 pub struct ExecutorStats {
     /// GPU calls that reused a compiled runtime.
     pub hits: u64,
+    /// Of the hits, those that replayed the launch recorded by an earlier call with
+    /// the same layout, sizes and strides, without repeating its checks (see
+    /// [`FusionExecutorCache::run`]).
+    pub replays: u64,
     /// GPU calls that built a runtime (schedule, generate, compile, load).
     pub misses: u64,
     /// GPU calls with new sizes whose heuristics matched a runtime already built for
@@ -99,6 +113,13 @@ pub struct ExecutorStats {
     /// Runtimes held now.
     pub runtimes: usize,
 }
+
+/// A call's input signature, sizes and runtime cache lookup.
+type LookedUp = (
+    InputSignature,
+    smallvec::SmallVec<[u64; 8]>,
+    Option<Arc<Cached>>,
+);
 
 /// Runtimes kept per executor unless [`FusionExecutorCache::with_capacity`] says
 /// otherwise.
@@ -168,12 +189,24 @@ impl FusionExecutorCache {
         FusionExecutorCache {
             planner,
             runtimes: Mutex::new(RuntimeCache::new(capacity)),
+            clock: LruClock::default(),
+            last: Mutex::new(None),
             hits: AtomicU64::new(0),
+            replays: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             reuses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             dump: None,
+            replay: true,
         }
+    }
+
+    /// Turns the replay of recorded launches on (the default) or off. Off, every call
+    /// runs every check and packs its parameters afresh (see [`Self::run`]): for
+    /// measuring what the replay saves, or ruling it out while debugging.
+    pub fn with_replay(mut self, on: bool) -> Self {
+        self.replay = on;
+        self
     }
 
     /// Gives this executor its own dump (stages and writer) instead of the process's
@@ -232,6 +265,7 @@ impl FusionExecutorCache {
     pub fn stats(&self) -> ExecutorStats {
         ExecutorStats {
             hits: self.hits.load(Ordering::Relaxed),
+            replays: self.replays.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             reuses: self.reuses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
@@ -243,7 +277,7 @@ impl FusionExecutorCache {
     fn runtime_for(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, Error> {
         self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
-        Ok(self.runtime(device, args, None)?.runtime.clone())
+        Ok(self.runtime(device, args, None, None)?.runtime.clone())
     }
 
     /// The execution plan a GPU call with these arguments runs, building its runtime if
@@ -303,6 +337,13 @@ impl FusionExecutorCache {
 
     /// Checks `args` against the fusion's inputs and runs it on `device`; returns the
     /// outputs in the fusion's order.
+    ///
+    /// On a GPU, a call with the layout, sizes and strides of an earlier call that ran
+    /// one kernel replays that call's launch: its outputs' shapes, launch dims and
+    /// packed parameters are reused with this call's addresses and scalars, and only
+    /// what can differ (the tensors' device, the scalars against their dtypes) is
+    /// checked again, since every other check depends only on what matched. Anything
+    /// else runs every check. ([`ExecutorStats::replays`] counts these calls.)
     pub fn run(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
         self.run_impl(device, args, None, None)
     }
@@ -335,6 +376,41 @@ impl FusionExecutorCache {
         timer: Option<&mut LaunchTimer>,
     ) -> Result<Vec<Tensor>, Error> {
         host::begin();
+        // A call that repeats a recorded one exactly (layout, sizes, strides) replays
+        // its launch without the checks it passed (`launch::FastLaunch`).
+        let mut looked_up = None;
+        if timer.is_none() && device.is_gpu() && self.replayable() {
+            let last = match user {
+                None => self.last.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                Some(_) => None,
+            };
+            let mut replayed = match &last {
+                Some(c) => self.run_fast(device, c, args, true)?,
+                None => None,
+            };
+            if replayed.is_some() {
+                self.clock
+                    .touch(last.as_deref().expect("replayed the last entry"));
+            } else {
+                let sig = InputSignature::of(device, args);
+                let sizes = call_sizes(args, self.planner.extent_scalars());
+                let found = self.lock().find(&self.clock, &sig, &sizes, user);
+                if let Some(c) = &found {
+                    replayed = self.run_fast(device, c, args, false)?;
+                    if replayed.is_some() && user.is_none() {
+                        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.clone());
+                    }
+                }
+                looked_up = Some((sig, sizes, found));
+            }
+            if let Some(outputs) = replayed {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                self.replays.fetch_add(1, Ordering::Relaxed);
+                let outputs = self.forwarded(outputs, args);
+                host::end(HostPhase::Finish);
+                return outputs;
+            }
+        }
         self.check_args(device, args)?;
         if !device.is_gpu() {
             return self.run_on_reference(device, args);
@@ -349,7 +425,7 @@ impl FusionExecutorCache {
             views
         } else {
             host::end(HostPhase::HostScalars);
-            let cached = self.runtime(device, args, user)?;
+            let cached = self.runtime(device, args, user, looked_up)?;
             let (rt, recipe) = (&cached.runtime, &cached.recipe);
             host::end(HostPhase::Lookup);
             match execute(device, rt, recipe, args, self.dump(), timer) {
@@ -440,7 +516,7 @@ impl FusionExecutorCache {
                 reason: "the fusion has no expressions, so no kernel runs to profile".into(),
             });
         }
-        let cached = self.runtime(device, args, params)?;
+        let cached = self.runtime(device, args, params, None)?;
         let (rt, recipe) = (&cached.runtime, &cached.recipe);
         let (k, function) = rt.single("run_profiled")?;
         let mut timer = LaunchTimer::default();
@@ -476,6 +552,46 @@ impl FusionExecutorCache {
             .collect()
     }
 
+    /// Whether cached calls of this fusion can replay a recorded launch: the kernel
+    /// fusion's arguments are the call's (no host scalars), nothing data-dependent is
+    /// checked per call, and no launch dump is asked for.
+    fn replayable(&self) -> bool {
+        self.replay
+            && self.planner.host().is_none()
+            && self.planner.reads().checks().is_empty()
+            && !self.dump().launch_enabled()
+    }
+
+    /// The call replayed through the fast launch of `cached`'s recipe, or `None` when
+    /// it has none or the call does not match the recording one. `unkeyed`: the call
+    /// was not looked up by its signature, so its whole key is compared too.
+    fn run_fast(
+        &self,
+        device: &Device,
+        cached: &Cached,
+        args: &[Arg<'_>],
+        unkeyed: bool,
+    ) -> Result<Option<Vec<Tensor>>, Error> {
+        let Some(fast) = cached.recipe.get().and_then(|r| r.fast()) else {
+            return Ok(None);
+        };
+        let Some((k, function)) = cached.runtime.only_kernel() else {
+            return Ok(None);
+        };
+        let matches = if unkeyed {
+            fast.repeats(device, args, self.planner.extent_scalars())
+        } else {
+            fast.accepts(device, args)
+        };
+        if !matches {
+            return Ok(None);
+        }
+        host::end(HostPhase::Lookup);
+        let outputs = fast.launch(device, &k.kernel, function, args)?;
+        host::end(HostPhase::Launch);
+        Ok(Some(outputs))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, RuntimeCache> {
         // A panic while holding the lock leaves a consistent cache (entries are pushed
         // whole), so a poisoned lock is still usable.
@@ -486,15 +602,26 @@ impl FusionExecutorCache {
     /// a runtime of the same layout whose plan runs the same kernels is reused (no
     /// compile); else the plan is lowered and compiled. With `user` params, only
     /// runtimes built from equal user params match.
+    ///
+    /// `looked_up`: the signature, sizes and cache lookup of this call, when the
+    /// caller has made them already.
     fn runtime(
         &self,
         device: &Device,
         args: &[Arg<'_>],
         user: Option<&HeuristicParams>,
+        looked_up: Option<LookedUp>,
     ) -> Result<Arc<Cached>, Error> {
-        let sig = InputSignature::of(device, args);
-        let sizes = call_sizes(args, self.planner.extent_scalars());
-        if let Some(found) = self.lock().find(&sig, &sizes, user) {
+        let (sig, sizes, found) = match looked_up {
+            Some(l) => l,
+            None => {
+                let sig = InputSignature::of(device, args);
+                let sizes = call_sizes(args, self.planner.extent_scalars());
+                let found = self.lock().find(&self.clock, &sig, &sizes, user);
+                (sig, sizes, found)
+            }
+        };
+        if let Some(found) = found {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(found);
         }
@@ -516,19 +643,24 @@ impl FusionExecutorCache {
                 Arc::new(Runtime::compile(device, plan)?)
             }
         };
-        let cached = Arc::new(Cached {
-            runtime: rt,
-            recipe: OnceLock::new(),
-        });
-        let evicted = self.lock().insert(Entry {
-            sig,
-            sizes,
-            user: user.cloned(),
-            cached: cached.clone(),
-            tick: 0,
-        });
-        if evicted {
+        let cached = Arc::new(Cached::new(rt));
+        let evicted = self.lock().insert(
+            &self.clock,
+            Entry {
+                sig,
+                sizes,
+                user: user.cloned(),
+                cached: cached.clone(),
+            },
+        );
+        if let Some(gone) = evicted {
             self.evictions.fetch_add(1, Ordering::Relaxed);
+            // An evicted runtime is unloaded once nothing holds it: not even the
+            // replay of the last call.
+            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            if last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &gone.cached)) {
+                *last = None;
+            }
         }
         Ok(cached)
     }

@@ -33,6 +33,9 @@ use crate::profile::host::{self, HostPhase};
 use crate::profile::LaunchTimer;
 use crate::{Device, Error, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 
+mod fast;
+pub(crate) use fast::FastLaunch;
+
 /// Generates, compiles and launches the kernel of a scheduled fusion; returns its
 /// outputs (contiguous, in the fusion's order).
 pub fn run_scheduled(
@@ -142,6 +145,17 @@ pub(crate) struct LaunchRecipe {
     grid: [u32; 3],
     block: [u32; 3],
     launches: bool,
+    /// The call's launch replayed on the parameters packed for it, for later calls
+    /// with the same strides (see [`FastLaunch`]); `None` where the kernel or the
+    /// call does not allow one.
+    fast: Option<FastLaunch>,
+}
+
+impl LaunchRecipe {
+    /// The fast launch recorded with this recipe, if any.
+    pub(crate) fn fast(&self) -> Option<&FastLaunch> {
+        self.fast.as_ref()
+    }
 }
 
 /// [`launch_kernel_with`], reusing the [`LaunchRecipe`] in `recipe` when it holds one
@@ -192,6 +206,7 @@ pub(crate) fn launch_recorded(
                 grid,
                 block,
                 launches,
+                fast: None,
             };
             &found
         }
@@ -208,14 +223,6 @@ pub(crate) fn launch_recorded(
             &|id| fusion.get_val(id).map_or(1, |v| v.dtype.size_bytes()),
             &eval,
         )?;
-        if let Some(slot) = recipe {
-            let _ = slot.set(LaunchRecipe {
-                shapes: r.shapes.clone(),
-                grid,
-                block,
-                launches: r.launches,
-            });
-        }
     }
     host::end(HostPhase::Outputs);
     // Grid reductions need global work buffers: partials (any contents) and arrival
@@ -223,8 +230,10 @@ pub(crate) fn launch_recorded(
     // freed when dropped below, in stream order after the kernel.
     let mut work_tensors: SmallVec<[Tensor; 2]> = SmallVec::new();
     let mut work_addresses: SmallVec<[u64; 2]> = SmallVec::new();
+    let mut work_words: SmallVec<[(usize, bool); 2]> = SmallVec::new();
     for wb in kernel.abi.work_buffer_refs() {
         let words = [wb.bytes(eval(wb.elements)?).div_ceil(4)];
+        work_words.push((words[0], wb.kind.zeroed()));
         let t = if wb.kind.zeroed() {
             device.zeros(nvfuser_core::DataType::I32, words)?
         } else {
@@ -249,6 +258,18 @@ pub(crate) fn launch_recorded(
             &mut packed,
         )
         .map_err(schedule_error)?;
+    if let (None, Some(slot)) = (recorded, recipe) {
+        // Every check of this call passed: later calls with its layout, sizes and
+        // strides reuse what it found, and replay its packed parameters.
+        let fast = FastLaunch::record(device, fusion, kernel, args, r, &work_words, &packed);
+        let _ = slot.set(LaunchRecipe {
+            shapes: r.shapes.clone(),
+            grid,
+            block,
+            launches: r.launches,
+            fast,
+        });
+    }
     let mut params = packed.kernel_params();
     if dump.launch_enabled() {
         dump_launch(dump, kernel, grid, block, args, &outputs);

@@ -9,6 +9,7 @@
 //! extents of input tensors), and intermediates are dropped after their last reader
 //! (stream-ordered frees).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::CudaFunction;
@@ -116,7 +117,7 @@ pub(crate) fn call_sizes(args: &[Arg<'_>], extent_scalars: &[bool]) -> SmallVec<
 }
 
 /// One cache entry: the layout signature, the sizes of the call, the params if the user
-/// gave them, the runtime and its last use.
+/// gave them, and the runtime (with its last use).
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) sig: InputSignature,
@@ -125,7 +126,6 @@ pub(crate) struct Entry {
     /// The runtime and the launch recipe, behind one reference count (a cached call
     /// clones and drops one `Arc`).
     pub(crate) cached: Arc<Cached>,
-    pub(crate) tick: u64,
 }
 
 /// What a cache entry hands to a call.
@@ -135,21 +135,45 @@ pub(crate) struct Cached {
     /// What the first launch with exactly this layout and these sizes found (one
     /// kernel plans only).
     pub(crate) recipe: OnceLock<LaunchRecipe>,
+    /// The LRU's clock at the last call that used this entry (updated without the
+    /// cache's lock by calls that replay the executor's last launch).
+    pub(crate) last_use: AtomicU64,
 }
 
-/// The runtimes of one executor: a bounded LRU.
+impl Cached {
+    pub(crate) fn new(runtime: Arc<Runtime>) -> Cached {
+        Cached {
+            runtime,
+            recipe: OnceLock::new(),
+            last_use: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The runtimes of one executor: a bounded LRU. Its clock is an atomic counter, so a
+/// use can be recorded without the lock ([`RuntimeCache::touch`]).
 #[derive(Debug)]
 pub(crate) struct RuntimeCache {
     capacity: usize,
-    tick: u64,
     pub(crate) entries: Vec<Entry>,
+}
+
+/// The clock of an executor's [`RuntimeCache`].
+#[derive(Debug, Default)]
+pub(crate) struct LruClock(AtomicU64);
+
+impl LruClock {
+    /// Records a use of `cached` now.
+    pub(crate) fn touch(&self, cached: &Cached) {
+        let now = self.0.fetch_add(1, Ordering::Relaxed) + 1;
+        cached.last_use.store(now, Ordering::Relaxed);
+    }
 }
 
 impl RuntimeCache {
     pub(crate) fn new(capacity: usize) -> RuntimeCache {
         RuntimeCache {
             capacity: capacity.max(1),
-            tick: 0,
             entries: Vec::new(),
         }
     }
@@ -157,17 +181,16 @@ impl RuntimeCache {
     /// The runtime built for exactly this layout, these sizes and these user params.
     pub(crate) fn find(
         &mut self,
+        clock: &LruClock,
         sig: &InputSignature,
         sizes: &[u64],
         user: Option<&HeuristicParams>,
     ) -> Option<Arc<Cached>> {
-        self.tick += 1;
-        let tick = self.tick;
         let e = self
             .entries
-            .iter_mut()
+            .iter()
             .find(|e| e.sizes[..] == *sizes && e.sig == *sig && e.user.as_ref() == user)?;
-        e.tick = tick;
+        clock.touch(&e.cached);
         Some(e.cached.clone())
     }
 
@@ -189,16 +212,15 @@ impl RuntimeCache {
             .map(|e| e.cached.runtime.clone())
     }
 
-    /// Adds an entry, evicting the least recently used one when full; true when one
-    /// was evicted.
-    pub(crate) fn insert(&mut self, mut entry: Entry) -> bool {
-        self.tick += 1;
-        entry.tick = self.tick;
-        let mut evicted = false;
+    /// Adds an entry, evicting the least recently used one when full; returns the
+    /// evicted one.
+    pub(crate) fn insert(&mut self, clock: &LruClock, entry: Entry) -> Option<Entry> {
+        clock.touch(&entry.cached);
+        let mut evicted = None;
         if self.entries.len() >= self.capacity {
-            if let Some(lru) = (0..self.entries.len()).min_by_key(|&i| self.entries[i].tick) {
-                self.entries.swap_remove(lru);
-                evicted = true;
+            let used = |i: usize| self.entries[i].cached.last_use.load(Ordering::Relaxed);
+            if let Some(lru) = (0..self.entries.len()).min_by_key(|&i| used(i)) {
+                evicted = Some(self.entries.swap_remove(lru));
             }
         }
         self.entries.push(entry);
@@ -282,6 +304,18 @@ impl Runtime {
                 ),
             }),
         }
+    }
+
+    /// The kernel and function of an unsegmented plan that launches one (the cached
+    /// call's fast path; no allocation).
+    pub(crate) fn only_kernel(&self) -> Option<(&PlannedKernel, &CudaFunction)> {
+        if self.plan.segmented {
+            return None;
+        }
+        Some((
+            self.plan.segments.first()?.kernel.as_ref()?,
+            self.functions.first()?.as_ref()?,
+        ))
     }
 
     /// The scheduler of a one-segment plan (`segmented` otherwise).

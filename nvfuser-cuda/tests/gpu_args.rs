@@ -268,3 +268,139 @@ fn params_planned_for_another_pitch_are_refused_at_launch() {
     }
     dev.synchronize().unwrap();
 }
+
+/// `y = x * a` and its column sums: one outer-reduction kernel with a grid split (work
+/// buffers), a scalar parameter and two outputs.
+fn scaled_with_column_sums() -> Fusion {
+    let mut fd = FusionDefinition::new();
+    let x = strided_input(&mut fd);
+    let a = fd.define_scalar(DataType::F32).unwrap();
+    let y = fd.mul(x, a).unwrap();
+    let s = fd.sum(y, &[0], false).unwrap();
+    fd.add_output(y).unwrap();
+    fd.add_output(s).unwrap();
+    fd.finish().unwrap()
+}
+
+/// Runs `exec` on `view` and `a`; compares every output with the CPU reference.
+fn run_scaled(dev: &Device, exec: &FusionExecutorCache, view: &Tensor, a: f64, what: &str) {
+    let values = view.to_host_tensor().unwrap();
+    let scalar = ScalarValue::Float(a);
+    let out = exec
+        .run(dev, &[view.into(), Arg::Scalar(scalar)])
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let want = evaluate(exec.fusion(), &[values.into(), EvalInput::Scalar(scalar)]).unwrap();
+    assert_eq!(out.len(), want.len(), "{what}");
+    for (k, (o, w)) in out.iter().zip(&want).enumerate() {
+        let got = o.to_host_tensor().unwrap();
+        // The column sums add 4096 rows: the tolerance grows with the reduced length.
+        let tol = if k == 1 {
+            nvfuser_core::eval::Tolerance::new(1e-4, 4e-3)
+        } else {
+            tolerance(DataType::F32)
+        };
+        compare(&got, w, tol).unwrap_or_else(|m| panic!("{what} output {k}: {m}"));
+    }
+}
+
+#[test]
+fn repeated_calls_replay_their_launch_and_recheck_what_can_change() {
+    let Some(dev) = gpu() else { return };
+    let exec = FusionExecutorCache::new(scaled_with_column_sums());
+    let (rows, cols) = (4096, 96);
+    // Row pitches 100 and 104 (400 and 416 bytes, both padded) share the 16-byte
+    // alignment class, so their calls share one runtime entry; only the strides tell
+    // them apart.
+    let (v100, _) = pitched_view(&dev, rows, cols, 100, 11);
+    run_scaled(&dev, &exec, &v100, 0.5, "first call (recorded)");
+    assert_eq!(exec.stats().replays, 0, "{:?}", exec.stats());
+    let (v100b, _) = pitched_view(&dev, rows, cols, 100, 12);
+    run_scaled(
+        &dev,
+        &exec,
+        &v100b,
+        -1.25,
+        "same strides, new data and scalar",
+    );
+    assert_eq!(exec.stats().replays, 1, "{:?}", exec.stats());
+    let (v104, _) = pitched_view(&dev, rows, cols, 104, 13);
+    run_scaled(&dev, &exec, &v104, 3.0, "same entry, other strides");
+    let stats = exec.stats();
+    assert_eq!(
+        (stats.replays, stats.hits, stats.misses),
+        (1, 2, 1),
+        "other strides run every check: {stats:?}"
+    );
+    run_scaled(&dev, &exec, &v100, 2.0, "recorded strides again");
+    assert_eq!(exec.stats().replays, 2, "{:?}", exec.stats());
+    // Two sizes in turn: each call is checked against the last replayed entry, then
+    // looked up by its signature.
+    let (half, _) = pitched_view(&dev, rows / 2, cols, 100, 15);
+    run_scaled(&dev, &exec, &half, 0.25, "half the rows (recorded)");
+    for (k, (view, what)) in [(&v100b, "all rows"), (&half, "half the rows")]
+        .into_iter()
+        .cycle()
+        .take(4)
+        .enumerate()
+    {
+        run_scaled(
+            &dev,
+            &exec,
+            view,
+            k as f64 - 1.5,
+            &format!("{what}, in turn {k}"),
+        );
+    }
+    let stats = exec.stats();
+    // The second size planned a runtime (compiled, or reusing the first's kernel).
+    assert_eq!(
+        (stats.replays, stats.misses + stats.reuses),
+        (6, 2),
+        "{stats:?}"
+    );
+    // A tensor of the same sizes on the CPU device is refused, not replayed.
+    let host = Device::cpu()
+        .tensor_from_host(&HostTensor::random(DataType::F32, &[rows, cols], 14))
+        .unwrap();
+    match exec.run(
+        &dev,
+        &[(&host).into(), Arg::Scalar(ScalarValue::Float(1.0))],
+    ) {
+        Err(Error::DeviceMismatch { .. }) => {}
+        other => panic!("expected a device mismatch, got {other:?}"),
+    }
+    assert_eq!(exec.stats().replays, 6, "{:?}", exec.stats());
+    dev.synchronize().unwrap();
+
+    // A scalar the fusion's dtype refuses, after calls that were replayed.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::I32, &[-1]).unwrap();
+    let s = fd.define_scalar(DataType::I32).unwrap();
+    let y = fd.add(x, s).unwrap();
+    fd.add_output(y).unwrap();
+    let exec = FusionExecutorCache::new(fd.finish().unwrap());
+    let hx = HostTensor::from_slice(&[1i32, -2, 3, 40], &[4]).unwrap();
+    let xt = dev.tensor_from_host(&hx).unwrap();
+    for (k, v) in [5i64, -7, 1 << 30].into_iter().enumerate() {
+        let out = exec
+            .run(&dev, &[(&xt).into(), Arg::Scalar(ScalarValue::Int(v))])
+            .unwrap();
+        let want: Vec<i32> = [1i32, -2, 3, 40]
+            .iter()
+            .map(|&e| e.wrapping_add(v as i32))
+            .collect();
+        assert_eq!(out[0].to_vec::<i32>().unwrap(), want, "scalar {v}");
+        assert_eq!(exec.stats().replays, k as u64, "{:?}", exec.stats());
+    }
+    let big = ScalarValue::Int(1 << 40);
+    let err = exec
+        .run(&dev, &[(&xt).into(), Arg::Scalar(big)])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        reference_err(exec.fusion(), &[hx.into(), EvalInput::Scalar(big)])
+    );
+    assert_eq!(exec.stats().replays, 2, "{:?}", exec.stats());
+    dev.synchronize().unwrap();
+}

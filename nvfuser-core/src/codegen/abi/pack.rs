@@ -259,6 +259,38 @@ impl PackedArgs {
         )
     }
 
+    /// Overwrites parameter `i`, a device address (8 bytes), with `address`; false when
+    /// `i` is not an 8-byte parameter. A launcher that packed a call once patches the
+    /// addresses of the next call with the same sizes into a copy.
+    pub fn set_address(&mut self, i: usize, address: u64) -> bool {
+        match self.params.get(i) {
+            Some(&(off, 8)) => {
+                // Parameters start at 8-byte boundaries (`begin_param`).
+                self.words[off as usize / 8] = u64::from_ne_bytes(address.to_le_bytes());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Overwrites parameter `i`, a scalar of type `d`, with `v` (the bytes
+    /// [`KernelAbi::pack_into`] would write); false when `v` cannot be a `d` or `i` is
+    /// not a parameter of that size.
+    pub fn set_scalar(&mut self, i: usize, d: DataType, v: ScalarValue) -> bool {
+        let (Some(&(off, len)), Some((bytes, n))) = (self.params.get(i), scalar_bytes(d, v)) else {
+            return false;
+        };
+        if len as usize != n {
+            return false;
+        }
+        // The parameter starts at a word boundary and is at most 8 bytes: one word.
+        let word = &mut self.words[off as usize / 8];
+        let mut mem = word.to_ne_bytes();
+        mem[..n].copy_from_slice(&bytes[..n]);
+        *word = u64::from_ne_bytes(mem);
+        true
+    }
+
     /// Every parameter's bytes (tests and tools; the launcher uses
     /// [`PackedArgs::kernel_params`]).
     pub fn to_vecs(&self) -> Vec<Vec<u8>> {
@@ -470,6 +502,81 @@ mod tests {
                 assert_eq!(got, &want[..], "{name} param {i}");
             }
         }
+    }
+
+    /// Patching a packed call's addresses and scalars gives the bytes a fresh packing
+    /// of the new values gives, parameter by parameter, and a patch of the wrong kind
+    /// of parameter is refused.
+    #[test]
+    fn patched_addresses_and_scalars_match_a_fresh_packing() {
+        let mut tested = 0;
+        for (name, sf) in corpus::all().unwrap() {
+            let k = generate(&sf, &KernelOptions::default()).unwrap();
+            let mut args = bind(&k.abi);
+            let buffers: Vec<u64> = (0..k.abi.buffer_count())
+                .map(|i| 0x9000 + 0x100 * i as u64)
+                .collect();
+            let first = k.abi.pack_with_buffers(&args, &buffers).unwrap();
+            let mut packed = PackedArgs::new();
+            let dims: BTreeMap<ValId, (Vec<usize>, Vec<usize>)> = args
+                .iter()
+                .filter_map(|(&id, a)| match a {
+                    KernelArg::Tensor { sizes, strides, .. } => Some((
+                        id,
+                        (
+                            sizes.iter().map(|&s| s as usize).collect(),
+                            strides.iter().map(|&s| s as usize).collect(),
+                        ),
+                    )),
+                    KernelArg::Scalar(_) => None,
+                })
+                .collect();
+            let bound = |args: &BTreeMap<ValId, KernelArg>, id: ValId| match args.get(&id)? {
+                KernelArg::Tensor { ptr, .. } => Some(ArgRef::Tensor {
+                    ptr: *ptr,
+                    sizes: &dims[&id].0,
+                    strides: &dims[&id].1,
+                }),
+                KernelArg::Scalar(v) => Some(ArgRef::Scalar(*v)),
+            };
+            k.abi
+                .pack_into(|id| bound(&args, id), &buffers, &mut packed)
+                .unwrap();
+            assert_eq!(packed.to_vecs(), first, "{name}");
+            // New addresses and scalar values, patched into a copy.
+            let mut patched = packed.clone();
+            for (i, p) in k.abi.params.iter().enumerate() {
+                match &p.kind {
+                    ParamKind::TensorData { tensor, .. } => {
+                        let Some(KernelArg::Tensor { ptr, .. }) = args.get_mut(tensor) else {
+                            panic!("{name}: unbound tensor");
+                        };
+                        *ptr += 0x40_0000;
+                        assert!(patched.set_address(i, *ptr), "{name} param {i}");
+                    }
+                    ParamKind::Scalar { val, dtype } => {
+                        let v = if dtype.is_float() {
+                            ScalarValue::Float(-0.75)
+                        } else {
+                            ScalarValue::Int(7)
+                        };
+                        args.insert(*val, KernelArg::Scalar(v));
+                        assert!(patched.set_scalar(i, *dtype, v), "{name} param {i}");
+                        tested += 1;
+                    }
+                    ParamKind::TensorShape { rank, .. } if *rank > 1 => {
+                        assert!(!patched.set_address(i, 1), "{name}: a shape is no address");
+                    }
+                    _ => {}
+                }
+            }
+            let mut fresh = PackedArgs::new();
+            k.abi
+                .pack_into(|id| bound(&args, id), &buffers, &mut fresh)
+                .unwrap();
+            assert_eq!(patched.to_vecs(), fresh.to_vecs(), "{name}");
+        }
+        assert!(tested > 0, "some corpus kernel has a scalar parameter");
     }
 
     #[test]
