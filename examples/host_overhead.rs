@@ -122,23 +122,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (bare_sync, bare_queued) = bare(device, &exec, &ta, &tb, &|f| {
             Ok((measure(device, true, &mut *f)?, measure(device, false, f)?))
         })?;
-        let checked = FusionExecutorCache::new(exec.fusion().clone()).with_replay(false);
-        let mut pairs = Vec::new();
-        for (what, e) in [
-            ("executor run", &exec),
-            ("executor run, no replay", &checked),
-        ] {
-            pairs.push((
-                what,
-                bare(device, &exec, &ta, &tb, &|f| {
-                    let mut run = || -> Result<(), Box<dyn std::error::Error>> {
-                        drop(e.run(device, &args)?);
-                        Ok(())
-                    };
-                    paired(device, &mut run, f)
-                })?,
-            ));
-        }
+        let pairs = paired_runs(device, &exec, &ta, &tb)?;
         // The launcher alone (launch checks, output allocation, packing, launch) and the
         // argument checks alone: where the executor's time goes.
         let plan = exec.plan(device, &args)?;
@@ -277,6 +261,35 @@ fn paired(device: &Device, exec: Timed<'_>, bare: Timed<'_>) -> Result<(f64, f64
     }
     device.synchronize()?;
     Ok((median(e), median(b), median(d)))
+}
+
+/// [`paired`] for the executor with the launch replay on and off, against the bare
+/// launch of the executor's kernel.
+type PairedRow = (&'static str, (f64, f64, f64));
+
+fn paired_runs(
+    device: &Device,
+    exec: &FusionExecutorCache,
+    ta: &Tensor,
+    tb: &Tensor,
+) -> Result<Vec<PairedRow>, BoxError> {
+    let args = [Arg::from(ta), Arg::from(tb)];
+    let checked = FusionExecutorCache::new(exec.fusion().clone()).with_replay(false);
+    let mut pairs = Vec::new();
+    for (what, e) in [
+        ("executor run", exec),
+        ("executor run, no replay", &checked),
+    ] {
+        let times = bare(device, exec, ta, tb, &|f| {
+            let mut run = || -> Result<(), BoxError> {
+                drop(e.run(device, &args)?);
+                Ok(())
+            };
+            paired(device, &mut run, f)
+        })?;
+        pairs.push((what, times));
+    }
+    Ok(pairs)
 }
 
 /// Host costs of the pieces of a cached call, each timed over a batch of `BULK` calls

@@ -233,7 +233,7 @@ pub fn run_gpu(case: &Case, device: &Device) -> Verdict {
         .enumerate()
         .flat_map(|(c, call)| {
             let again = CallSpec {
-                data_seed: call.data_seed ^ 0x5eed_0f_a9a1,
+                data_seed: call.data_seed ^ 0x005e_ed0f_a9a1,
                 ..call.clone()
             };
             [
