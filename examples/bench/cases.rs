@@ -113,9 +113,10 @@ fusion! {
         x.sum([0])
     }
 
-    /// A materialized transpose.
+    /// A materialized transpose (`set` copies; the permute of an input alone would be
+    /// returned as a view of it).
     pub fn transpose(x: Tensor<f32, [N, H]>) -> Tensor<f32, [H, N]> {
-        x.permute([1, 0])
+        x.permute([1, 0]).set()
     }
 
     /// Rotary embedding of `[T, H, 128]` queries with `[T, 128]` cos/sin tables, its

@@ -135,6 +135,8 @@ pub fn transpose(dtype: DataType) -> Result<Fusion> {
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(dtype, &[-1, -1])?;
     let y = fd.permute(x, &[1, 0])?;
+    // Materialized: a permute of an input alone would be a view of it.
+    let y = fd.set(y)?;
     fd.add_output(y)?;
     fd.finish()
 }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use nvfuser_core::eval::{evaluate, EvalInput};
-use nvfuser_core::ir::OutputSource;
+use nvfuser_core::ir::{OutputSource, ViewChain, ViewLayout};
 use nvfuser_core::plan::{Decisions, ExecutionPlan, FusionPlanner};
 use nvfuser_core::scheduler::{
     DeviceInfo, HeuristicParams, InputInfo, PlanError, RuntimeInfo, TensorInfo,
@@ -33,6 +33,7 @@ use nvfuser_core::Fusion;
 pub use crate::args::Arg;
 use crate::args::{bound_args, check_args_with};
 use crate::dump::{Dump, DumpFlags};
+use crate::launch::{arg_scalar, eval_on_args};
 use crate::profile::host::{self, HostPhase};
 use crate::profile::LaunchTimer;
 pub use crate::runtime::InputSignature;
@@ -112,6 +113,13 @@ pub struct ExecutorStats {
     pub evictions: u64,
     /// Runtimes held now.
     pub runtimes: usize,
+}
+
+/// The error of a forwarded output whose source is missing (a planner bug).
+fn missing_output() -> Error {
+    Error::Internal {
+        reason: "an output's source is missing (forwarded outputs)".into(),
+    }
 }
 
 /// A call's input signature, sizes and runtime cache lookup.
@@ -394,28 +402,79 @@ impl FusionExecutorCache {
             .iter()
             .map(|o| device.tensor_from_host(o))
             .collect::<Result<Vec<_>, _>>()?;
+        let outputs = self.aliased_on_reference(outputs, args)?;
         crate::args::store_in_place(self.fusion(), args, outputs)
     }
 
-    /// The fusion's outputs from the kernel fusion's: inputs returned as outputs are
-    /// the argument tensors themselves.
+    /// The fusion's outputs from the kernel fusion's (`args`: the kernel fusion's
+    /// arguments): inputs returned as outputs are the argument tensors themselves, and
+    /// views of inputs are views of their buffers.
     fn forwarded(&self, outputs: Vec<Tensor>, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
         let Some(sources) = self.planner.forward() else {
             return Ok(outputs);
         };
         sources
             .iter()
-            .map(|s| match *s {
-                OutputSource::Kernel(k) => outputs.get(k).cloned(),
-                OutputSource::Input(p) => match args.get(p) {
-                    Some(Arg::Tensor(t)) => Some((*t).clone()),
-                    _ => None,
-                },
+            .map(|s| match s {
+                OutputSource::Kernel(k) => outputs.get(*k).cloned().ok_or_else(missing_output),
+                OutputSource::Input(_) | OutputSource::View(_) => self.aliased(s, args),
             })
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::UnsupportedFusion {
-                reason: "an output's source is missing (internal: forwarded outputs)".into(),
-            })
+            .collect()
+    }
+
+    /// An output that is an input, or a view of one (see [`Self::forwarded`]).
+    fn aliased(&self, source: &OutputSource, args: &[Arg<'_>]) -> Result<Tensor, Error> {
+        let (OutputSource::Input(p) | OutputSource::View(ViewChain { input: p, .. })) = source
+        else {
+            return Err(missing_output());
+        };
+        let Some(Arg::Tensor(t)) = args.get(*p) else {
+            return Err(missing_output());
+        };
+        let OutputSource::View(chain) = source else {
+            return Ok((*t).clone());
+        };
+        let fusion = self.planner.view_fusion().ok_or_else(missing_output)?;
+        let input = ViewLayout {
+            sizes: t.sizes().to_vec(),
+            strides: t.strides().to_vec(),
+            offset: t.offset(),
+        };
+        let extent = |e: &nvfuser_core::ir::Extent| eval_on_args(fusion, args, e).ok();
+        let scalar = |v| arg_scalar(fusion, args, v);
+        let l = chain
+            .layout(fusion, input, &extent, &scalar)
+            .ok_or_else(|| Error::Internal {
+                reason: format!(
+                    "the view of input {p} through {} ops has no layout for sizes {:?} and strides {:?}",
+                    chain.exprs.len(),
+                    t.sizes(),
+                    t.strides()
+                ),
+            })?;
+        t.as_strided(&l.sizes, &l.strides, l.offset)
+    }
+
+    /// The reference's outputs with the inputs and views among them replaced by the
+    /// arguments' own buffers, as a GPU call returns them (`args`: the call's).
+    fn aliased_on_reference(
+        &self,
+        mut outputs: Vec<Tensor>,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<Tensor>, Error> {
+        let Some(sources) = self.planner.forward() else {
+            return Ok(outputs);
+        };
+        if sources.iter().all(|s| matches!(s, OutputSource::Kernel(_))) {
+            return Ok(outputs);
+        }
+        let args = self.kernel_args(args)?;
+        for (o, s) in outputs.iter_mut().zip(sources) {
+            if !matches!(s, OutputSource::Kernel(_)) {
+                *o = self.aliased(s, &args)?;
+            }
+        }
+        Ok(outputs)
     }
 
     /// The no-op case: a fusion without expressions (every output is an input, e.g. a

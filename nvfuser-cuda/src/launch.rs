@@ -675,7 +675,7 @@ fn arg_dim(fusion: &Fusion, args: &[Arg<'_>], t: nvfuser_core::ValId, axis: usiz
 }
 
 /// The integer value of the kernel fusion's scalar input `v` in `args`.
-fn arg_scalar(fusion: &Fusion, args: &[Arg<'_>], v: nvfuser_core::ValId) -> Option<i64> {
+pub(crate) fn arg_scalar(fusion: &Fusion, args: &[Arg<'_>], v: nvfuser_core::ValId) -> Option<i64> {
     match args.get(fusion.input_position(v)?)? {
         Arg::Scalar(s) => s.cast(fusion.val(v).dtype).as_i64(),
         Arg::Tensor(_) => None,

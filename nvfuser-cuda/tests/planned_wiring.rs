@@ -181,16 +181,31 @@ fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_]> {
 
 /// Fuzz seeds 1700304 and 1700982 (CPU mode): a segment whose output is a squeeze of its
 /// input. The squeeze was taken as a vector load and its (absent) first reader indexed:
-/// a panic. Outputs written by a squeeze are stored, not loaded.
+/// a panic. Outputs written by a squeeze are stored, not loaded. (As a whole fusion the
+/// output is a view of the input and needs no kernel, so the segment's kernel is
+/// scheduled directly, as the segmented runtime schedules it.)
 #[test]
 fn a_squeeze_written_to_an_output_is_planned() {
+    use nvfuser_core::codegen::{generate, KernelOptions};
+    use nvfuser_core::scheduler::{compute_heuristics, schedule_with};
     let src = r#"
 fn k(t0: Tensor<f32, [_, 1, _]>) -> Tensor<f32, [_, _]> {
     t0.squeeze([1])
 }
 "#;
-    let (_, cuda) = plan(src, &[&[64, 1, 1024]]);
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let shapes = [(nvfuser_core::DataType::F32, &[64i64, 1, 1024][..])];
+    let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
+    let params = compute_heuristics(&fusion, &info).unwrap();
+    let sf = schedule_with(&fusion, &params).unwrap();
+    let cuda = generate(&sf, &KernelOptions::default())
+        .unwrap()
+        .cuda_source();
     assert!(cuda.contains("__global__"), "{cuda}");
+    // Through the executor, the output is a view: no kernel.
+    let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+    let (_, kernel) = exec.generate_for(&info, None).unwrap();
+    assert!(kernel.is_none());
 }
 
 /// Fuzz seed 1800568 (CPU mode): an input at an offset of 6 f16 elements loaded through

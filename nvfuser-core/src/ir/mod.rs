@@ -17,6 +17,9 @@ mod ops;
 pub mod reads;
 pub mod structural;
 mod verify;
+mod views;
+
+pub use views::{ViewChain, ViewLayout};
 
 use std::fmt;
 
@@ -332,12 +335,15 @@ pub struct Output {
 
 /// Where one output of a fusion comes from once [`Fusion::forward_outputs`] has split off
 /// the outputs that need no kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OutputSource {
     /// Output `k` of the kernel fusion.
     Kernel(usize),
     /// The fusion input at this position, returned as it is (a view, no copy).
     Input(usize),
+    /// A view of an input's buffer: the layout-only ops of the chain applied to the
+    /// input's layout ([`ViewChain::layout`]), no copy.
+    View(ViewChain),
 }
 
 /// A whole fusion: arenas plus ordered inputs and outputs.
@@ -382,19 +388,21 @@ impl Fusion {
     }
 
     /// Splits off the outputs that need no kernel: an output that is an input is the
-    /// input itself (as in PyTorch, the same tensor), and a value listed twice is
-    /// computed once. Returns the fusion a kernel must compute (the same values and
-    /// inputs, each remaining output once) and, per original output, where it comes
-    /// from; `None` when every output needs its own kernel output. In-place outputs are
-    /// always kept.
+    /// input itself (as in PyTorch, the same tensor), an output that layout-only ops
+    /// make from an input is a view of the input's buffer where every call allows it
+    /// ([`ViewChain::of`]), and a value listed twice is computed once. Returns the fusion
+    /// a kernel must compute (the same values and inputs, each remaining output once)
+    /// and, per original output, where it comes from; `None` when every output needs
+    /// its own kernel output. In-place outputs are always kept.
     pub fn forward_outputs(&self) -> Option<(Fusion, Vec<OutputSource>)> {
         let mut kept: Vec<Output> = Vec::new();
         let mut sources = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
+            let free = o.alias_of.is_none() && self.val(o.val).is_tensor();
+            let view = || free.then(|| ViewChain::of(self, o.val)).flatten();
             let source = match self.input_position(o.val) {
-                Some(p) if o.alias_of.is_none() && self.val(o.val).is_tensor() => {
-                    OutputSource::Input(p)
-                }
+                Some(p) if free => OutputSource::Input(p),
+                None if let Some(chain) = view() => OutputSource::View(chain),
                 _ => match kept.iter().position(|k| *k == *o) {
                     Some(k) => OutputSource::Kernel(k),
                     None => {

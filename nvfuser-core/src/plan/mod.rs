@@ -145,6 +145,9 @@ pub struct FusionPlanner {
     kernel: Fusion,
     host: Option<Arc<HostScalarProgram>>,
     forward: Option<Arc<[OutputSource]>>,
+    /// The fusion whose expressions the views among `forward` name
+    /// ([`OutputSource::View`]); `None` without views.
+    views: Option<Arc<Fusion>>,
     extent_scalars: Vec<bool>,
     reads: ReadChecks,
     sizes: SizeChecks,
@@ -167,12 +170,19 @@ impl FusionPlanner {
             Some((kernel, sources)) => (kernel, Some(Arc::from(sources))),
             None => (kernel, None),
         };
+        // The views' chains name expressions of this fusion (later rewrites renumber).
+        let views = forward
+            .as_deref()
+            .is_some_and(|f: &[OutputSource]| f.iter().any(|s| matches!(s, OutputSource::View(_))))
+            .then(|| Arc::new(kernel.clone()));
         // Values a resize or indexing op reads beside other readers get a private copy
         // that kernels recompute where the op reads (no segment materializes them).
         let kernel = crate::scheduler::isolate_resize_reads(&kernel).unwrap_or(kernel);
         // A tensor expression written twice is computed once.
         let kernel = kernel.dedup_exprs().map_or(kernel, |(k, _)| k);
-        Self::from_parts(fusion, kernel, host, forward)
+        let mut planner = Self::from_parts(fusion, kernel, host, forward);
+        planner.views = views;
+        planner
     }
 
     /// A planner that always runs `segmented`, a segmentation made elsewhere (for
@@ -200,6 +210,7 @@ impl FusionPlanner {
             kernel,
             host,
             forward,
+            views: None,
             segmented: OnceLock::new(),
             default_whole: OnceLock::new(),
         }
@@ -224,6 +235,12 @@ impl FusionPlanner {
     /// Where each output comes from when some need no kernel.
     pub fn forward(&self) -> Option<&[OutputSource]> {
         self.forward.as_deref()
+    }
+
+    /// The fusion whose expressions the views of [`FusionPlanner::forward`] name; its
+    /// inputs are the kernel fusion's. `None` when no output is a view.
+    pub fn view_fusion(&self) -> Option<&Fusion> {
+        self.views.as_deref()
     }
 
     /// Per input of the kernel fusion: a scalar that some extent reads (its value

@@ -76,6 +76,14 @@ fn source(s: &OutputSource) -> String {
     match s {
         OutputSource::Kernel(k) => format!("kernel output {k}"),
         OutputSource::Input(p) => format!("input {p}"),
+        OutputSource::View(chain) => {
+            let exprs: Vec<String> = chain
+                .exprs
+                .iter()
+                .map(|e| format!("expr {}", e.0))
+                .collect();
+            format!("view of input {} through {}", chain.input, exprs.join(", "))
+        }
     }
 }
 

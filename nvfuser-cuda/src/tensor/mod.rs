@@ -197,6 +197,12 @@ impl Tensor {
         self.storage.cuda_stream()
     }
 
+    /// True when `self` and `other` are views of one buffer (writing through one is
+    /// seen through the other wherever their elements overlap).
+    pub fn shares_buffer(&self, other: &Tensor) -> bool {
+        self.storage.same(&other.storage)
+    }
+
     /// The size in bytes of the buffer the view points into (not of the view).
     pub fn buffer_bytes(&self) -> usize {
         self.storage.num_bytes()
@@ -226,14 +232,16 @@ impl Tensor {
         Ok(T::decode(&self.contiguous_bytes()?))
     }
 
-    /// Overwrites this contiguous GPU tensor's elements with `values`, in place: the
+    /// Overwrites this contiguous tensor's elements with `values`, in place: the
     /// buffer and its address stay, so a captured graph ([`Device::capture`]) that reads
     /// this tensor sees the new values on its next replay. The copy is queued on the
     /// buffer's stream, after the work queued before it (`values` is read before this
     /// returns).
     ///
-    /// Errors: [`Error::NotAGpu`] on the CPU device (its tensors are immutable);
-    /// [`Error::DtypeMismatch`]; [`Error::InvalidTensor`] for a view that is not
+    /// On the CPU device the values are stored into the host buffer (every view of it
+    /// sees them).
+    ///
+    /// Errors: [`Error::DtypeMismatch`]; [`Error::InvalidTensor`] for a view that is not
     /// contiguous or a length that is not the tensor's element count; driver errors.
     pub fn write_from_slice<T: Element>(&self, values: &[T]) -> Result<(), Error> {
         const OP: &str = "Tensor::write_from_slice";
@@ -244,9 +252,6 @@ impl Tensor {
                 found: T::DTYPE,
             });
         }
-        let Storage::Cuda { buffer, address } = &self.storage else {
-            return Err(Error::NotAGpu { op: OP });
-        };
         if !self.is_contiguous() || values.len() != self.numel() {
             return Err(Error::tensor(
                 OP,
@@ -262,6 +267,11 @@ impl Tensor {
                 ),
             ));
         }
+        let Storage::Cuda { buffer, address } = &self.storage else {
+            // The CPU device: the values stored into the host buffer every view sees.
+            let host = self.device.tensor_from_slice(values, self.sizes())?;
+            return self.store_host_tensor(&host.to_host_tensor()?);
+        };
         let mut bytes = create::try_bytes(OP, byte_size(OP, values.len(), T::DTYPE)?)?;
         T::encode(values, &mut bytes);
         let start = self.offset() * self.dtype.size_bytes();

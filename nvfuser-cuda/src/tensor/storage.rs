@@ -214,6 +214,15 @@ pub(crate) enum Storage {
 }
 
 impl Storage {
+    /// True when both are the same buffer.
+    pub(crate) fn same(&self, other: &Storage) -> bool {
+        match (self, other) {
+            (Storage::Host(a), Storage::Host(b)) => Arc::ptr_eq(a, b),
+            (Storage::Cuda { buffer: a, .. }, Storage::Cuda { buffer: b, .. }) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     pub(crate) fn host(buffer: HostBuffer) -> Self {
         Storage::Host(Arc::new(buffer))
     }
