@@ -255,3 +255,62 @@ fn training_fusions_match_the_cpu_reference() {
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     assert!(compared > 0);
 }
+
+/// Dropout, residual and LayerNorm (`coverage.rs`'s case): the uniform draw runs inside
+/// the normalization's kernel, one kernel for the whole fusion, with the same Philox
+/// stream as the CPU reference (so the same elements are dropped), for several seeds and
+/// row lengths (odd ones among them).
+#[test]
+fn dropout_residual_layernorm_runs_as_one_kernel_and_matches_the_reference() {
+    use nvfuser_core::ScalarValue;
+    let src = "fn f(x: Tensor<bf16, [N, H]>, res: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, seed: i64, offset: i64) -> Tensor<bf16, [N, H]> {
+        let keep = uniform([x.size(0), x.size(1)], 0.0f32, 1.0f32, seed, offset, f32) < 0.9f32;
+        let h = where_(keep, (x as f32) / 0.9f32, 0.0f32) + (res as f32);
+        let (var, mean) = h.var_mean([1], correction = 0, keepdim = true);
+        ((h - mean) * rsqrt(var + 1e-5f32) * (w as f32)) as bf16
+    }";
+    let exec = FusionExecutorCache::new(nvfuser_core::dsl::build_str(src).unwrap().remove(0).0);
+    let shapes: [(usize, usize); 4] = [(37, 1000), (256, 4096), (5, 12289), (64, 768)];
+    for &(n, h) in &shapes {
+        let (ni, hi) = (n as i64, h as i64);
+        let mut info = RuntimeInfo::contiguous(
+            DeviceInfo::h100_for_tests(),
+            &[
+                (BF16, &[ni, hi][..]),
+                (BF16, &[ni, hi][..]),
+                (BF16, &[hi][..]),
+            ],
+        );
+        for v in [7, 0] {
+            info.inputs.push(nvfuser_core::scheduler::InputInfo::Scalar(
+                ScalarValue::Int(v),
+            ));
+        }
+        let plan = exec.plan_for(&info, None).unwrap();
+        let schedulers: Vec<&str> = plan.segments.iter().map(|s| s.scheduler).collect();
+        // One tuned kernel (rows too long for one block's registers take the inner
+        // reduction's passes, which draw the same numbers again in each).
+        assert!(
+            matches!(schedulers[..], ["inner persistent" | "reduction"]),
+            "[{n}, {h}]: {schedulers:?}"
+        );
+    }
+    let Some(_) = require_gpu() else { return };
+    let device = Device::cuda(0).unwrap();
+    let mut compared = 0;
+    for (k, &(n, h)) in shapes.iter().enumerate() {
+        for (seed, offset) in [(7i64, 0i64), (123_456_789, 4096)] {
+            let s = 1000 + 10 * k as u64 + seed as u64 % 7;
+            let inputs = vec![
+                EvalInput::Tensor(HostTensor::random(BF16, &[n, h], s)),
+                EvalInput::Tensor(HostTensor::random(BF16, &[n, h], s + 1)),
+                EvalInput::Tensor(HostTensor::random(BF16, &[h], s + 2)),
+                EvalInput::Scalar(ScalarValue::Int(seed)),
+                EvalInput::Scalar(ScalarValue::Int(offset)),
+            ];
+            compared += run_and_compare(&device, &exec, &inputs, None, &tolerance)
+                .unwrap_or_else(|m| panic!("[{n}, {h}] seed {seed}: {m}"));
+        }
+    }
+    assert_eq!(compared, 2 * shapes.len());
+}
