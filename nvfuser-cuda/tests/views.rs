@@ -247,9 +247,6 @@ fn a_view_with_scalar_bounds_out_of_range_is_refused() {
             .run(&device, &[(&x).into(), Arg::Scalar(ScalarValue::Int(5))])
             .unwrap_err()
             .to_string();
-        assert!(
-            err.contains("0..=4") && err.contains('5'),
-            "{device}: {err}"
-        );
+        assert!(err.contains("0..=4") && err.contains('5'), "{device}: {err}");
     }
 }

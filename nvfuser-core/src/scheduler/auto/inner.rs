@@ -74,8 +74,13 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
         if !live[id.index()] {
             continue;
         }
+        if is_creation(&e.op) {
+            return Err(Unfit::BesideReductions {
+                op: e.op.name().into(),
+            });
+        }
         let Some(axes) = reduction_axes(&e.op) else {
-            if !is_pointwise(&e.op) && !is_input_squeeze(fusion, e) && !is_creation(&e.op) {
+            if !is_pointwise(&e.op) && !is_input_squeeze(fusion, e) {
                 return Err(Unfit::Op {
                     op: e.op.name().into(),
                     takes: Takes::PointwiseAndReductions,
