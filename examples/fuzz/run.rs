@@ -378,10 +378,43 @@ pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Verdict>, String> {
             let args = make_args(call, &cpu).map_err(|e| format!("making arguments: {e}"))?;
             let arg_list = args.args();
-            // The reference (the CPU device's own run goes through the same check).
-            if exec.run(&cpu, &arg_list).is_err() {
+            // The CPU device's run (argument checks, the evaluator, outputs that are
+            // inputs or views of them) against the reference evaluator alone: the same
+            // values exactly, and refused only where the reference refuses.
+            let want = evaluate(fusion, &args.host);
+            let got = exec.run(&cpu, &arg_list).and_then(|outs| {
+                outs.iter()
+                    .map(|o| o.to_host_tensor())
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            match (want, got) {
                 // Refused arguments: nothing to plan for this call.
-                return Ok(None);
+                (Err(_), Err(_)) => return Ok(None),
+                (Ok(_), Err(e)) => {
+                    return Ok(Some(Verdict::Fail(
+                        FailKind::Error,
+                        format!("call {c}: the CPU device failed where the reference ran: {e}"),
+                    )))
+                }
+                (Err(r), Ok(_)) => return Ok(Some(Verdict::Fail(
+                    FailKind::Unrefused,
+                    format!(
+                        "call {c}: the reference refused ({r}) but the CPU device returned values"
+                    ),
+                ))),
+                (Ok(want), Ok(got)) => {
+                    if let Some((k, m)) = got
+                        .iter()
+                        .zip(&want)
+                        .enumerate()
+                        .find_map(|(k, (g, w))| compare(g, w, 0.0).err().map(|m| (k, m)))
+                    {
+                        return Ok(Some(Verdict::Fail(
+                            FailKind::Mismatch,
+                            format!("call {c}: the CPU device's output {k}: {m}"),
+                        )));
+                    }
+                }
             }
             // The kernels the GPU would run, planned as `run` plans them (host scalars,
             // one kernel or segments).

@@ -110,6 +110,16 @@ const CASES: &[Case] = &[
         sources: "v",
     },
     Case {
+        // GPU fuzz seed 7305386: a slice start in one dim of a view empty in another
+        // moved the offset past the end of the (empty) buffer.
+        name: "slice of an empty input",
+        src: "fn f(x: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _, _]> { x.slice([.., 1.., ..]).permute([0, 2, 1]) }",
+        shape: &[30, 18, 0],
+        padded: None,
+        scalars: &[],
+        sources: "v",
+    },
+    Case {
         name: "squeeze, unsqueeze, expand",
         src: "fn f(x: Tensor<f32, [_, 1, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_, 4, _]>) { let s = x.squeeze([1]); (s, s.unsqueeze(1).expand([-1, 4, -1])) }",
         shape: &[3, 1, 5],
@@ -247,6 +257,9 @@ fn a_view_with_scalar_bounds_out_of_range_is_refused() {
             .run(&device, &[(&x).into(), Arg::Scalar(ScalarValue::Int(5))])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("0..=4") && err.contains('5'), "{device}: {err}");
+        assert!(
+            err.contains("0..=4") && err.contains('5'),
+            "{device}: {err}"
+        );
     }
 }

@@ -135,6 +135,7 @@ impl ViewChain {
         extent: &dyn Fn(&Extent) -> Option<i64>,
         scalar: &dyn Fn(ValId) -> Option<i64>,
     ) -> Option<ViewLayout> {
+        let start = input.offset;
         let mut cur = input;
         for &id in &self.exprs {
             let e = fusion.expr(id);
@@ -175,10 +176,7 @@ impl ViewChain {
                             SizeArg::Input(k) => scalar(*e.inputs.get(k as usize)?)?,
                         };
                         let stride = *cur.strides.get(d)?;
-                        // An empty slice addresses nothing: its offset stays put.
-                        if sizes.get(d) != Some(&0) {
-                            cur.offset += usize::try_from(start).ok()? * stride;
-                        }
+                        cur.offset += usize::try_from(start).ok()? * stride;
                         strides.push(stride * r.step as usize);
                     }
                     strides
@@ -199,6 +197,11 @@ impl ViewChain {
                 strides,
                 offset: cur.offset,
             };
+        }
+        // A view without elements addresses nothing: it keeps the input's offset, which
+        // lies inside the buffer (a slice start past an empty dim's buffer does not).
+        if cur.sizes.contains(&0) {
+            cur.offset = start;
         }
         Some(cur)
     }
