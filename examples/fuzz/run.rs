@@ -396,12 +396,14 @@ pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
                         format!("call {c}: the CPU device failed where the reference ran: {e}"),
                     )))
                 }
-                (Err(r), Ok(_)) => return Ok(Some(Verdict::Fail(
-                    FailKind::Unrefused,
-                    format!(
+                (Err(r), Ok(_)) => {
+                    return Ok(Some(Verdict::Fail(
+                        FailKind::Unrefused,
+                        format!(
                         "call {c}: the reference refused ({r}) but the CPU device returned values"
                     ),
-                ))),
+                    )))
+                }
                 (Ok(want), Ok(got)) => {
                     if let Some((k, m)) = got
                         .iter()
