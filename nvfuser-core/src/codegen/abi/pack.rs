@@ -443,6 +443,21 @@ mod tests {
         args
     }
 
+    /// Unsigned copies of the tensors' sizes and strides, to lend as `ArgRef`s.
+    fn unsigned_dims(
+        args: &BTreeMap<ValId, KernelArg>,
+    ) -> BTreeMap<ValId, (Vec<usize>, Vec<usize>)> {
+        let unsigned = |v: &[i64]| v.iter().map(|&x| x as usize).collect();
+        args.iter()
+            .filter_map(|(&id, a)| match a {
+                KernelArg::Tensor { sizes, strides, .. } => {
+                    Some((id, (unsigned(sizes), unsigned(strides))))
+                }
+                KernelArg::Scalar(_) => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn pack_into_matches_pack_and_stays_inline() {
         for (name, sf) in corpus::all().unwrap() {
@@ -452,19 +467,7 @@ mod tests {
                 .map(|i| 0x9000 + 0x100 * i as u64)
                 .collect();
             let expected = k.abi.pack_with_buffers(&args, &buffers).unwrap();
-            let dims: BTreeMap<ValId, (Vec<usize>, Vec<usize>)> = args
-                .iter()
-                .filter_map(|(&id, a)| match a {
-                    KernelArg::Tensor { sizes, strides, .. } => Some((
-                        id,
-                        (
-                            sizes.iter().map(|&v| v as usize).collect(),
-                            strides.iter().map(|&v| v as usize).collect(),
-                        ),
-                    )),
-                    KernelArg::Scalar(_) => None,
-                })
-                .collect();
+            let dims = unsigned_dims(&args);
             let mut packed = PackedArgs::new();
             k.abi
                 .pack_into(
@@ -518,19 +521,7 @@ mod tests {
                 .collect();
             let first = k.abi.pack_with_buffers(&args, &buffers).unwrap();
             let mut packed = PackedArgs::new();
-            let dims: BTreeMap<ValId, (Vec<usize>, Vec<usize>)> = args
-                .iter()
-                .filter_map(|(&id, a)| match a {
-                    KernelArg::Tensor { sizes, strides, .. } => Some((
-                        id,
-                        (
-                            sizes.iter().map(|&s| s as usize).collect(),
-                            strides.iter().map(|&s| s as usize).collect(),
-                        ),
-                    )),
-                    KernelArg::Scalar(_) => None,
-                })
-                .collect();
+            let dims = unsigned_dims(&args);
             let bound = |args: &BTreeMap<ValId, KernelArg>, id: ValId| match args.get(&id)? {
                 KernelArg::Tensor { ptr, .. } => Some(ArgRef::Tensor {
                     ptr: *ptr,
