@@ -184,6 +184,9 @@ pub struct Recipe {
     pub inputs: Vec<InputSpec>,
     pub steps: Vec<Step>,
     pub outputs: Vec<usize>,
+    /// An output (pool index, among `outputs`) stored in place into an input (pool
+    /// index) of the same dtype and dims (`add_output_alias`).
+    pub in_place: Option<(usize, usize)>,
     pub calls: Vec<Call>,
 }
 
@@ -233,7 +236,14 @@ impl Recipe {
                 }
             }
         }
-        let outputs = g.draw_outputs();
+        let mut outputs = g.draw_outputs();
+        // From an RNG of its own, so that the calls drawn below stay those of the seed.
+        let in_place = g.draw_in_place(&mut Rng::new(seed ^ 0x1a_91ace), &inputs);
+        if let Some((v, _)) = in_place {
+            if !outputs.contains(&v) {
+                outputs.push(v);
+            }
+        }
         let calls = (0..calls)
             .map(|c| {
                 let data_seed = seed.wrapping_mul(31).wrapping_add(c as u64);
@@ -246,6 +256,7 @@ impl Recipe {
             inputs,
             steps,
             outputs,
+            in_place,
             calls,
         }
     }
@@ -274,7 +285,15 @@ impl Recipe {
             let Some(Some(id)) = g.ids.get(o) else {
                 continue;
             };
-            if g.fd.add_output(*id).is_ok() {
+            let target = self
+                .in_place
+                .filter(|&(v, _)| v == o)
+                .and_then(|(_, i)| g.ids.get(i).copied().flatten());
+            let added = match target {
+                Some(x) => g.fd.add_output_alias(*id, x).is_ok() || g.fd.add_output(*id).is_ok(),
+                None => g.fd.add_output(*id).is_ok(),
+            };
+            if added {
                 kept += 1;
             }
         }
@@ -448,6 +467,40 @@ impl Gen {
     }
 
     /// The outputs: the last tensor, plus a few others (intermediates or inputs).
+    /// One case in three: a value (an output, or made one) stored in place into a tensor
+    /// input with its dtype and dims. Computed values first; the input itself (a store
+    /// of nothing) one time in ten, or when nothing else matches.
+    fn draw_in_place(&self, rng: &mut Rng, inputs: &[InputSpec]) -> Option<(usize, usize)> {
+        if !rng.chance(33) {
+            return None;
+        }
+        let (mut computed, mut itself) = (Vec::new(), Vec::new());
+        for (v, m) in self.metas.iter().enumerate() {
+            for (i, spec) in inputs.iter().enumerate() {
+                let n = &self.metas[i];
+                if matches!(spec, InputSpec::Scalar { .. })
+                    || m.scalar
+                    || m.dtype != n.dtype
+                    || m.dims != n.dims
+                    || self.ids.get(v).copied().flatten().is_none()
+                {
+                    continue;
+                }
+                if v == i {
+                    itself.push((v, i));
+                } else if v >= inputs.len() {
+                    computed.push((v, i));
+                }
+            }
+        }
+        let pool = if computed.is_empty() || (!itself.is_empty() && rng.chance(10)) {
+            itself
+        } else {
+            computed
+        };
+        (!pool.is_empty()).then(|| pool[rng.below(pool.len())])
+    }
+
     fn draw_outputs(&mut self) -> Vec<usize> {
         let pool = self.metas.len();
         let mut outputs = vec![];

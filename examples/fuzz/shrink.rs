@@ -65,6 +65,11 @@ pub fn shrink(
                     *o = src;
                 }
             }
+            if let Some((v, _)) = &mut r.in_place {
+                if *v == slot {
+                    *v = src;
+                }
+            }
             r.outputs.dedup();
             if still(&r, &mut budget) {
                 best = r;

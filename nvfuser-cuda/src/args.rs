@@ -117,14 +117,35 @@ pub fn check_args_with(
     Ok(())
 }
 
-/// The CPU device's in-place outputs (`add_output_alias`): each output that aliases an
-/// input is written into that input's buffer (seen through every view of it), and the
-/// input tensor itself is returned as the output. Other outputs pass through.
+/// In-place outputs (`add_output_alias`), on either device: each output that aliases an
+/// input is written into that input's buffer (seen through every view of it;
+/// [`Tensor::store`]), and the input tensor itself is returned as the output. Other
+/// outputs pass through. Runs after every kernel of the call is queued, so the input
+/// is written after it was read.
 pub(crate) fn store_in_place(
     fusion: &Fusion,
     args: &[Arg<'_>],
     mut outputs: Vec<Tensor>,
 ) -> Result<Vec<Tensor>, Error> {
+    // Outputs that are an input updated by another output, or share its buffer, keep
+    // the values from before the call: they are copied before the stores are queued
+    // (an in-place output is only ever stored from such a copy, so the order of the
+    // stores does not matter either).
+    for j in 0..fusion.outputs().len() {
+        let shares = fusion.outputs().iter().enumerate().any(|(k, a)| {
+            if k == j {
+                return false;
+            }
+            let target = a
+                .alias_of
+                .and_then(|i| fusion.input_position(i))
+                .and_then(|p| args.get(p));
+            matches!((target, outputs.get(j)), (Some(Arg::Tensor(t)), Some(out)) if out.shares_buffer(t))
+        });
+        if shares {
+            outputs[j] = outputs[j].duplicate()?;
+        }
+    }
     for (k, o) in fusion.outputs().iter().enumerate() {
         let Some(input) = o.alias_of else { continue };
         let target = fusion
@@ -142,7 +163,7 @@ pub(crate) fn store_in_place(
                 ),
             });
         };
-        target.store_host_tensor(&value.to_host_tensor()?)?;
+        target.store(value)?;
         outputs[k] = target.clone();
     }
     Ok(outputs)

@@ -78,6 +78,8 @@ pub struct FusionExecutorCache {
     /// What the core decided once for this fusion (host scalars, forwarded outputs,
     /// read checks, segmentation once needed), and the planning of each call.
     planner: FusionPlanner,
+    /// Some output is stored into an input (`add_output_alias`), after the kernels.
+    in_place: bool,
     runtimes: Mutex<RuntimeCache>,
     /// The runtime cache's clock (last uses).
     clock: LruClock,
@@ -194,7 +196,13 @@ impl FusionExecutorCache {
     }
 
     fn with_planner(planner: FusionPlanner, capacity: usize) -> Self {
+        let in_place = planner
+            .fusion()
+            .outputs()
+            .iter()
+            .any(|o| o.alias_of.is_some());
         FusionExecutorCache {
+            in_place,
             planner,
             runtimes: Mutex::new(RuntimeCache::new(capacity)),
             clock: LruClock::default(),
@@ -352,7 +360,7 @@ impl FusionExecutorCache {
             if let Some(outputs) = replayed {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 self.replays.fetch_add(1, Ordering::Relaxed);
-                let outputs = self.forwarded(outputs, args);
+                let outputs = self.finish(outputs, args);
                 host::end(HostPhase::Finish);
                 return outputs;
             }
@@ -383,9 +391,22 @@ impl FusionExecutorCache {
                 other => other?,
             }
         };
-        let outputs = self.forwarded(outputs, args);
+        let outputs = self.finish(outputs, args);
         host::end(HostPhase::Finish);
         outputs
+    }
+
+    /// The fusion's outputs from the kernel fusion's ([`Self::forwarded`]), with the
+    /// in-place ones stored into their inputs (queued after the call's kernels) and
+    /// returned as those inputs. `args`: the kernel fusion's arguments (the call's
+    /// first).
+    fn finish(&self, outputs: Vec<Tensor>, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
+        let outputs = self.forwarded(outputs, args)?;
+        if self.in_place {
+            crate::args::store_in_place(self.fusion(), args, outputs)
+        } else {
+            Ok(outputs)
+        }
     }
 
     /// The call computed by the CPU reference evaluator, outputs on `device`.

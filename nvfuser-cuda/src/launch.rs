@@ -35,6 +35,8 @@ use crate::{Device, Error, KernelCache, KernelRequest, NvrtcOptions, Tensor};
 
 mod fast;
 pub(crate) use fast::FastLaunch;
+pub(crate) mod store;
+pub use store::STORE_SOURCE;
 
 /// Generates, compiles and launches the kernel of a scheduled fusion; returns its
 /// outputs (contiguous, in the fusion's order).

@@ -1,4 +1,5 @@
-//! In-place outputs (`add_output_alias`) on the CPU device: the value is stored into the
+//! In-place outputs (`add_output_alias`) on the CPU device (the GPU's are compared with
+//! these in `gpu_inplace.rs`): the value is stored into the
 //! input's buffer, seen through the input tensor and every view of it, and the returned
 //! output is the input tensor itself; other outputs read the input's values from before
 //! the call. Also through strided views, through the segmented runtime, and refused
@@ -128,46 +129,64 @@ fn in_place_outputs_of_segmented_fusions() {
     assert_eq!(y.to_vec::<f32>().unwrap(), [3.0; 6]);
 }
 
-/// GPU kernels do not store into inputs yet: planning refuses an in-place output with a
-/// typed error, also when a `segment_set` would split the fusion (a segment's outputs
-/// never alias an input, so a segmented plan would return the value without storing it).
+/// GPU planning computes an in-place output like any other output (the runtime stores it
+/// into its input after the kernels; `tests/gpu_inplace.rs` runs it): one kernel, or a
+/// segment per side of a `segment_set`, none of whose outputs alias an input.
 #[test]
-fn gpu_planning_refuses_in_place_outputs_segmented_or_not() {
+fn gpu_planning_computes_in_place_outputs_as_plain_outputs() {
     use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
     let info = RuntimeInfo::contiguous(
         DeviceInfo::h100_for_tests(),
         &[(DataType::F32, &[4, 8][..])],
     );
-    for boundary in [false, true] {
-        let err = FusionExecutorCache::new(update(boundary))
+    for (boundary, kernels) in [(false, 1), (true, 2)] {
+        let plan = FusionExecutorCache::new(update(boundary))
             .plan_for(&info, None)
-            .unwrap_err();
-        assert!(matches!(err, Error::UnsupportedFusion { .. }), "{err:?}");
-        assert!(
-            err.to_string().contains("the in-place output v")
-                && err
-                    .to_string()
-                    .contains("GPU kernels do not store into inputs yet"),
-            "{err}"
-        );
+            .unwrap();
+        assert_eq!(plan.kernels().count(), kernels, "boundary {boundary}");
+        for segment in &plan.segments {
+            assert!(segment
+                .fusion
+                .outputs()
+                .iter()
+                .all(|o| o.alias_of.is_none()));
+        }
     }
-    // On a GPU (when there is one) the call is refused the same way and the input keeps
-    // its values.
-    let Some(_gpu) = nvfuser_cuda::testing::require_gpu() else {
-        return;
-    };
-    let gpu = Device::cuda(0).unwrap();
-    let x = gpu.tensor_from_slice(&[1.0f32; 6], [2, 3]).unwrap();
-    for boundary in [false, true] {
-        let err = FusionExecutorCache::new(update(boundary))
-            .run(&gpu, &[Arg::from(&x)])
-            .unwrap_err();
-        assert!(matches!(err, Error::UnsupportedFusion { .. }), "{err:?}");
-        let err = SegmentedRuntime::new(update(boundary))
-            .unwrap()
-            .run(&gpu, &[Arg::from(&x)])
-            .unwrap_err();
-        assert!(matches!(err, Error::UnsupportedFusion { .. }), "{err:?}");
-    }
-    assert_eq!(x.to_vec::<f32>().unwrap(), [1.0; 6]);
+}
+
+/// The input an output updates, returned as another output too (itself, and through a
+/// view), keeps its values from before the call in those outputs: they are not views
+/// of the updated buffer.
+fn update_and_return_the_input() -> Fusion {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let t = fd.permute(x, &[1, 0]).unwrap();
+    let two = fd.constant(2.0f32);
+    let y = fd.mul(x, two).unwrap();
+    fd.add_output(x).unwrap();
+    fd.add_output(t).unwrap();
+    fd.add_output_alias(y, x).unwrap();
+    fd.finish().unwrap()
+}
+
+#[test]
+fn other_outputs_of_an_updated_input_hold_its_old_values() {
+    let cpu = Device::cpu();
+    let x = cpu
+        .tensor_from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3])
+        .unwrap();
+    let out = FusionExecutorCache::new(update_and_return_the_input())
+        .run(&cpu, &[Arg::from(&x)])
+        .unwrap();
+    assert_eq!(x.to_vec::<f32>().unwrap(), [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
+    assert_eq!(
+        out[0].to_vec::<f32>().unwrap(),
+        [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
+    assert_eq!(
+        out[1].to_vec::<f32>().unwrap(),
+        [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
+    );
+    assert!(!out[0].shares_buffer(&x) && !out[1].shares_buffer(&x));
+    assert!(out[2].shares_buffer(&x));
 }

@@ -239,3 +239,28 @@ fn the_probe_answers_without_panicking() {
         }
     }
 }
+
+/// The copy kernels that store in-place outputs (`launch::store`) compile for the
+/// oldest and newest architectures the presets name, with one entry point per width in
+/// the CUBIN's symbols.
+#[test]
+fn the_in_place_store_kernels_compile() {
+    if require_nvrtc().is_none() {
+        return;
+    }
+    for arch in [GpuArch::SM80, GpuArch::SM90] {
+        let kernel = compile(nvfuser_cuda::launch::STORE_SOURCE, "nvf_store", arch)
+            .unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert_eq!(cubin_sm(&kernel.cubin), Some(arch.sm()));
+        for w in [1, 2, 4, 8] {
+            let name = format!("nvf_store_{w}");
+            assert!(
+                kernel
+                    .cubin
+                    .windows(name.len())
+                    .any(|s| s == name.as_bytes()),
+                "{arch}: {name} missing"
+            );
+        }
+    }
+}

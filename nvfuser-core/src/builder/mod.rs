@@ -153,10 +153,12 @@ impl FusionDefinition {
     }
 
     /// Marks `val` as an output stored in place into the input tensor `input` (same
-    /// dtype and rank; sizes are checked when the fusion runs). The CPU device writes it
-    /// into the input's buffer (every view of the input sees it) and returns the input
-    /// as that output; GPU planning refuses it with a typed error for now
-    /// (`PlanError::InPlaceOutput`), segmented or not.
+    /// dtype and rank; sizes are checked when the fusion runs). Both devices write it
+    /// into the input's buffer (every view of the input sees it) after the whole call
+    /// has read the input, and return the input as that output; other outputs see the
+    /// input's values from before the call. A GPU call computes it like any output,
+    /// then copies it into the input's view, segmented or not. An input view that
+    /// addresses one element twice (an expanded dim) is refused when the fusion runs.
     pub fn add_output_alias(&mut self, val: ValId, input: ValId) -> Result<()> {
         let op = "add_output_alias";
         let t = self.tensor_type(op, val)?.rank();

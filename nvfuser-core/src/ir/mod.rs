@@ -393,15 +393,29 @@ impl Fusion {
     /// ([`ViewChain::of`]), and a value listed twice is computed once. Returns the fusion
     /// a kernel must compute (the same values and inputs, each remaining output once)
     /// and, per original output, where it comes from; `None` when every output needs
-    /// its own kernel output. In-place outputs are always kept.
+    /// its own kernel output. In-place outputs are kept (unless their value is an
+    /// input), and so is every view of an input that an output updates in place: outputs
+    /// other than the in-place one hold the input's values from before the call (an
+    /// output that is such an input is copied by the runtime before the store).
     pub fn forward_outputs(&self) -> Option<(Fusion, Vec<OutputSource>)> {
         let mut kept: Vec<Output> = Vec::new();
         let mut sources = Vec::with_capacity(self.outputs.len());
+        let updated: Vec<usize> = self
+            .outputs
+            .iter()
+            .filter_map(|o| self.input_position(o.alias_of?))
+            .collect();
         for o in &self.outputs {
             let free = o.alias_of.is_none() && self.val(o.val).is_tensor();
-            let view = || free.then(|| ViewChain::of(self, o.val)).flatten();
+            let view = || {
+                free.then(|| ViewChain::of(self, o.val))
+                    .flatten()
+                    .filter(|c| !updated.contains(&c.input))
+            };
             let source = match self.input_position(o.val) {
-                Some(p) if free => OutputSource::Input(p),
+                // The input itself (the executor copies it first where another output
+                // updates it, or stores nothing where it updates itself).
+                Some(p) if self.val(o.val).is_tensor() => OutputSource::Input(p),
                 None if let Some(chain) = view() => OutputSource::View(chain),
                 _ => match kept.iter().position(|k| *k == *o) {
                     Some(k) => OutputSource::Kernel(k),
@@ -419,6 +433,20 @@ impl Fusion {
         let mut kernel = self.clone();
         kernel.outputs = kept;
         Some((kernel, sources))
+    }
+
+    /// The same fusion with every in-place output made a plain output, or `None` when
+    /// none is in place: what GPU kernels compute. The runtime stores those outputs
+    /// into their inputs after the kernels (see [`Output::alias_of`]).
+    pub fn without_output_aliases(&self) -> Option<Fusion> {
+        if self.outputs.iter().all(|o| o.alias_of.is_none()) {
+            return None;
+        }
+        let mut plain = self.clone();
+        for o in &mut plain.outputs {
+            o.alias_of = None;
+        }
+        Some(plain)
     }
 
     /// The value behind an id. Ids come from this fusion; a foreign id is a logic error

@@ -170,6 +170,9 @@ impl FusionPlanner {
             Some((kernel, sources)) => (kernel, Some(Arc::from(sources))),
             None => (kernel, None),
         };
+        // Kernels compute in-place outputs into fresh buffers like any other; the
+        // runtime stores them into their inputs once every kernel of the call is queued.
+        let kernel = kernel.without_output_aliases().unwrap_or(kernel);
         // The views' chains name expressions of this fusion (later rewrites renumber).
         let views = forward
             .as_deref()
@@ -190,7 +193,10 @@ impl FusionPlanner {
     /// no forwarded outputs.
     pub fn with_segmentation(segmented: SegmentedFusion) -> FusionPlanner {
         let fusion = segmented.original().clone();
-        let planner = Self::from_parts(fusion.clone(), fusion, None, None);
+        let kernel = fusion
+            .without_output_aliases()
+            .unwrap_or_else(|| fusion.clone());
+        let planner = Self::from_parts(fusion, kernel, None, None);
         let _ = planner.segmented.set(segmented);
         planner
     }
@@ -321,16 +327,6 @@ impl FusionPlanner {
         user: Option<&HeuristicParams>,
         wide: bool,
     ) -> Result<Decisions, PlanError> {
-        // Refused before any segmentation: a segment's outputs never alias an input, so
-        // a segmented plan would return the value without storing it.
-        if let Some((output, input)) = self
-            .fusion
-            .outputs()
-            .iter()
-            .find_map(|o| Some((o.val, o.alias_of?)))
-        {
-            return Err(PlanError::InPlaceOutput { output, input });
-        }
         let wide = wide || self.needs_wide(info);
         if let Some(p) = user {
             p.validate()

@@ -279,15 +279,6 @@ pub enum PlanError {
     /// Every scheduler refused the fusion or these inputs.
     #[error("no scheduler takes this fusion: {0}")]
     NoScheduler(Rejections),
-    /// An output updates an input in place (`add_output_alias`): GPU kernels do not
-    /// store into inputs yet (the CPU device does).
-    #[error("the in-place output {output} (it updates the input {input}): GPU kernels do not store into inputs yet; the CPU device runs it")]
-    InPlaceOutput {
-        /// The output.
-        output: crate::ir::ValId,
-        /// The input it updates.
-        input: crate::ir::ValId,
-    },
     /// Given params cannot schedule the fusion (out of range, another scheduler's, or
     /// failing to schedule).
     #[error("{0}")]

@@ -76,6 +76,9 @@ pub(crate) struct CudaDevice {
     pub(crate) capturing: std::sync::atomic::AtomicBool,
     /// True when the stream is this device's own (not the legacy default stream).
     pub(crate) own_stream: bool,
+    /// The copy kernels that store in-place outputs (`launch::store`), loaded on
+    /// first use.
+    pub(crate) store_kernels: std::sync::OnceLock<crate::launch::store::StoreKernels>,
 }
 
 impl CudaDevice {
@@ -123,6 +126,7 @@ fn open(ordinal: usize, own_stream: bool) -> Result<CudaDevice, Error> {
         capture: Mutex::new(None),
         capturing: std::sync::atomic::AtomicBool::new(false),
         own_stream,
+        store_kernels: std::sync::OnceLock::new(),
     })
 }
 

@@ -77,13 +77,16 @@ impl Tensor {
 }
 
 impl Tensor {
-    /// Writes the values of `host` into this tensor's elements, in place (the buffer
-    /// every view of it shares): how the CPU device stores an in-place output
-    /// (`add_output_alias`) into its input. Any strided view; not one that repeats
-    /// elements (a stride-0 dim of more than one element), and not a GPU tensor.
-    pub(crate) fn store_host_tensor(&self, host: &HostTensor) -> Result<(), Error> {
+    /// Writes the elements of `value` (same dtype and sizes) into this tensor's, in
+    /// place (the buffer every view of it shares): how both devices store an in-place
+    /// output (`add_output_alias`) into its input. Any strided view that addresses each
+    /// element once; a view that repeats elements (an expanded dim, or overlapping
+    /// strides) is refused. On a GPU the copy is queued on the device's stream after
+    /// the work queued before it (see `launch::store`); a `value` on another device is
+    /// moved here first.
+    pub(crate) fn store(&self, value: &Tensor) -> Result<(), Error> {
         const OP: &str = "in-place output";
-        if host.dtype() != self.dtype() || host.shape() != self.sizes() {
+        if value.dtype() != self.dtype() || value.sizes() != self.sizes() {
             return Err(Error::tensor(
                 OP,
                 format!(
@@ -91,18 +94,59 @@ impl Tensor {
                     self.dtype(),
                     self.sizes()
                 ),
-                format!("a {} value of shape {:?}", host.dtype(), host.shape()),
+                format!("a {} value of shape {:?}", value.dtype(), value.sizes()),
             ));
         }
-        if let Some(axis) =
-            (0..self.rank()).find(|&d| self.strides()[d] == 0 && self.sizes()[d] > 1)
-        {
+        if let Some(axis) = self.layout.overlapping_dim() {
+            let how = if self.strides()[axis] == 0 {
+                "an expanded view"
+            } else {
+                "it overlaps another dim"
+            };
             return Err(Error::tensor(
                 OP,
                 "an input whose elements are distinct memory locations",
-                format!("stride 0 at dim {axis} (an expanded view)"),
+                format!(
+                    "stride {} at dim {axis} ({how}; sizes {:?}, strides {:?})",
+                    self.strides()[axis],
+                    self.sizes(),
+                    self.strides()
+                ),
             ));
         }
+        if !self.device().is_gpu() {
+            return self.store_host_tensor(&value.to_host_tensor()?);
+        }
+        if value.shares_buffer(self)
+            && value.strides() == self.strides()
+            && value.offset() == self.offset()
+        {
+            return Ok(()); // already there
+        }
+        // A value on another device, or one that shares this buffer elsewhere (the
+        // copy would read what it writes), goes through a fresh buffer.
+        let staged;
+        let value = if value.device() != self.device() || value.shares_buffer(self) {
+            staged = value.to_device(self.device())?;
+            &staged
+        } else {
+            value
+        };
+        crate::launch::store::store_on_gpu(self, value)
+    }
+
+    /// A contiguous copy of this view on its own device, in a new buffer (on a GPU, a
+    /// copy queued on the device's stream).
+    pub(crate) fn duplicate(&self) -> Result<Tensor, Error> {
+        let copy = self.device().uninit(self.dtype(), self.sizes())?;
+        copy.store(self)?;
+        Ok(copy)
+    }
+
+    /// The host part of [`Tensor::store`] (checked there): `host`'s values written
+    /// into this CPU tensor's view.
+    pub(super) fn store_host_tensor(&self, host: &HostTensor) -> Result<(), Error> {
+        const OP: &str = "in-place output";
         let super::storage::Storage::Host(buffer) = &self.storage else {
             return Err(Error::tensor(
                 OP,

@@ -193,6 +193,28 @@ impl Layout {
         true
     }
 
+    /// The first dim (by position) at which two distinct indices of the view can
+    /// address one element, or `None` when every element of the view is its own memory
+    /// location. Sufficient test: ordered by stride, each dim of more than one element
+    /// steps past everything the smaller-stride dims span. (A layout that interleaves
+    /// dims without overlap is reported too: a store into it is refused, never racy.)
+    pub(crate) fn overlapping_dim(&self) -> Option<usize> {
+        if self.numel <= 1 {
+            return None;
+        }
+        let mut dims: SmallVec<[usize; 6]> =
+            (0..self.rank()).filter(|&d| self.sizes[d] > 1).collect();
+        dims.sort_by_key(|&d| (self.strides[d], d));
+        let mut span = 0usize;
+        for d in dims {
+            if self.strides[d] <= span {
+                return Some(d);
+            }
+            span = span.saturating_add(self.strides[d].saturating_mul(self.sizes[d] - 1));
+        }
+        None
+    }
+
     /// Reorders dims: dim `i` of the result is dim `dims[i]` of `self`.
     pub(crate) fn permute(&self, dims: &[i64]) -> Result<Layout, Error> {
         const OP: &str = "Tensor::permute";
@@ -434,6 +456,40 @@ mod tests {
         assert_eq!(empty.span("t").unwrap(), None);
         assert_eq!(empty.required_elements("t").unwrap(), 0);
         assert!(empty.is_contiguous());
+    }
+
+    /// `overlapping_dim` against brute force: a layout overlaps exactly when two of
+    /// its indices share an offset (for the layouts below, none of them interleaved).
+    #[test]
+    fn overlapping_dims_are_found_where_offsets_repeat() {
+        let cases: [(&[usize], &[usize], Option<usize>); 9] = [
+            (&[2, 3], &[3, 1], None),
+            (&[3, 2], &[1, 3], None),
+            (&[2, 3], &[6, 2], None),
+            (&[4, 5], &[0, 1], Some(0)),
+            (&[1, 5], &[0, 1], None),
+            (&[2, 2], &[1, 1], Some(1)),
+            (&[3, 4], &[2, 1], Some(0)),
+            (&[0, 4], &[0, 0], None),
+            (&[2, 1, 3], &[3, 7, 1], None),
+        ];
+        for (sizes, strides, want) in cases {
+            let l = Layout::strided("t", sizes, strides, 0).unwrap();
+            assert_eq!(
+                l.overlapping_dim(),
+                want,
+                "sizes {sizes:?} strides {strides:?}"
+            );
+            let mut seen = offsets(&l);
+            let n = seen.len();
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(
+                seen.len() < n,
+                want.is_some(),
+                "sizes {sizes:?} strides {strides:?}"
+            );
+        }
     }
 
     #[test]
