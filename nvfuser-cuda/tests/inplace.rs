@@ -190,3 +190,40 @@ fn other_outputs_of_an_updated_input_hold_its_old_values() {
     assert!(!out[0].shares_buffer(&x) && !out[1].shares_buffer(&x));
     assert!(out[2].shares_buffer(&x));
 }
+
+/// Batch norm's running-mean update (`rm <- 0.9 rm + 0.1 mean(x, 0)`, in place) beside
+/// the centred values: `rm.size(0)` and `x.size(1)` name one size, so the kernels bind
+/// one extent to each parallel dim and the plan needs no default schedule.
+#[test]
+fn the_running_mean_update_plans_with_tuned_schedulers() {
+    use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let rm = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    let n = fd.size(x, 0).unwrap();
+    let s = fd.sum(x, &[0], false).unwrap();
+    let mean = fd.div(s, n).unwrap();
+    let keep = fd.constant(0.9f32);
+    let take = fd.constant(0.1f32);
+    let old = fd.mul(rm, keep).unwrap();
+    let new = fd.mul(mean, take).unwrap();
+    let updated = fd.add(old, new).unwrap();
+    let b = fd.broadcast(mean, &[true, false]).unwrap();
+    let centred = fd.sub(x, b).unwrap();
+    fd.add_output_alias(updated, rm).unwrap();
+    fd.add_output(centred).unwrap();
+    let exec = FusionExecutorCache::new(fd.finish().unwrap());
+    let info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &[(DataType::F32, &[1000, 64][..]), (DataType::F32, &[64][..])],
+    );
+    let plan = exec.plan_for(&info, None).unwrap();
+    for s in &plan.segments {
+        assert!(
+            !s.scheduler.starts_with("default") && s.fallback.is_none(),
+            "{}: {:?}",
+            s.scheduler,
+            s.fallback
+        );
+    }
+}

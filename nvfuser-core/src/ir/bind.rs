@@ -175,6 +175,14 @@ impl SizeChecks {
         SizeChecks { steps, extremes }
     }
 
+    /// Every pairing of two extents: (input dim, the extent it is held against, how).
+    pub(crate) fn ties(&self) -> impl Iterator<Item = (&Extent, &Extent, Rel)> + '_ {
+        self.steps.iter().filter_map(|s| match s {
+            Step::Tie { a, b, rel, .. } => Some((a, b, *rel)),
+            _ => None,
+        })
+    }
+
     /// Checks one call (see [`check_sizes`]); `fusion` is the fusion these checks were
     /// found in.
     pub fn check(&self, fusion: &Fusion, args: &[BoundArg<'_>]) -> Result<()> {

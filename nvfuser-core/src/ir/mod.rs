@@ -16,8 +16,10 @@ mod extent;
 mod ops;
 pub mod reads;
 pub mod structural;
+mod unify;
 mod verify;
 mod views;
+pub(crate) use unify::unify_input_dims;
 
 pub use views::{ViewChain, ViewLayout};
 

@@ -183,6 +183,9 @@ impl FusionPlanner {
         let kernel = crate::scheduler::isolate_resize_reads(&kernel).unwrap_or(kernel);
         // A tensor expression written twice is computed once.
         let kernel = kernel.dedup_exprs().map_or(kernel, |(k, _)| k);
+        // Input dims every call must make equal are spelled one way (the fusion as
+        // defined keeps its own: its size checks run on every call).
+        let kernel = crate::ir::unify_input_dims(&kernel).unwrap_or(kernel);
         let mut planner = Self::from_parts(fusion, kernel, host, forward);
         planner.views = views;
         planner
