@@ -80,6 +80,8 @@ pub struct FusionExecutorCache {
     planner: FusionPlanner,
     /// Some output is stored into an input (`add_output_alias`), after the kernels.
     in_place: bool,
+    /// In-place outputs may be written by the kernel itself ([`Self::direct_into`]).
+    direct_on: bool,
     runtimes: Mutex<RuntimeCache>,
     /// The runtime cache's clock (last uses).
     clock: LruClock,
@@ -88,6 +90,7 @@ pub struct FusionExecutorCache {
     last: Mutex<Option<Arc<Cached>>>,
     hits: AtomicU64,
     replays: AtomicU64,
+    direct: AtomicU64,
     misses: AtomicU64,
     reuses: AtomicU64,
     evictions: AtomicU64,
@@ -115,6 +118,9 @@ pub struct ExecutorStats {
     pub evictions: u64,
     /// Runtimes held now.
     pub runtimes: usize,
+    /// GPU calls whose kernel wrote an in-place output straight into its input (no
+    /// store after the call; see `FusionPlanner::direct_in_place`).
+    pub direct_in_place: u64,
 }
 
 /// The error of a forwarded output whose source is missing (a planner bug).
@@ -203,18 +209,29 @@ impl FusionExecutorCache {
             .any(|o| o.alias_of.is_some());
         FusionExecutorCache {
             in_place,
+            direct_on: true,
             planner,
             runtimes: Mutex::new(RuntimeCache::new(capacity)),
             clock: LruClock::default(),
             last: Mutex::new(None),
             hits: AtomicU64::new(0),
             replays: AtomicU64::new(0),
+            direct: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             reuses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             dump: None,
             replay: true,
         }
+    }
+
+    /// Turns writing in-place outputs straight into their inputs on (the default) or
+    /// off. Off, every in-place output is computed into a new buffer and copied into
+    /// its input after the call: for measuring what the direct write saves, or ruling
+    /// it out while debugging (see `FusionPlanner::direct_in_place`).
+    pub fn with_direct_in_place(mut self, on: bool) -> Self {
+        self.direct_on = on;
+        self
     }
 
     /// Turns the replay of recorded launches on (the default) or off. Off, every call
@@ -286,6 +303,7 @@ impl FusionExecutorCache {
             reuses: self.reuses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             runtimes: self.lock().entries.len(),
+            direct_in_place: self.direct.load(Ordering::Relaxed),
         }
     }
 
@@ -382,7 +400,8 @@ impl FusionExecutorCache {
             let cached = self.runtime(device, args, user, looked_up)?;
             let (rt, recipe) = (&cached.runtime, &cached.recipe);
             host::end(HostPhase::Lookup);
-            match execute(device, rt, recipe, args, self.dump(), timer) {
+            let into = self.direct_into(rt, args);
+            match execute(device, rt, recipe, args, self.dump(), timer, &into) {
                 // A call whose kernel would cover no element but whose outputs have
                 // some (a reduction over an empty dim): the reference computes it.
                 Err(Error::EmptyLaunch { .. }) => {
@@ -551,9 +570,57 @@ impl FusionExecutorCache {
             return Ok(None);
         }
         host::end(HostPhase::Lookup);
-        let outputs = fast.launch(device, &k.kernel, function, args)?;
+        let into = self.direct_into(&cached.runtime, args);
+        let outputs = fast.launch(device, &k.kernel, function, args, &into)?;
         host::end(HostPhase::Launch);
         Ok(Some(outputs))
+    }
+
+    /// The in-place outputs this call writes straight into their inputs (see
+    /// `FusionPlanner::direct_in_place`): the runtime is one `pointwise` kernel that
+    /// reads the input once per element into registers, and the input is contiguous,
+    /// 16-byte aligned and shares its buffer with no other argument. The others are
+    /// stored after the call (`Self::finish`).
+    fn direct_into(
+        &self,
+        rt: &Runtime,
+        args: &[Arg<'_>],
+    ) -> smallvec::SmallVec<[(usize, Tensor); 1]> {
+        let mut into = smallvec::SmallVec::new();
+        let direct = self.planner.direct_in_place();
+        if !self.direct_on || direct.is_empty() {
+            return into;
+        }
+        let plan = &rt.plan;
+        let scheduled = match &plan.segments[..] {
+            [s] if !plan.segmented && s.scheduler == "pointwise" && s.fallback.is_none() => {
+                s.kernel.as_ref()
+            }
+            _ => None,
+        };
+        let Some(scheduled) = scheduled.map(|k| &k.scheduled) else {
+            return into;
+        };
+        for &(k, p) in direct {
+            let Some(Arg::Tensor(t)) = args.get(p) else {
+                continue;
+            };
+            let input = self.kernel_fusion().inputs()[p];
+            if !nvfuser_core::plan::reads_input_once(scheduled, input) {
+                continue;
+            }
+            let alone = args.iter().enumerate().all(|(q, a)| match a {
+                Arg::Tensor(u) => q == p || !u.shares_buffer(t),
+                Arg::Scalar(_) => true,
+            });
+            if alone && t.is_contiguous() && t.data_alignment() >= 16 {
+                into.push((k, (*t).clone()));
+            }
+        }
+        if !into.is_empty() {
+            self.direct.fetch_add(1, Ordering::Relaxed);
+        }
+        into
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RuntimeCache> {

@@ -131,7 +131,17 @@ pub(crate) fn launch_kernel_with(
     dump: &Dump,
     timer: Option<&mut LaunchTimer>,
 ) -> Result<Vec<Tensor>, Error> {
-    launch_recorded(device, fusion, kernel, function, args, dump, timer, None)
+    launch_recorded(
+        device,
+        fusion,
+        kernel,
+        function,
+        args,
+        dump,
+        timer,
+        None,
+        &[],
+    )
 }
 
 /// What a launch found from the call's sizes alone: output shapes, launch dims, whether
@@ -162,7 +172,9 @@ impl LaunchRecipe {
 
 /// [`launch_kernel_with`], reusing the [`LaunchRecipe`] in `recipe` when it holds one
 /// (a call with the layout and sizes it was found for) and recording it there
-/// otherwise.
+/// otherwise. `into`: outputs written into given tensors instead of new buffers (an
+/// in-place output written straight into its input: contiguous, of the output's
+/// shape and dtype, aligned for the kernel; see `FusionPlanner::direct_in_place`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch_recorded(
     device: &Device,
@@ -173,6 +185,7 @@ pub(crate) fn launch_recorded(
     dump: &Dump,
     timer: Option<&mut LaunchTimer>,
     recipe: Option<&std::sync::OnceLock<LaunchRecipe>>,
+    into: &[(usize, Tensor)],
 ) -> Result<Vec<Tensor>, Error> {
     const OP: &str = "launch";
     let gpu = device.require_gpu(OP)?;
@@ -214,7 +227,7 @@ pub(crate) fn launch_recorded(
         }
     };
     let (grid, block) = (r.grid, r.block);
-    let outputs = allocate_outputs(device, fusion, kernel, args, &r.shapes, r.launches)?;
+    let outputs = allocate_outputs(device, fusion, kernel, args, (&r.shapes, into), r.launches)?;
     if !r.launches {
         return Ok(outputs);
     }
@@ -388,6 +401,9 @@ fn launch_shape(
     Ok((grid, block, launches))
 }
 
+/// An output's shape.
+type Shape = SmallVec<[usize; 6]>;
+
 /// The outputs of a launch. A generated kernel writes every in-range element of every
 /// output: its loops cover each output's whole logical domain (split and merged, never
 /// narrowed), predicated only against the extents, with the launch dims covering the
@@ -395,17 +411,22 @@ fn launch_shape(
 /// kernel runs, outputs need no memset; when it does not (no elements, or an empty
 /// grid), they are zeroed. An output that is a fusion input, or a value listed earlier
 /// as an output, is not a kernel parameter of its own (the ABI lists each tensor once):
-/// it is returned as a view of that input or of the earlier output.
+/// it is returned as a view of that input or of the earlier output. An output listed in
+/// `into` is that tensor.
 fn allocate_outputs(
     device: &Device,
     fusion: &Fusion,
     kernel: &Kernel,
     args: &[Arg<'_>],
-    shapes: &[SmallVec<[usize; 6]>],
+    (shapes, into): (&[Shape], &[(usize, Tensor)]),
     launches: bool,
 ) -> Result<Vec<Tensor>, Error> {
     let mut outputs: Vec<Tensor> = Vec::with_capacity(shapes.len());
     for (k, (o, shape)) in fusion.outputs().iter().zip(shapes).enumerate() {
+        if let Some((_, t)) = into.iter().find(|(j, _)| *j == k) {
+            outputs.push(t.clone());
+            continue;
+        }
         if let Some(Arg::Tensor(t)) = fusion.input_position(o.val).and_then(|p| args.get(p)) {
             outputs.push((*t).clone());
             continue;

@@ -336,6 +336,7 @@ pub(crate) fn execute(
     args: &[Arg<'_>],
     dump: &Dump,
     timer: Option<&mut LaunchTimer>,
+    into: &[(usize, Tensor)],
 ) -> Result<Vec<Tensor>, Error> {
     let plan = &rt.plan;
     if !plan.segmented {
@@ -354,6 +355,7 @@ pub(crate) fn execute(
                 dump,
                 timer,
                 Some(recipe),
+                into,
             ),
             _ => empty_outputs(device, &segment.fusion, args),
         };

@@ -350,3 +350,89 @@ fn other_outputs_of_an_updated_input_keep_the_old_values() {
         2,
     );
 }
+
+/// An SGD step, `p <- p - lr * g`, on a contiguous aligned parameter: one pointwise
+/// kernel that writes `p` straight into its buffer (no store after the call), also
+/// when replayed.
+#[test]
+fn an_sgd_step_writes_the_parameter_directly() {
+    let mut fd = FusionDefinition::new();
+    let p = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let g = fd.define_tensor(DataType::BF16, &[-1, -1]).unwrap();
+    let lr = fd.define_scalar(DataType::F64).unwrap();
+    let gf = fd.cast(g, DataType::F32).unwrap();
+    let step = fd.mul(gf, lr).unwrap();
+    let next = fd.sub(p, step).unwrap();
+    fd.add_output_alias(next, p).unwrap();
+    let fusion = fd.finish().unwrap();
+    let p0 = HostTensor::random(DataType::F32, &[256, 1024], 31);
+    let g0 = HostTensor::random(DataType::BF16, &[256, 1024], 32);
+    let mut devices = vec![Device::cpu()];
+    if require_gpu().is_some() {
+        devices.push(Device::cuda(0).unwrap());
+    }
+    let mut results = Vec::new();
+    for device in &devices {
+        let exec = FusionExecutorCache::new(fusion.clone());
+        let (pt, gt) = (
+            device.tensor_from_host(&p0).unwrap(),
+            device.tensor_from_host(&g0).unwrap(),
+        );
+        for _ in 0..3 {
+            let args = [
+                Arg::from(&pt),
+                Arg::from(&gt),
+                Arg::Scalar(ScalarValue::Float(0.01)),
+            ];
+            let out = exec.run(device, &args).unwrap();
+            assert!(out[0].shares_buffer(&pt));
+        }
+        if device.is_gpu() {
+            let stats = exec.stats();
+            assert_eq!(stats.direct_in_place, 3, "{stats:?}");
+            assert!(stats.replays >= 1, "{stats:?}");
+        }
+        results.push(pt.to_host_tensor().unwrap());
+    }
+    if let [c, g] = &results[..] {
+        compare(g, c, Tolerance::for_dtype(DataType::F32)).unwrap();
+    }
+}
+
+/// An update that does not read the input it replaces (`x <- 2 w`) beside an output
+/// that reads the old `x` (`x + 1`), and one whose input is read twice: neither may be
+/// written before every read of the old values.
+#[test]
+fn updates_beside_readers_of_the_old_values() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let w = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let two = fd.constant(2.0f32);
+    let one = fd.constant(1.0f32);
+    let y = fd.mul(w, two).unwrap();
+    fd.add_output_alias(y, x).unwrap();
+    let z = fd.add(x, one).unwrap();
+    fd.add_output(z).unwrap();
+    let fusion = fd.finish().unwrap();
+    for shape in [[64usize, 1024], [7, 13]] {
+        let inputs = [
+            input(DataType::F32, &shape, View::Dense, 41),
+            input(DataType::F32, &shape, View::Dense, 42),
+        ];
+        check(
+            &format!("independent update {shape:?}"),
+            &fusion,
+            &inputs,
+            2,
+        );
+    }
+    for shape in [[64usize, 1024], [7, 13], [1, 4096]] {
+        let fusion = update(DataType::F32, false, false);
+        check(
+            &format!("two readers {shape:?}"),
+            &fusion,
+            &[input(DataType::F32, &shape, View::Dense, 43)],
+            2,
+        );
+    }
+}

@@ -118,7 +118,7 @@ impl FusionExecutorCache {
         let (rt, recipe) = (&cached.runtime, &cached.recipe);
         let (k, function) = rt.single("run_profiled")?;
         let mut timer = LaunchTimer::default();
-        let outputs = execute(device, rt, recipe, args, self.dump(), Some(&mut timer))?;
+        let outputs = execute(device, rt, recipe, args, self.dump(), Some(&mut timer), &[])?;
         let profile = KernelProfile::new(
             k.kernel.abi.name.clone(),
             rt.scheduler().to_owned(),

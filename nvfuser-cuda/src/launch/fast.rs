@@ -276,12 +276,16 @@ impl FastLaunch {
         kernel: &Kernel,
         function: &CudaFunction,
         args: &[Arg<'_>],
+        into: &[(usize, Tensor)],
     ) -> Result<Vec<Tensor>, Error> {
         const OP: &str = "launch";
         let gpu = device.require_gpu(OP)?;
         let mut outputs = Vec::with_capacity(self.outputs.len());
-        for (dtype, shape) in &self.outputs {
-            outputs.push(device.uninit(*dtype, shape)?);
+        for (k, (dtype, shape)) in self.outputs.iter().enumerate() {
+            outputs.push(match into.iter().find(|(j, _)| *j == k) {
+                Some((_, t)) => t.clone(),
+                None => device.uninit(*dtype, shape)?,
+            });
         }
         let mut work: SmallVec<[Tensor; 2]> = SmallVec::new();
         for &(words, zeroed) in &self.work {
