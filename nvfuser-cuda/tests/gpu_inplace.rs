@@ -349,6 +349,16 @@ fn other_outputs_of_an_updated_input_keep_the_old_values() {
         &[input(DataType::F32, &[40, 70], View::Dense, 9)],
         2,
     );
+    // Without the view: one pointwise kernel, which could write `x` itself.
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let two = fd.constant(2.0f32);
+    let y = fd.mul(x, two).unwrap();
+    fd.add_output(x).unwrap();
+    fd.add_output_alias(y, x).unwrap();
+    let fusion = fd.finish().unwrap();
+    let inputs = [input(DataType::F32, &[64, 1024], View::Dense, 10)];
+    check("the updated input returned", &fusion, &inputs, 3);
 }
 
 /// An SGD step, `p <- p - lr * g`, on a contiguous aligned parameter: one pointwise

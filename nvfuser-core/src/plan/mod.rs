@@ -169,11 +169,24 @@ impl FusionPlanner {
             Some(split) => (split.kernel, Some(Arc::new(split.program))),
             None => (fusion.clone(), None),
         };
-        let (kernel, forward) = match kernel.forward_outputs() {
-            Some((kernel, sources)) => (kernel, Some(Arc::from(sources))),
-            None => (kernel, None),
-        };
-        let direct = direct_in_place(&kernel);
+        let (kernel, forward): (Fusion, Option<Arc<[OutputSource]>>) =
+            match kernel.forward_outputs() {
+                Some((kernel, sources)) => (kernel, Some(Arc::from(sources))),
+                None => (kernel, None),
+            };
+        let mut direct = direct_in_place(&kernel);
+        // An input returned as another output (itself or a view) keeps its values from
+        // before the call: the runtime copies it after the kernels, so the kernel must
+        // not have written it already.
+        if let Some(sources) = forward.as_deref() {
+            direct.retain(|&(_, p)| {
+                !sources.iter().any(|s| match s {
+                    OutputSource::Input(q) => *q == p,
+                    OutputSource::View(chain) => chain.input == p,
+                    OutputSource::Kernel(_) => false,
+                })
+            });
+        }
         // Kernels compute in-place outputs into fresh buffers like any other; the
         // runtime stores them into their inputs once every kernel of the call is queued.
         let kernel = kernel.without_output_aliases().unwrap_or(kernel);
