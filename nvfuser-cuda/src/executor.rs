@@ -42,6 +42,7 @@ use crate::runtime::{
 };
 use crate::{Device, Error, Tensor};
 
+mod in_place;
 mod inspect;
 
 /// Runs one fusion definition on any device, caching what can be cached.
@@ -415,19 +416,6 @@ impl FusionExecutorCache {
         outputs
     }
 
-    /// The fusion's outputs from the kernel fusion's ([`Self::forwarded`]), with the
-    /// in-place ones stored into their inputs (queued after the call's kernels) and
-    /// returned as those inputs. `args`: the kernel fusion's arguments (the call's
-    /// first).
-    fn finish(&self, outputs: Vec<Tensor>, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
-        let outputs = self.forwarded(outputs, args)?;
-        if self.in_place {
-            crate::args::store_in_place(self.fusion(), args, outputs)
-        } else {
-            Ok(outputs)
-        }
-    }
-
     /// The call computed by the CPU reference evaluator, outputs on `device`.
     fn run_on_reference(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
         let inputs = args
@@ -574,53 +562,6 @@ impl FusionExecutorCache {
         let outputs = fast.launch(device, &k.kernel, function, args, &into)?;
         host::end(HostPhase::Launch);
         Ok(Some(outputs))
-    }
-
-    /// The in-place outputs this call writes straight into their inputs (see
-    /// `FusionPlanner::direct_in_place`): the runtime is one `pointwise` kernel that
-    /// reads the input once per element into registers, and the input is contiguous,
-    /// 16-byte aligned and shares its buffer with no other argument. The others are
-    /// stored after the call (`Self::finish`).
-    fn direct_into(
-        &self,
-        rt: &Runtime,
-        args: &[Arg<'_>],
-    ) -> smallvec::SmallVec<[(usize, Tensor); 1]> {
-        let mut into = smallvec::SmallVec::new();
-        let direct = self.planner.direct_in_place();
-        if !self.direct_on || direct.is_empty() {
-            return into;
-        }
-        let plan = &rt.plan;
-        let scheduled = match &plan.segments[..] {
-            [s] if !plan.segmented && s.scheduler == "pointwise" && s.fallback.is_none() => {
-                s.kernel.as_ref()
-            }
-            _ => None,
-        };
-        let Some(scheduled) = scheduled.map(|k| &k.scheduled) else {
-            return into;
-        };
-        for &(k, p) in direct {
-            let Some(Arg::Tensor(t)) = args.get(p) else {
-                continue;
-            };
-            let input = self.kernel_fusion().inputs()[p];
-            if !nvfuser_core::plan::reads_input_once(scheduled, input) {
-                continue;
-            }
-            let alone = args.iter().enumerate().all(|(q, a)| match a {
-                Arg::Tensor(u) => q == p || !u.shares_buffer(t),
-                Arg::Scalar(_) => true,
-            });
-            if alone && t.is_contiguous() && t.data_alignment() >= 16 {
-                into.push((k, (*t).clone()));
-            }
-        }
-        if !into.is_empty() {
-            self.direct.fetch_add(1, Ordering::Relaxed);
-        }
-        into
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RuntimeCache> {
