@@ -230,11 +230,9 @@ fn segmented_updates_store_after_every_segment() {
     }
 }
 
-/// Batch norm's running mean: `rm <- 0.9 rm + 0.1 mean(x, 0)` beside `x - mean`, and a
-/// row sum added into a per-row accumulator: in-place outputs of reduction kernels,
-/// whose inputs are read by many threads.
-#[test]
-fn reductions_update_statistics_in_place() {
+/// Batch norm's running mean, `rm <- 0.9 rm + 0.1 mean(x, 0)` in place, beside the
+/// centred values `x - mean`.
+fn running_mean() -> Fusion {
     let mut fd = FusionDefinition::new();
     let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
     let rm = fd.define_tensor(DataType::F32, &[-1]).unwrap();
@@ -250,7 +248,32 @@ fn reductions_update_statistics_in_place() {
     let centred = fd.sub(x, b).unwrap();
     fd.add_output_alias(updated, rm).unwrap();
     fd.add_output(centred).unwrap();
-    let bn = fd.finish().unwrap();
+    fd.finish().unwrap()
+}
+
+/// `rm.size(0)` and `x.size(1)` name one size in [`running_mean`], so the kernels bind
+/// one extent to each parallel dim and the plan needs no default schedule (planned for
+/// an H100 preset, on any machine).
+#[test]
+fn the_running_mean_update_plans_with_tuned_schedulers() {
+    use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
+    let exec = FusionExecutorCache::new(running_mean());
+    let info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &[(DataType::F32, &[1000, 64][..]), (DataType::F32, &[64][..])],
+    );
+    let plan = exec.plan_for(&info, None).unwrap();
+    for s in &plan.segments {
+        let default = s.scheduler.starts_with("default") || s.fallback.is_some();
+        assert!(!default, "{}: {:?}", s.scheduler, s.fallback);
+    }
+}
+
+/// The running mean, and a row sum added into a per-row accumulator: in-place outputs
+/// of reduction kernels, whose inputs are read by many threads.
+#[test]
+fn reductions_update_statistics_in_place() {
+    let bn = running_mean();
     for (rows, cols) in [(1000, 64), (37, 1030), (4096, 3)] {
         let inputs = [
             input(DataType::F32, &[rows, cols], View::Dense, 11),

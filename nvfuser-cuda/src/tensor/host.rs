@@ -123,11 +123,14 @@ impl Tensor {
         {
             return Ok(()); // already there
         }
-        // A value on another device, or one that shares this buffer elsewhere (the
-        // copy would read what it writes), goes through a fresh buffer.
+        // A value on another device is moved here; one that shares this buffer
+        // elsewhere (the copy would read what it writes) is copied out first.
         let staged;
-        let value = if value.device() != self.device() || value.shares_buffer(self) {
+        let value = if value.device() != self.device() {
             staged = value.to_device(self.device())?;
+            &staged
+        } else if value.shares_buffer(self) {
+            staged = value.duplicate()?;
             &staged
         } else {
             value
