@@ -495,6 +495,60 @@ pub fn main_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     Ok(cases)
 }
 
+/// A builder fusion of one `[n, h]` input: `cumsum` along `axis` computed in f32 and
+/// returned in the input's dtype.
+fn cumsum_fusion(dtype: DataType, axis: i64) -> Result<Fusion, Error> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(dtype, &[-1, -1])?;
+    let y = fd.cumsum(x, axis)?;
+    fd.add_output(y)?;
+    Ok(fd.finish()?)
+}
+
+/// Scans (the Parity issue): row cumsums at the issue's `[N, 32K]` in f32 and bf16, and
+/// a column cumsum.
+pub fn scan_cases(shrink: usize) -> Result<Vec<Case>, Error> {
+    let mut cases = Vec::new();
+    // A running sum's rounding error grows with the scanned length and the running
+    // value (about sqrt(len) here): atol scales with the length.
+    let scan_tol = |len: usize, dt: DataType| match dt {
+        DataType::BF16 => Tolerance::new(1.6e-2, 1e-3 + 4e-7 * len as f64),
+        _ => Tolerance::new(1e-4, 4e-7 * len as f64),
+    };
+    let (n, h) = (s(8192, shrink), s(32768, shrink));
+    for (name, dt, axis) in [
+        ("cumsum_f32", DataType::F32, 1),
+        ("cumsum_bf16", DataType::BF16, 1),
+        ("cumsum_cols_f32", DataType::F32, 0),
+    ] {
+        let inputs = vec![tensor(dt, &[n, h])];
+        let (check, note) = if axis == 1 {
+            (
+                rows(0, 0, 4, scan_tol(h, dt)),
+                "x.cumsum(1), f32 running sum",
+            )
+        } else {
+            (
+                rows(1, 1, 160, scan_tol(n, dt)),
+                "x.cumsum(0), f32 running sum",
+            )
+        };
+        cases.push(Case {
+            name: name.into(),
+            group: "main",
+            kernel: "cumsum",
+            shape: vec![n, h],
+            dtype: dt,
+            fusion: cumsum_fusion(dt, axis)?,
+            bytes: 2 * input_bytes(&inputs),
+            inputs,
+            check,
+            note,
+        });
+    }
+    Ok(cases)
+}
+
 /// Training-side cases beyond the norm sweep: the backwards at two LLM shapes (tokens x
 /// hidden of a 7B and a 70B model), and channels-last batch norm forward.
 pub fn training_cases(shrink: usize) -> Result<Vec<Case>, Error> {

@@ -77,6 +77,9 @@ def make_cases(shrink):
             logits.float(), labels.view(-1), reduction="none"),
         "embedding": lambda table, ids: F.embedding(ids, table) * 64.0,
         "kv_append": lambda cache, new: torch.cat((cache, new), 1),
+        "cumsum_f32": lambda x: torch.cumsum(x, 1),
+        "cumsum_bf16": lambda x: torch.cumsum(x, 1),
+        "cumsum_cols_f32": lambda x: torch.cumsum(x, 0),
         "batchnorm": lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=EPS),
     }
     # Backward cases: inputs (dy, forward input, parameters...); the timed call is
@@ -134,6 +137,10 @@ def make_cases(shrink):
     t, heads = s(16384), s(32)
     add("rope", "rope", [t, heads, 128], bf16, [([t, heads, 128], bf16), ([t, 128], bf16), ([t, 128], bf16)],
         t * heads * 128, "x * cos[:, None] + cat(-x[..., 64:], x[..., :64]) * sin[:, None]")
+    n, h = s(8192), s(32768)
+    add("cumsum_f32", "cumsum_f32", [n, h], f32, [([n, h], f32)], n * h, "torch.cumsum(x, 1)")
+    add("cumsum_bf16", "cumsum_bf16", [n, h], bf16, [([n, h], bf16)], n * h, "torch.cumsum(x, 1)")
+    add("cumsum_cols_f32", "cumsum_cols_f32", [n, h], f32, [([n, h], f32)], n * h, "torch.cumsum(x, 0)")
     n, v = s(4096), s(32000)
     add("cross_entropy_fwd", "cross_entropy_fwd", [n, v], bf16, [([n, v], bf16), ([n, 1], ("index", v))], n,
         "F.cross_entropy(logits.float(), labels, reduction='none')", out_dtype=f32)

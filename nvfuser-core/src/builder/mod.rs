@@ -17,6 +17,7 @@ mod descriptor;
 mod indexing;
 mod pointwise;
 mod reduction;
+mod scan;
 mod shape;
 mod triangular;
 

@@ -284,6 +284,45 @@ template <typename T, typename Op> __device__ inline T nvf_block_allreduce_x(T v
   return nvf_warp_allreduce(v, op);
 }
 
+// Scans over threadIdx.x (blockDim.x a multiple of 32, at most 1024 threads): each row
+// of threads (one threadIdx.y/z) scans on its own. A thread passes its value `v` and gets
+// back the combination of the values of the threads before it in its row (`init` for the
+// first), and `total` is set to the combination of the whole row. Inclusive scans within
+// warps by shuffles, the warp totals through shared memory (one slot per warp of the
+// block), then every warp scans the totals of its row. Must be reached by every thread.
+template <typename T> __device__ inline T nvf_shfl_up(T v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
+__device__ inline bool nvf_shfl_up(bool v, int d) { return __shfl_up_sync(0xffffffffu, (int)v, d) != 0; }
+__device__ inline nvf_half nvf_shfl_up(nvf_half v, int d) { nvf_half r; r.bits = (unsigned short)__shfl_up_sync(0xffffffffu, (int)v.bits, d); return r; }
+__device__ inline nvf_bfloat nvf_shfl_up(nvf_bfloat v, int d) { nvf_bfloat r; r.bits = (unsigned short)__shfl_up_sync(0xffffffffu, (int)v.bits, d); return r; }
+template <typename T> __device__ inline T nvf_shfl_idx(T v, int l) { return __shfl_sync(0xffffffffu, v, l); }
+__device__ inline bool nvf_shfl_idx(bool v, int l) { return __shfl_sync(0xffffffffu, (int)v, l) != 0; }
+__device__ inline nvf_half nvf_shfl_idx(nvf_half v, int l) { nvf_half r; r.bits = (unsigned short)__shfl_sync(0xffffffffu, (int)v.bits, l); return r; }
+__device__ inline nvf_bfloat nvf_shfl_idx(nvf_bfloat v, int l) { nvf_bfloat r; r.bits = (unsigned short)__shfl_sync(0xffffffffu, (int)v.bits, l); return r; }
+template <typename T, typename Op> __device__ inline T nvf_warp_scan(T v, Op op, unsigned int lane) {
+  for (int d = 1; d < 32; d <<= 1) {
+    const T u = nvf_shfl_up(v, d);
+    if (lane >= (unsigned int)d) v = op(u, v);
+  }
+  return v;
+}
+template <typename T, typename Op> __device__ inline T nvf_block_scan_x(T v, Op op, T init, T* smem, T& total) {
+  const unsigned int lane = threadIdx.x & 31u;
+  const unsigned int warp = nvf_thread_linear() >> 5;
+  const unsigned int nwarps = blockDim.x >> 5;
+  const unsigned int row_warp = threadIdx.x >> 5;
+  const unsigned int row_first_warp = warp - row_warp;
+  const T inc = nvf_warp_scan(v, op, lane);
+  T before = nvf_shfl_up(inc, 1);
+  if (lane == 0u) before = init;
+  __syncthreads();
+  if (lane == 31u) smem[warp] = inc;
+  __syncthreads();
+  const T w = nvf_warp_scan(lane < nwarps ? smem[row_first_warp + lane] : init, op, lane);
+  const T earlier = nvf_shfl_idx(w, row_warp == 0u ? 0 : (int)row_warp - 1);
+  total = nvf_shfl_idx(w, (int)nwarps - 1);
+  return row_warp == 0u ? before : op(earlier, before);
+}
+
 // Welford: a running (mean, sum of squared deviations, count) per thread, combined
 // across threads by Chan's parallel formula. An empty partial (count 0) is neutral.
 template <typename T> __device__ inline void nvf_welford_update(T& avg, T& m2, long long& n, T x) {

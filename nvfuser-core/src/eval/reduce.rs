@@ -1,4 +1,5 @@
-//! Reductions: sum, prod, max, min, mean, var, var_mean and welford.
+//! Reductions: sum, prod, max, min, mean, var, var_mean and welford; and the scans
+//! cumsum, cumprod, cummax and cummin.
 //!
 //! The reduced axes are moved innermost and made contiguous, so every output element
 //! reduces one contiguous row. Float sums are pairwise in f64.
@@ -10,7 +11,7 @@ use super::math::{maximum, minimum};
 use super::tensor::{HostData, HostTensor};
 use crate::dtype::{Category, DataType};
 use crate::error::{Error, Result};
-use crate::ir::ReductionOp;
+use crate::ir::{ReductionOp, ScanOp};
 
 /// Checks `axes` against the rank and returns the kept axes and the output shape.
 fn split_axes(
@@ -215,4 +216,74 @@ pub(super) fn welford(
         HostData::Float(m2),
         HostData::Int(count),
     ))
+}
+
+/// Running `f` along `axis`: every element becomes `f(previous result, element)`.
+fn running<T: Clone>(a: ArrayViewD<'_, T>, axis: usize, f: impl Fn(T, T) -> T) -> ArrayD<T> {
+    let mut r = a.to_owned();
+    for mut lane in r.lanes_mut(ndarray::Axis(axis)) {
+        let mut it = lane.iter_mut();
+        if let Some(first) = it.next() {
+            let mut acc = first.clone();
+            for v in it {
+                acc = f(acc, v.clone());
+                *v = acc.clone();
+            }
+        }
+    }
+    r
+}
+
+/// The inclusive scan `op` of `x` along `axis`, computing in the output type `out`.
+/// Floats run in f64 and each element is rounded once to `out` (by the evaluator, as
+/// every value); integers wrap in `out`; bool `cummax`/`cummin` are running any/all.
+pub(super) fn scan(op: ScanOp, x: &HostTensor, axis: usize, out: DataType) -> Result<HostData> {
+    let name = op.name();
+    let rank = x.shape().len();
+    if axis >= rank {
+        return Err(Error::AxisOutOfRange {
+            op: name.into(),
+            axis: axis as i64,
+            rank,
+        });
+    }
+    match out.category() {
+        Category::Floating => {
+            let a = operand_f64(x, out, false);
+            let a = a.view();
+            Ok(HostData::Float(match op {
+                ScanOp::Sum => running(a, axis, |p, q| p + q),
+                ScanOp::Prod => running(a, axis, |p, q| p * q),
+                ScanOp::Max => running(a, axis, maximum),
+                ScanOp::Min => running(a, axis, minimum),
+            }))
+        }
+        Category::Integer => {
+            let a = super::convert::operand_i64(x, out).ok_or_else(|| {
+                Error::dtype(name, format!("an operand convertible to {out}"), x.dtype())
+            })?;
+            let a = a.view();
+            let mut r = match op {
+                ScanOp::Sum => running(a, axis, i64::wrapping_add),
+                ScanOp::Prod => running(a, axis, i64::wrapping_mul),
+                ScanOp::Max => running(a, axis, i64::max),
+                ScanOp::Min => running(a, axis, i64::min),
+            };
+            super::convert::wrap_array(&mut r, out);
+            Ok(HostData::Int(r))
+        }
+        Category::Bool => {
+            let HostData::Bool(a) = x.data() else {
+                return Err(Error::dtype(
+                    name,
+                    "a bool operand for a bool scan",
+                    x.dtype(),
+                ));
+            };
+            Ok(HostData::Bool(match op {
+                ScanOp::Sum | ScanOp::Max => running(a.view(), axis, |p, q| p | q),
+                ScanOp::Prod | ScanOp::Min => running(a.view(), axis, |p, q| p & q),
+            }))
+        }
+    }
 }

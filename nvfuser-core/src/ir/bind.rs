@@ -412,8 +412,13 @@ pub(crate) fn collect_ties(fusion: &Fusion, e: &Expr, out: &mut Vec<Tie>) {
                 }
             }
         }
-        Op::Reduction { .. } | Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. } => {
-            // The output's domain keeps every input dim, reduced ones as reduction dims.
+        Op::Reduction { .. }
+        | Op::Var { .. }
+        | Op::VarMean { .. }
+        | Op::Welford { .. }
+        | Op::Scan { .. } => {
+            // The output's domain keeps every input dim, reduced ones as reduction dims
+            // (a scan's output has the input's shape).
             let o = out_dims(0, true);
             for j in 0..rank(0).unwrap_or(0) {
                 tie(0, j, o.get(j), Rel::Eq);

@@ -30,8 +30,8 @@ use smallvec::SmallVec;
 
 pub use extent::{Extent, ExtentOp};
 pub use ops::{
-    BinaryOp, BinaryRule, Distribution, Op, ReductionOp, SizeArg, SliceRange, TernaryOp, UnaryOp,
-    UnaryRule,
+    BinaryOp, BinaryRule, Distribution, Op, ReductionOp, ScanOp, SizeArg, SliceRange, TernaryOp,
+    UnaryOp, UnaryRule,
 };
 
 use crate::dtype::{DataType, ScalarValue};

@@ -216,6 +216,32 @@ op_enum! {
 }
 
 op_enum! {
+    /// Inclusive scans (cumulative reductions) along one axis.
+    ScanOp {
+        /// Running sum (`torch.cumsum`).
+        Sum => "cumsum",
+        /// Running product (`torch.cumprod`).
+        Prod => "cumprod",
+        /// Running maximum, NaN-propagating (the values of `torch.cummax`).
+        Max => "cummax",
+        /// Running minimum, NaN-propagating (the values of `torch.cummin`).
+        Min => "cummin",
+    }
+}
+
+impl ScanOp {
+    /// The reduction whose value every prefix holds.
+    pub fn reduction(self) -> ReductionOp {
+        match self {
+            ScanOp::Sum => ReductionOp::Sum,
+            ScanOp::Prod => ReductionOp::Prod,
+            ScanOp::Max => ReductionOp::Max,
+            ScanOp::Min => ReductionOp::Min,
+        }
+    }
+}
+
+op_enum! {
     /// Random distributions.
     Distribution {
         /// Uniform on [low, high).
@@ -365,6 +391,14 @@ pub enum Op {
         /// Reduced axes.
         axes: Vec<usize>,
     },
+    /// Inclusive scan along `axis`: output element `i` along the axis combines input
+    /// elements `0..=i`. The output has the input's shape. Inputs: `[x]`.
+    Scan {
+        /// Which scan.
+        op: ScanOp,
+        /// The scanned axis (a logical dim of the input).
+        axis: usize,
+    },
     /// Inserts broadcast dims where `mask` is true. Output rank is `mask.len()`.
     Broadcast {
         /// One entry per output dim; true marks a new size-1 dim.
@@ -468,6 +502,7 @@ impl Op {
             Op::Var { .. } => "var",
             Op::VarMean { .. } => "var_mean",
             Op::Welford { .. } => "welford",
+            Op::Scan { op, .. } => op.name(),
             Op::Broadcast { .. } => "broadcast",
             Op::Expand { .. } => "expand",
             Op::Reshape { .. } => "reshape",

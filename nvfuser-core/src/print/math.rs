@@ -243,6 +243,7 @@ fn rhs(fusion: &Fusion, e: &Expr) -> String {
         Op::Reduction { axes, .. } | Op::Welford { axes } => {
             format!("{name}({}, axes={axes:?})", operands(fusion, e, all))
         }
+        Op::Scan { axis, .. } => format!("{name}({}, axis={axis})", operands(fusion, e, all)),
         Op::Var { axes, correction } | Op::VarMean { axes, correction } => {
             format!(
                 "{name}({}, axes={axes:?}, correction={correction})",

@@ -311,6 +311,7 @@ impl<'a> Printer<'a> {
             Op::Reduction { axes, .. } | Op::Welford { axes } => {
                 self.call(name, ins[0], &[format!("{axes:?}")])
             }
+            Op::Scan { axis, .. } => self.call(name, ins[0], &[axis.to_string()]),
             Op::Var { axes, correction } | Op::VarMean { axes, correction } => {
                 self.call(name, ins[0], &[format!("{axes:?}"), correction.to_string()])
             }

@@ -243,6 +243,37 @@ impl TensorDomain {
         Ok(())
     }
 
+    /// The dims a chain of splits makes of `root`, in element order (outer parts first);
+    /// `None` when a merge takes part of it.
+    pub fn split_leaves(&self, root: DomId) -> Option<Vec<DomId>> {
+        fn walk(d: &TensorDomain, root: DomId, out: &mut Vec<DomId>) -> Option<()> {
+            for t in &d.transforms {
+                match t {
+                    DomTransform::Split {
+                        input,
+                        outer,
+                        inner,
+                        ..
+                    } if *input == root => {
+                        walk(d, *outer, out)?;
+                        return walk(d, *inner, out);
+                    }
+                    DomTransform::Merge { outer, inner, .. }
+                        if *outer == root || *inner == root =>
+                    {
+                        return None;
+                    }
+                    _ => {}
+                }
+            }
+            out.push(root);
+            Some(())
+        }
+        let mut out = Vec::new();
+        walk(self, root, &mut out)?;
+        Some(out)
+    }
+
     /// True when `id` is the inner output of a split of the last logical dim, or is
     /// that logical dim itself.
     pub fn is_innermost_of_logical(&self, id: DomId) -> bool {

@@ -55,6 +55,17 @@ pub(crate) fn check_compute_at(s: &Schedule, producer: ValId, ca: ComputeAt) -> 
             rank: max,
         });
     }
+    if let Some(limit) = scan_thread_loop(s, producer) {
+        if ca.pos > limit {
+            return Err(ScheduleError::ComputeAtMismatch {
+                producer,
+                consumer: ca.consumer,
+                pos: ca.pos,
+                axis: limit,
+                reason: "a block scan's values are final only after its threadIdx.x loop".into(),
+            });
+        }
+    }
     for i in 0..ca.pos {
         let (pd, cd) = (p.loop_dom(i), c.loop_dom(i));
         if pd.kind == IterKind::Reduction {
@@ -88,6 +99,20 @@ pub(crate) fn check_compute_at(s: &Schedule, producer: ValId, ca: ComputeAt) -> 
         }
     }
     Ok(())
+}
+
+/// The loop position of the `threadIdx.x` dim of a scan's scanned dim, when `tv` is a
+/// block scan: its consumers share at most the loops before it.
+fn scan_thread_loop(s: &Schedule, tv: ValId) -> Option<usize> {
+    let e = &s.exprs[s.definition(tv)?];
+    let crate::ir::Op::Scan { axis, .. } = e.op else {
+        return None;
+    };
+    let d = &s.tensors.get(&tv)?.domain;
+    let leaves = d.split_leaves(*d.logical.get(axis)?)?;
+    d.loop_dims
+        .iter()
+        .position(|l| leaves.contains(l) && d.dom(*l).parallel == ParallelType::TIDx)
 }
 
 /// Checks every rule listed in the module documentation.

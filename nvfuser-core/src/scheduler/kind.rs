@@ -19,18 +19,21 @@ pub enum SchedulerKind {
     Pointwise,
     /// A normalization over the innermost dims: rows kept on chip, read once.
     InnerPersistent,
+    /// Scans of one axis with pointwise math around them.
+    Scan,
     /// The simple default schedule (slow but general); last resort.
     Default,
 }
 
 impl SchedulerKind {
     /// The order in which the registry tries the schedulers.
-    pub const ORDER: [SchedulerKind; 6] = [
+    pub const ORDER: [SchedulerKind; 7] = [
         SchedulerKind::NoOp,
         SchedulerKind::Reduction,
         SchedulerKind::Transpose,
         SchedulerKind::Pointwise,
         SchedulerKind::InnerPersistent,
+        SchedulerKind::Scan,
         SchedulerKind::Default,
     ];
 
@@ -42,6 +45,7 @@ impl SchedulerKind {
             SchedulerKind::Transpose => "transpose",
             SchedulerKind::Pointwise => "pointwise",
             SchedulerKind::InnerPersistent => "inner persistent",
+            SchedulerKind::Scan => "scan",
             SchedulerKind::Default => "default",
         }
     }

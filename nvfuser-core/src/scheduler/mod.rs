@@ -75,7 +75,7 @@ pub use info::{
 };
 pub use params::{
     CompileParams, HeuristicParams, InvalidParams, LaunchParams, OuterReductionParams,
-    PersistentParams, PointwiseParams, ReductionParams, TransposeParams,
+    PersistentParams, PointwiseParams, ReductionParams, ScanParams, TransposeParams,
 };
 pub use presets::{GpuModel, GpuSpec, UnknownGpu};
 pub use registry::{

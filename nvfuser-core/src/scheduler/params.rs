@@ -148,6 +148,23 @@ pub struct TransposeParams {
     pub compile: CompileParams,
 }
 
+/// Scan: rows (the scanned dim innermost) in tiles of `threads_x × chunk` elements,
+/// one row per block; or, with `threads_x` 1, one serial scan per thread.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ScanParams {
+    /// Threads along the scanned dim (`threadIdx.x`, a multiple of 32); 1 for the
+    /// column scan (one serial scan per thread).
+    pub threads_x: i64,
+    /// Consecutive elements each thread scans per tile.
+    pub chunk: i64,
+    /// Full-rank inputs and outputs move a chunk as one vector.
+    pub vectorize: bool,
+    /// Launch the parameters were computed for.
+    pub launch: LaunchParams,
+    /// Kernel options.
+    pub compile: CompileParams,
+}
+
 /// The parameters of whichever scheduler took the fusion.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum HeuristicParams {
@@ -163,6 +180,8 @@ pub enum HeuristicParams {
     InnerPersistent(PersistentParams),
     /// See [`TransposeParams`].
     Transpose(TransposeParams),
+    /// See [`ScanParams`].
+    Scan(ScanParams),
     /// The default (untuned) schedule.
     Default,
 }
@@ -242,6 +261,7 @@ impl HeuristicParams {
             }
             HeuristicParams::InnerPersistent(_) => SchedulerKind::InnerPersistent,
             HeuristicParams::Transpose(_) => SchedulerKind::Transpose,
+            HeuristicParams::Scan(_) => SchedulerKind::Scan,
             HeuristicParams::Default => SchedulerKind::Default,
         }
     }
@@ -261,6 +281,7 @@ impl HeuristicParams {
                 HeuristicParams::OuterReduction(x) => x.launch = none,
                 HeuristicParams::InnerPersistent(x) => x.launch = none,
                 HeuristicParams::Transpose(x) => x.launch = none,
+                HeuristicParams::Scan(x) => x.launch = none,
                 HeuristicParams::NoOp | HeuristicParams::Default => {}
             }
             p
@@ -276,6 +297,7 @@ impl HeuristicParams {
             HeuristicParams::OuterReduction(p) => Some(&p.compile),
             HeuristicParams::InnerPersistent(p) => Some(&p.compile),
             HeuristicParams::Transpose(p) => Some(&p.compile),
+            HeuristicParams::Scan(p) => Some(&p.compile),
             HeuristicParams::NoOp | HeuristicParams::Default => None,
         }
     }
@@ -369,6 +391,30 @@ impl HeuristicParams {
                     p.threads_y,
                     p.threads_y >= 1 && p.tile % p.threads_y == 0 && p.tile * p.threads_y <= 1024,
                     "a divisor of tile with tile × threads_y at most 1024",
+                )
+            }
+            HeuristicParams::Scan(p) => {
+                check(
+                    k,
+                    "threads_x",
+                    p.threads_x,
+                    p.threads_x == 1
+                        || (p.threads_x % 32 == 0 && (32..=1024).contains(&p.threads_x)),
+                    "1 (column scan) or a multiple of 32 up to 1024",
+                )?;
+                check(
+                    k,
+                    "chunk",
+                    p.chunk,
+                    (1..=64).contains(&p.chunk),
+                    "1 to 64 elements",
+                )?;
+                check(
+                    k,
+                    "vectorize",
+                    i64::from(p.vectorize),
+                    !p.vectorize || [2, 4, 8, 16].contains(&p.chunk),
+                    "a chunk of 2, 4, 8 or 16 elements when set",
                 )
             }
             HeuristicParams::NoOp | HeuristicParams::Default => Ok(()),

@@ -29,12 +29,13 @@ pub struct Registry {
 }
 
 /// The standard list, in [`SchedulerKind::ORDER`]. A new scheduler is one line here.
-static STANDARD: [&dyn Scheduler; 6] = [
+static STANDARD: [&dyn Scheduler; 7] = [
     &schedulers::NoOp,
     &schedulers::Reduction,
     &schedulers::Transpose,
     &schedulers::Pointwise,
     &schedulers::InnerPersistent,
+    &schedulers::Scan,
     &schedulers::Default,
 ];
 

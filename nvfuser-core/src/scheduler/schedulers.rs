@@ -178,6 +178,43 @@ impl Scheduler for Transpose {
     }
 }
 
+/// Scans of one axis with pointwise math around them.
+pub(crate) struct Scan;
+
+impl Scheduler for Scan {
+    fn kind(&self) -> SchedulerKind {
+        SchedulerKind::Scan
+    }
+
+    fn analyze(&self, fusion: &Fusion) -> Result<Analysis, Refusal> {
+        auto::scan::plan(fusion)
+            .map(Analysis::new)
+            .map_err(fusion_refusal)
+    }
+
+    fn heuristics(&self, a: &Analysis, info: &RuntimeInfo) -> Result<HeuristicParams, Refusal> {
+        let p = a.get().ok_or(Refusal::WrongAnalysis)?;
+        auto::scan::heuristics(p, info)
+            .map(HeuristicParams::Scan)
+            .map_err(inputs_refusal)
+    }
+
+    fn takes(&self, params: &HeuristicParams) -> bool {
+        matches!(params, HeuristicParams::Scan(_))
+    }
+
+    fn schedule(
+        &self,
+        a: &Analysis,
+        params: &HeuristicParams,
+    ) -> Result<ScheduledFusion, SchedulerError> {
+        match (a.get(), params) {
+            (Some(p), HeuristicParams::Scan(sp)) => Ok(auto::scan::schedule(p, sp)?),
+            _ => Err(mismatch(self.kind(), "the analysis or params")),
+        }
+    }
+}
+
 /// Elementwise work with broadcasts.
 pub(crate) struct Pointwise;
 

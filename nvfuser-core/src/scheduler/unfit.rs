@@ -28,6 +28,8 @@ pub enum Takes {
     PointwiseAndPlainReductions,
     /// One 2-D permute of an input and pointwise math after it (transpose).
     PermuteThenPointwise,
+    /// Scans of one axis with pointwise math and broadcasts of inputs (scan).
+    PointwiseAndScans,
 }
 
 impl fmt::Display for Takes {
@@ -36,6 +38,9 @@ impl fmt::Display for Takes {
             Takes::PointwiseAndReductions => "only pointwise ops, broadcasts and reductions",
             Takes::PointwiseAndPlainReductions => "only pointwise ops and reductions",
             Takes::PermuteThenPointwise => "only a permute and pointwise math after it",
+            Takes::PointwiseAndScans => {
+                "only scans of one axis, pointwise math and broadcasts of inputs"
+            }
         })
     }
 }
@@ -110,6 +115,21 @@ pub enum Unfit {
     /// No reduction at all.
     #[error("no reduction")]
     NoReduction,
+    /// No scan at all.
+    #[error("no scan")]
+    NoScan,
+    /// Scans of different axes or ranks in one fusion.
+    #[error("{tensor} scans axis {axis} of rank {rank}, but the first scan scans axis {} of rank {}", first.1, first.0)]
+    ScanAxes {
+        /// The scan.
+        tensor: ValId,
+        /// Its axis.
+        axis: usize,
+        /// Its rank.
+        rank: usize,
+        /// The first scan's (rank, axis).
+        first: (usize, usize),
+    },
     /// No reduction over the outermost dims.
     #[error("no reduction over the outermost dims")]
     NoOuterReduction,

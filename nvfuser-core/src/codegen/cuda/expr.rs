@@ -198,6 +198,7 @@ impl Display for Func {
             Func::WelfordUpdate => "nvf_welford_update",
             Func::BlockWelfordX => "nvf_block_welford_x",
             Func::BlockWelfordY => "nvf_block_welford_y",
+            Func::BlockScanX => "nvf_block_scan_x",
             Func::GridReduce => "nvf_grid_reduce",
             Func::GridWelford => "nvf_grid_welford",
         };

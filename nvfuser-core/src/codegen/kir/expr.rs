@@ -181,6 +181,10 @@ pub enum Func {
     /// The Welford all-reduce over `threadIdx.y`: `(avg, m2, n, smem_avg, smem_m2,
     /// smem_n)`, one shared slot per thread of the block.
     BlockWelfordY,
+    /// The scan over `threadIdx.x`: `(value, functor, init, smem, total)`; the
+    /// combination of the values of the threads before this one in its row (`init` for
+    /// the first), and the row's combination written to `total`.
+    BlockScanX,
     /// The grid reduction: `(acc, functor, init, work, sem, segment, blocks, rank, slot,
     /// slots, reduced thread dim (0 none, 1 x, 2 y), smem)`; true in the block that holds
     /// the final value.

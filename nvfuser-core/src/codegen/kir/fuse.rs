@@ -203,7 +203,11 @@ fn is_pure(f: Func) -> bool {
 fn is_collective(f: Func) -> bool {
     matches!(
         f,
-        Func::BlockWelfordX | Func::BlockWelfordY | Func::GridReduce | Func::GridWelford
+        Func::BlockWelfordX
+            | Func::BlockWelfordY
+            | Func::BlockScanX
+            | Func::GridReduce
+            | Func::GridWelford
     )
 }
 

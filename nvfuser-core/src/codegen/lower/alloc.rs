@@ -39,6 +39,9 @@ impl Lower<'_> {
                     }
                 }
             }
+            if matches!(e.op, crate::ir::Op::Scan { .. }) {
+                self.plan_scan_allocs(ei)?;
+            }
             if is_reduction(&t.domain) {
                 let anchor = (0..t.domain.loop_dims.len()).find(|&i| {
                     t.domain.loop_dom(i).kind == IterKind::Reduction

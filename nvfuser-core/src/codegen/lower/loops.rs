@@ -176,7 +176,9 @@ impl<'a> Lower<'a> {
         self.sync_before_reads(n, out);
         match n {
             Node::Expr(ei) => {
-                if self.anchored.contains(ei) {
+                if self.scans.contains_key(ei) {
+                    self.emit_scan_step(*ei, out)?;
+                } else if self.anchored.contains(ei) {
                     self.emit_accumulate(*ei, out)?;
                 } else {
                     self.emit_expr(*ei, out)?;
@@ -190,6 +192,10 @@ impl<'a> Lower<'a> {
                 let anchored = self.anchors.get(key).cloned().unwrap_or_default();
                 for &ei in &anchored {
                     self.emit_reduction_init(ei, out)?;
+                }
+                let scans = self.scan_at.get(key).cloned().unwrap_or_default();
+                for &(ei, carry) in &scans {
+                    self.emit_scan_init(ei, carry, out)?;
                 }
                 let var = format!("i{}", self.next_var);
                 self.next_var += 1;
@@ -227,6 +233,11 @@ impl<'a> Lower<'a> {
                 });
                 for &ei in &anchored {
                     self.emit_reduction_finish(ei, out)?;
+                }
+                for &(ei, carry) in &scans {
+                    if !carry && self.scans[&ei].block {
+                        self.emit_scan_finish(ei, out)?;
+                    }
                 }
                 Ok(())
             }

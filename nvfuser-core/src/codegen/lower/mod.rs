@@ -33,6 +33,7 @@ mod order;
 mod predicates;
 mod reductions;
 mod resize;
+mod scan;
 mod sites;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -75,6 +76,11 @@ struct Lower<'a> {
     /// Reduction expressions anchored at a serial reduction loop.
     anchors: HashMap<Key, Vec<usize>>,
     anchored: HashSet<usize>,
+    /// Scans, with the loops their running values live in.
+    scans: HashMap<usize, scan::ScanLoops>,
+    /// Scans whose running value is declared before a loop (`true`: the tile carry;
+    /// `false`: the per-thread value, whose block scan follows the loop).
+    scan_at: HashMap<Key, Vec<(usize, bool)>>,
     shared: Vec<(String, DataType, i64)>,
     /// Shared tensors written since the last `__syncthreads()`.
     pending_sync: HashSet<ValId>,
@@ -169,6 +175,8 @@ fn lower_in(sf: &ScheduledFusion, s: &Schedule, opts: &KernelOptions) -> SchedRe
         allocs: HashMap::new(),
         anchors: HashMap::new(),
         anchored: HashSet::new(),
+        scans: HashMap::new(),
+        scan_at: HashMap::new(),
         shared: Vec::new(),
         pending_sync: HashSet::new(),
         work: Vec::new(),

@@ -532,7 +532,7 @@ pub(super) fn is_reduction(d: &TensorDomain) -> bool {
     d.root.iter().any(|&r| d.dom(r).kind == IterKind::Reduction)
 }
 
-fn init_value(op: ReductionOp, dt: DataType) -> Expr {
+pub(super) fn init_value(op: ReductionOp, dt: DataType) -> Expr {
     let v = match op {
         ReductionOp::Sum | ReductionOp::Mean => ScalarValue::Int(0),
         ReductionOp::Prod => ScalarValue::Int(1),

@@ -339,6 +339,9 @@ impl<'a> Evaluator<'a> {
                 axes,
                 out0,
             )?)),
+            Op::Scan { op, axis } => {
+                one(tensor(reduce::scan(*op, self.arg(e, 0)?.t, *axis, out0)?))
+            }
             Op::Var { axes, correction } => {
                 let (var, _) = reduce::var_mean(name, self.arg(e, 0)?.t, axes, *correction, out0)?;
                 one(tensor(var))

@@ -8,6 +8,7 @@ pub(crate) mod inner;
 pub(crate) mod outer;
 pub(crate) mod pointwise;
 mod rewrites;
+pub(crate) mod scan;
 pub(crate) mod transpose;
 
 use crate::ir::{Extent, ExtentOp, Fusion, IterKind, ValId, ValKind};
