@@ -1,14 +1,14 @@
 //! Shared test corpora (not part of the stable API).
 //!
-//! Several layers check a property over "every op on every dtype it accepts": the
-//! reproducer round trip (`tests/print_every_op.rs`), the macro's builder-call replay
-//! (`nvfuser-macros`), and more. They share one enumeration here so that adding an op
+//! Several layers check a property over "every op on every dtype it accepts" (the
+//! scans too, [`scan_cases`]): the reproducer round trip (`tests/print_every_op.rs`),
+//! the macro's builder-call replay (`nvfuser-macros`), and more. They share one enumeration here so that adding an op
 //! extends every check at once.
 
-use crate::builder::FusionDefinition;
+use crate::builder::{FusionDefinition, Size};
 use crate::dtype::DataType;
 use crate::error::Result;
-use crate::ir::{BinaryOp, Fusion, ReductionOp, TernaryOp, UnaryOp, ValId};
+use crate::ir::{BinaryOp, Fusion, ReductionOp, ScanOp, TernaryOp, UnaryOp, ValId};
 
 /// Builds `body` over fresh inputs and makes its result an output (a scalar result is
 /// added to an f32 tensor first); `None` when the builder rejects the combination.
@@ -142,6 +142,59 @@ pub fn reduction_cases() -> Vec<(String, Fusion)> {
             Ok(v)
         }) {
             out.push((format!("var family on {d}"), f));
+        }
+    }
+    out
+}
+
+/// Every scan (`cumsum`, `cumprod`, `cummax`, `cummin`) on every dtype, along the first,
+/// middle and last axis of a rank-3 input (the last also counted from the end), plus
+/// the shapes that take a path of their own in the builder: a 0-d tensor, a scanned
+/// broadcast dim, a scanned expanded dim, a scan of a reduction's output (whose domain
+/// keeps the reduced dim) and a scan of a scan.
+pub fn scan_cases() -> Vec<(String, Fusion)> {
+    let mut out = Vec::new();
+    for &op in ScanOp::ALL {
+        for d in DataType::ALL {
+            for axis in [0i64, 1, 2, -1, -3] {
+                if let Some(f) = try_build(|fd| {
+                    let x = fd.define_tensor(d, &[-1, -1, 5])?;
+                    fd.scan(op, x, axis)
+                }) {
+                    out.push((format!("{} on {d} axis {axis}", op.name()), f));
+                }
+            }
+        }
+        let shapes: [(&str, fn(&mut FusionDefinition, ScanOp) -> Result<ValId>); 5] = [
+            ("0-d", |fd, op| {
+                let x = fd.define_tensor(DataType::F16, &[])?;
+                fd.scan(op, x, -1)
+            }),
+            ("broadcast dim", |fd, op| {
+                let x = fd.define_tensor(DataType::I32, &[1, -1])?;
+                fd.scan(op, x, 0)
+            }),
+            ("expanded dim", |fd, op| {
+                let x = fd.define_tensor(DataType::BF16, &[1, -1])?;
+                let n = fd.define_scalar(DataType::I64)?;
+                let e = fd.expand(x, &[Size::Val(n), Size::Const(-1)])?;
+                fd.scan(op, e, 0)
+            }),
+            ("reduction output", |fd, op| {
+                let x = fd.define_tensor(DataType::F32, &[-1, -1, -1])?;
+                let m = fd.max(x, &[1], false)?;
+                fd.scan(op, m, 1)
+            }),
+            ("scan of a scan", |fd, op| {
+                let x = fd.define_tensor(DataType::F64, &[-1, -1])?;
+                let s = fd.scan(op, x, 1)?;
+                fd.scan(op, s, 0)
+            }),
+        ];
+        for (what, body) in shapes {
+            if let Some(f) = try_build(|fd| body(fd, op)) {
+                out.push((format!("{} of a {what}", op.name()), f));
+            }
         }
     }
     out

@@ -415,6 +415,39 @@ fn builder_errors_point_at_the_argument() {
 }
 
 #[test]
+fn scan_errors_point_at_the_axis() {
+    check(
+        &body("let y = x.cumsum(2) + x.cummax(axis = -3);"),
+        expect![[r#"
+            2:22-2:23: cumsum: axis 2 is out of range for a tensor of rank 2 (expected -2..2)
+                help: axes count from 0; negative axes count from the end (-1 is the last dim)
+            2:43-2:45: cummax: axis -3 is out of range for a tensor of rank 2 (expected -2..2)
+                help: axes count from 0; negative axes count from the end (-1 is the last dim)
+        "#]],
+    );
+    check(
+        &body("let y = x.cumprod([1]) + x.cummin() + cumsum(x, dim = 1);"),
+        expect![[r#"
+            2:23-2:26: argument `axis` of `cumprod` must be an integer literal
+                help: the signature is cumprod(x, axis)
+            2:32-2:40: `cummin` takes 2 arguments, found 1: `axis` is missing
+                help: the signature is cummin(x, axis)
+            2:53-2:56: `cumsum` has no argument `dim`
+                help: did you mean `axis`?
+        "#]],
+    );
+    check(
+        &body("let y = x.cumsun(1) + x.cumulative_sum(0);"),
+        expect![[r#"
+            2:15-2:21: unknown op `cumsun`
+                help: did you mean `cumsum`?
+            2:29-2:43: unknown op `cumulative_sum`
+                help: did you mean `cumsum`?
+        "#]],
+    );
+}
+
+#[test]
 fn tuples_and_inplace_are_checked() {
     check(
         &body("let (a, b, c) = x.var_mean([1]);"),

@@ -4,7 +4,9 @@
 use nvfuser_core::builder::Slice;
 use nvfuser_core::dsl;
 use nvfuser_core::prelude::*;
-use nvfuser_core::testing::{binary_cases, reduction_cases, ternary_cases, try_build, unary_cases};
+use nvfuser_core::testing::{
+    binary_cases, reduction_cases, scan_cases, ternary_cases, try_build, unary_cases,
+};
 
 fn round_trip(what: &str, fusion: &Fusion) {
     let src = fusion.to_reproducer("op");
@@ -49,6 +51,16 @@ fn every_reduction_with_and_without_keepdim() {
             .count(),
         2
     );
+    for (what, f) in &cases {
+        round_trip(what, f);
+    }
+}
+
+#[test]
+fn every_scan_on_every_dtype_and_axis() {
+    let cases = scan_cases();
+    // Four scans on seven dtypes along five axes, plus five special shapes each.
+    assert_eq!(cases.len(), 4 * 7 * 5 + 4 * 5, "{} cases", cases.len());
     for (what, f) in &cases {
         round_trip(what, f);
     }

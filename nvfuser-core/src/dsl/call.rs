@@ -44,6 +44,17 @@ fn int_lit(e: &Expr) -> Option<i64> {
     }
 }
 
+/// PyTorch's `dim`/`dims` keyword, for an op whose parameter is `axis` or `axes`.
+fn axis_keyword(name: &str, spec: &OpSpec) -> Option<&'static str> {
+    if !matches!(name, "dim" | "dims") {
+        return None;
+    }
+    spec.params
+        .iter()
+        .map(|p| p.name)
+        .find(|&n| n == "axis" || n == "axes")
+}
+
 fn bool_lit(e: &Expr) -> Option<bool> {
     match e.kind {
         ExprKind::Lit(Lit::Bool(b)) => Some(b),
@@ -119,6 +130,7 @@ impl Interp<'_> {
                     Some(i) => i,
                     None => {
                         let hint = closest(&k.text, spec.params.iter().map(|p| p.name))
+                            .or_else(|| axis_keyword(&k.text, spec))
                             .map(|s| format!("did you mean `{s}`?"))
                             .unwrap_or_else(|| format!("the signature is {}", spec.usage()));
                         self.errors.push(

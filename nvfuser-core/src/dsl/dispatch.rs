@@ -73,6 +73,7 @@ impl Interp<'_> {
                 _ => fd.reduction(r, v(0), &ints(1), boolean(2)),
             }
             .map(Value::Tensor),
+            Family::Scan(s) => fd.scan(s, v(0), int(1)).map(Value::Tensor),
             Family::Var => fd
                 .var(v(0), &ints(1), int(2), boolean(3))
                 .map(Value::Tensor),

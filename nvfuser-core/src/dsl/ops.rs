@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use crate::ir::{BinaryOp, Distribution, ReductionOp, TernaryOp, UnaryOp};
+use crate::ir::{BinaryOp, Distribution, ReductionOp, ScanOp, TernaryOp, UnaryOp};
 
 /// What an argument must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +81,7 @@ pub(crate) enum Family {
     Set,
     SegmentSet,
     Reduction(ReductionOp),
+    Scan(ScanOp),
     Var,
     VarMean,
     Welford,
@@ -182,6 +183,8 @@ const VAR: &[P] = &[
     opt("keepdim", Bool, Default::Bool(false)),
 ];
 const WELFORD: &[P] = &[p("x", Value), p("axes", Axes)];
+/// `cumsum`, `cumprod`, `cummax` and `cummin`: one axis, negative counting from the end.
+const SCAN: &[P] = &[p("x", Value), p("axis", Int)];
 const BROADCAST: &[P] = &[p("x", Value), p("mask", Mask)];
 const UNSQUEEZE: &[P] = &[p("x", Value), p("axis", Int)];
 const SQUEEZE: &[P] = &[p("x", Value), p("axes", Axes)];
@@ -256,6 +259,9 @@ pub(crate) fn table() -> &'static [OpSpec] {
             };
             add(r.name(), Family::Reduction(r), params);
         }
+        for &s in ScanOp::ALL {
+            add(s.name(), Family::Scan(s), SCAN);
+        }
         for &d in Distribution::ALL {
             let params = match d {
                 Distribution::Uniform => UNIFORM,
@@ -313,6 +319,8 @@ fn alias(name: &str) -> Option<&'static str> {
         "amax" | "max_reduce" => "max",
         "amin" | "min_reduce" => "min",
         "average" => "mean",
+        "cumulative_sum" | "prefix_sum" | "inclusive_scan" => "cumsum",
+        "cumulative_prod" => "cumprod",
         "variance" => "var",
         "clip" => "clamp",
         "swish" => "silu",
@@ -415,6 +423,31 @@ mod tests {
         assert_eq!(
             lookup("var").unwrap().usage(),
             "var(x, axes, correction = 1, keepdim = false)"
+        );
+    }
+
+    #[test]
+    fn scans_are_ops_with_one_axis() {
+        for name in ["cumsum", "cumprod", "cummax", "cummin"] {
+            let spec = lookup(name).unwrap();
+            assert!(matches!(spec.family, Family::Scan(s) if s.name() == name));
+            assert_eq!(spec.usage(), format!("{name}(x, axis)"));
+        }
+        assert_eq!(
+            suggest_op("cumsun").as_deref(),
+            Some("did you mean `cumsum`?")
+        );
+        assert_eq!(
+            suggest_op("cummmax").as_deref(),
+            Some("did you mean `cummax`?")
+        );
+        assert_eq!(
+            suggest_op("cumulative_sum").as_deref(),
+            Some("did you mean `cumsum`?")
+        );
+        assert_eq!(
+            suggest_op("cumulative_prod").as_deref(),
+            Some("did you mean `cumprod`?")
         );
     }
 }

@@ -68,9 +68,11 @@ impl Replayer<'_> {
             Op::Unary(_) | Op::Binary(_) | Op::Ternary(_) | Op::Cast | Op::Set | Op::SegmentSet => {
                 self.pointwise_call(e, o)
             }
-            Op::Reduction { .. } | Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. } => {
-                self.reduction_call(e, o)
-            }
+            Op::Reduction { .. }
+            | Op::Scan { .. }
+            | Op::Var { .. }
+            | Op::VarMean { .. }
+            | Op::Welford { .. } => self.reduction_call(e, o),
             Op::Broadcast { .. }
             | Op::Expand { .. }
             | Op::Reshape { .. }
@@ -145,8 +147,10 @@ impl Replayer<'_> {
         })
     }
 
-    /// Reductions, var, var_mean and welford, all with `keepdim` false (the checked
-    /// fusion holds only primitive expressions; see the module docs of `replay`).
+    /// Reductions, scans, var, var_mean and welford, all with `keepdim` false (the
+    /// checked fusion holds only primitive expressions; see the module docs of
+    /// `replay`). A scan is replayed by its own method (`cumsum(x, axis)`, ...): its
+    /// operand already has the computation type, so the builder adds no cast.
     fn reduction_call(&mut self, e: &Expr, o: &Operands) -> Result<Call, String> {
         let fd = local_fd();
         let (ins, names) = (&o.ins, &o.names);
@@ -160,6 +164,15 @@ impl Replayer<'_> {
                 (
                     vec![b.reduction(*op, ins[0], &a, false).map_err(err)?],
                     quote!(#fd.reduction(#rop, #x, #at, false)),
+                )
+            }
+            Op::Scan { op, axis } => {
+                o.arity(1)?;
+                let method = Ident::new(op.name(), Span::call_site());
+                let (x, a) = (&names[0], paths::int(*axis as i64));
+                (
+                    vec![b.scan(*op, ins[0], *axis as i64).map_err(err)?],
+                    quote!(#fd.#method(#x, #a)),
                 )
             }
             Op::Var { axes, correction } => {

@@ -6,7 +6,9 @@ use nvfuser_core::builder::{Contiguity, Slice, TensorSpec};
 use nvfuser_core::prelude::*;
 use quote::quote;
 
-use nvfuser_core::testing::{binary_cases, reduction_cases, ternary_cases, try_build, unary_cases};
+use nvfuser_core::testing::{
+    binary_cases, reduction_cases, scan_cases, ternary_cases, try_build, unary_cases,
+};
 
 use super::replay;
 
@@ -46,6 +48,15 @@ fn every_reduction_and_the_var_family() {
             .count(),
         2
     );
+    for (what, f) in &cases {
+        check(what, f);
+    }
+}
+
+#[test]
+fn every_scan_on_every_dtype_and_axis() {
+    let cases = scan_cases();
+    assert_eq!(cases.len(), 4 * 7 * 5 + 4 * 5, "{} cases", cases.len());
     for (what, f) in &cases {
         check(what, f);
     }
