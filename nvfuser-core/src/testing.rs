@@ -147,6 +147,9 @@ pub fn reduction_cases() -> Vec<(String, Fusion)> {
     out
 }
 
+/// A scan case's body: builds its inputs and the scan `op` of them.
+type ScanBody = fn(&mut FusionDefinition, ScanOp) -> Result<ValId>;
+
 /// Every scan (`cumsum`, `cumprod`, `cummax`, `cummin`) on every dtype, along the first,
 /// middle and last axis of a rank-3 input (the last also counted from the end), plus
 /// the shapes that take a path of their own in the builder: a 0-d tensor, a scanned
@@ -165,7 +168,7 @@ pub fn scan_cases() -> Vec<(String, Fusion)> {
                 }
             }
         }
-        let shapes: [(&str, fn(&mut FusionDefinition, ScanOp) -> Result<ValId>); 5] = [
+        let shapes: [(&str, ScanBody); 5] = [
             ("0-d", |fd, op| {
                 let x = fd.define_tensor(DataType::F16, &[])?;
                 fd.scan(op, x, -1)
