@@ -44,6 +44,26 @@ impl Tolerance {
             _ => Tolerance::exact(),
         }
     }
+
+    /// The tolerance of a `cumsum` or `cumprod` along a dim of `len` elements, whose
+    /// result has type `dtype` and whose running values reach `magnitude` in absolute
+    /// value (the largest `|element|` of the expected output, when the running value
+    /// does not cancel on the way): [`for_dtype`](Self::for_dtype) plus an absolute
+    /// `len * u * magnitude`, with `u` the unit roundoff of the type the scan computes
+    /// in (`2^-24` for f32, f16 and bf16, which scan in f32; `2^-53` for f64). A kernel
+    /// rounds the running value up to `len` times, in any association order, against
+    /// the reference's f64 running value: the bound of a sum over the same `len`
+    /// elements. Exact for integers and bool; `cummax`/`cummin` select an element and
+    /// take [`for_dtype`](Self::for_dtype).
+    pub fn for_scan(dtype: DataType, len: usize, magnitude: f64) -> Self {
+        let base = Self::for_dtype(dtype);
+        let unit = match dtype {
+            DataType::F64 => f64::EPSILON / 2.0,
+            DataType::F32 | DataType::F16 | DataType::BF16 => f64::from(f32::EPSILON) / 2.0,
+            _ => return base,
+        };
+        Tolerance::new(base.rtol, base.atol + len as f64 * unit * magnitude.abs())
+    }
 }
 
 /// Why two tensors differ.
@@ -238,4 +258,119 @@ fn unravel(mut lin: usize, shape: &[usize]) -> Vec<usize> {
         lin /= n;
     }
     idx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `rows` lanes of `len` values in `[-2, 2)` (a fixed LCG, as f32).
+    fn lanes(rows: usize, len: usize) -> Vec<f32> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        (0..rows * len)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 40) as f64 / (1u64 << 24) as f64 * 4.0 - 2.0) as f32
+            })
+            .collect()
+    }
+
+    /// The reference's cumsum of each lane: the f64 running value rounded to f32 once.
+    fn reference(x: &[f32], len: usize) -> Vec<f32> {
+        let mut out = Vec::with_capacity(x.len());
+        for lane in x.chunks(len) {
+            let mut acc = 0.0f64;
+            out.extend(lane.iter().map(|&v| {
+                acc += f64::from(v);
+                acc as f32
+            }));
+        }
+        out
+    }
+
+    /// A kernel's cumsum of each lane in f32: blocks of `block` elements, each summed in
+    /// order, plus the running carry of the blocks before it (none when `carry` is
+    /// false); `shift` makes it exclusive, `reverse` runs from the end.
+    fn kernel(
+        x: &[f32],
+        len: usize,
+        block: usize,
+        carry: bool,
+        shift: bool,
+        reverse: bool,
+    ) -> Vec<f32> {
+        let mut out = Vec::with_capacity(x.len());
+        for lane in x.chunks(len) {
+            let mut lane = lane.to_vec();
+            if reverse {
+                lane.reverse();
+            }
+            let mut scanned = Vec::with_capacity(len);
+            let mut before = 0.0f32;
+            for chunk in lane.chunks(block) {
+                let mut acc = 0.0f32;
+                let local: Vec<f32> = chunk
+                    .iter()
+                    .map(|&v| {
+                        acc += v;
+                        acc
+                    })
+                    .collect();
+                scanned.extend(local.iter().map(|&v| if carry { before + v } else { v }));
+                before += acc;
+            }
+            if shift {
+                scanned.pop();
+                scanned.insert(0, 0.0);
+            }
+            if reverse {
+                scanned.reverse();
+            }
+            out.extend(scanned);
+        }
+        out
+    }
+
+    fn check(got: &[f32], want: &[f32], len: usize, tol: Tolerance) -> bool {
+        let shape = [got.len() / len, len];
+        let g = HostTensor::from_vec(got.to_vec(), &shape).unwrap();
+        let w = HostTensor::from_vec(want.to_vec(), &shape).unwrap();
+        compare(&g, &w, tol).is_ok()
+    }
+
+    #[test]
+    fn scan_tolerance_takes_right_scans_and_refuses_wrong_ones() {
+        for len in [100, 1000, 4096] {
+            let x = lanes(16, len);
+            let want = reference(&x, len);
+            let magnitude = want.iter().fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
+            let tol = Tolerance::for_scan(DataType::F32, len, magnitude);
+            for block in [1, 32, 256, len] {
+                assert!(
+                    check(&kernel(&x, len, block, true, false, false), &want, len, tol),
+                    "len {len}, blocks of {block}"
+                );
+            }
+            let exclusive = kernel(&x, len, 256, true, true, false);
+            let reversed = kernel(&x, len, 256, true, false, true);
+            let lost_carry = kernel(&x, len, 32, false, false, false);
+            for (what, got) in [
+                ("exclusive", exclusive),
+                ("reversed", reversed),
+                ("without carries", lost_carry),
+            ] {
+                assert!(!check(&got, &want, len, tol), "len {len}: {what} passes");
+            }
+        }
+        // Integers and bools stay exact; an f64 scan gets f64's unit roundoff.
+        assert_eq!(
+            Tolerance::for_scan(DataType::I64, 1000, 1e6),
+            Tolerance::exact()
+        );
+        let t = Tolerance::for_scan(DataType::F64, 1 << 20, 1.0);
+        assert_eq!(t.rtol, 1e-12);
+        assert!((t.atol - (1e-12 + f64::EPSILON / 2.0 * (1 << 20) as f64)).abs() < 1e-20);
+    }
 }

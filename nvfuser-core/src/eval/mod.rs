@@ -140,6 +140,54 @@
 //! `(var, mean)`. `welford` returns `(mean, M2, count)` with `count` an `i64` tensor of
 //! the output's shape; over zero elements the mean is NaN, `M2` is 0, `count` is 0.
 //!
+//! # Scans
+//!
+//! `cumsum`, `cumprod`, `cummax` and `cummin` along one `axis` (IR `Op::Scan`) are
+//! **inclusive** scans: the output has the input's shape, and the element at position
+//! `i` along the axis combines the input elements at positions `0..=i` of the same lane
+//! (the other indices fixed), in that order; lanes are independent. Element 0 is the
+//! input element itself, not an identity combined with it (a `-0.0` stays `-0.0`).
+//!
+//! * **Dtypes** (the builder's rules, as PyTorch): `cumsum`/`cumprod` of bool, i32 and
+//!   i64 compute and return **i64** (a bool is 0 or 1, so a bool `cumsum` counts the
+//!   trues so far and a bool `cumprod` is 1 up to the first false, 0 from it on); of
+//!   f16/bf16 they cast to **f32**, scan in f32 and cast the result back (each element
+//!   is the f32 scan value rounded to the half type once more); f32 and f64 scan in
+//!   their own type. `cummax`/`cummin` keep any dtype; on bool they are the running
+//!   `or` (any) and `and` (all).
+//! * **Accumulation**: the reference keeps the running value in f64 (floats) or in
+//!   i64 with two's-complement wrap-around (integers: an i64 `cumprod` that overflows
+//!   wraps, `2^62 * 4 = 0`; an i32 result is wrapped to i32), combines in order
+//!   `0, 1, ..., i` (sequential, not pairwise), and rounds each output element once
+//!   to the scan's type (f32 for f16/bf16/f32 inputs). A kernel accumulates in the
+//!   scan's type (f32) in any association order (per-thread runs, block carries), so
+//!   float `cumsum`/`cumprod` agree within a tolerance that grows with the scanned
+//!   length `n` and with the magnitude of the running value: about `n * 2^-24 *
+//!   max |running value|` in f32 at worst, the bound of a sum over the same `n`
+//!   elements ([`Tolerance::for_scan`]). Integer and bool scans, and `cummax`/`cummin`
+//!   of every dtype (they select an element, never round), match exactly.
+//! * **NaN and infinities**: `cummax`/`cummin` propagate NaN like `maximum`/`minimum`:
+//!   from the first NaN of a lane on, every later element is NaN (the values of
+//!   `torch.cummax`/`torch.cummin`). `cumsum`/`cumprod` follow IEEE arithmetic (a NaN
+//!   stays, `inf + -inf` is NaN, `0 * inf` is NaN, from there on).
+//! * **Signed zeros**: `cummax`/`cummin` order `-0` below `+0` as `maximum`/`minimum`
+//!   do, so `cummax([-0, +0]) = [-0, +0]` and `cummax([+0, -0]) = [+0, +0]` (PyTorch's
+//!   `cummax` keeps the later of equal values and gives `-0` there).
+//! * **Shapes**: a scanned dim of size 0 gives an empty output (no identity is needed
+//!   and nothing is refused, unlike `max`/`min` over an empty dim); a scanned dim of size
+//!   1 returns the input (in the scan's type). A scanned broadcast dim stays a broadcast
+//!   dim (the scan of one element is that element). A scanned **expanded** dim (a
+//!   broadcast `expand`ed to size `n`, stride 0 in memory) becomes an ordinary dim whose
+//!   elements differ: the `cumsum` of a value `c` expanded to `n` is `c, 2c, ..., nc`.
+//!   Broadcast and expanded dims that are not scanned stay as they are (every lane
+//!   along them is the same).
+//! * **0-d tensors** take axis `0` or `-1` and are returned as they are (promoted as
+//!   above: the `cumsum` of a 0-d bool is a 0-d i64); no scan expression is emitted.
+//! * **Errors**: an axis outside `-rank..rank` is `Error::AxisOutOfRange` from the
+//!   builder (`cumsum: axis 2 is out of range for a tensor of rank 2 (expected
+//!   -2..2)`); the evaluator refuses an IR scan whose axis is not below the input's rank
+//!   with the same error.
+//!
 //! # Shape ops
 //!
 //! * `broadcast` inserts size-1 dims; `expand` turns size-1 broadcast dims into the given
