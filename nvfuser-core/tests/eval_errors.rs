@@ -1,6 +1,7 @@
 //! Every error class of the CPU reference evaluator, with its message, and a mutation
 //! fuzz that checks the evaluator never panics on malformed (deserialized) fusions.
 
+use half::f16;
 use nvfuser_core::builder::Slice;
 use nvfuser_core::eval::{evaluate, EvalInput, HostTensor};
 use nvfuser_core::prelude::*;
@@ -358,6 +359,36 @@ fn corpus() -> Vec<(Fusion, Vec<EvalInput>)> {
             t(&[1.5, -2.0, 3.0, 0.25, -1.0, 4.0], &[2, 3]),
             t(&[2i64, 0], &[2]),
             t(&[0i64, 2, 1, 1], &[2, 2]),
+        ],
+    ));
+    // The scans: f16 through f32, an integer product, bool running any, an expanded dim.
+    out.push((
+        fusion(|fd| {
+            let x = fd.define_tensor(DataType::F16, &[-1, -1])?;
+            let i = fd.define_tensor(DataType::I32, &[-1, -1])?;
+            let b = fd.define_tensor(DataType::Bool, &[-1])?;
+            let s = fd.cumsum(x, 1)?;
+            let m = fd.cummax(x, -2)?;
+            let p = fd.cumprod(i, 0)?;
+            let n = fd.cummin(i, 1)?;
+            let a = fd.cummax(b, 0)?;
+            let bb = fd.broadcast(b, &[true, false])?;
+            let e = fd.expand(bb, &[Size::Const(3), Size::Const(-1)])?;
+            let c = fd.cumsum(e, 0)?;
+            Ok(vec![s, m, p, n, a, c])
+        }),
+        vec![
+            t(
+                &[
+                    f16::from_f32(1.5),
+                    f16::from_f32(-2.0),
+                    f16::from_f32(0.25),
+                    f16::from_f32(4.0),
+                ],
+                &[2, 2],
+            ),
+            t(&[3i32, -1, 7, 2], &[2, 2]),
+            t(&[false, true], &[2]),
         ],
     ));
     out

@@ -419,3 +419,32 @@ fn options_hide_types_and_layouts() {
     "#]]
     .assert_eq(&text);
 }
+
+#[test]
+fn scans() {
+    check(
+        print_corpus::scans(),
+        expect![[r#"
+            inputs:
+              T0: f16[T0.size(0), 8] (contiguity [true, true], order [1, 0])
+              T1: bool[T1.size(0)] (contiguity [true], order [0])
+              S2: i64
+            exprs:
+              T3 = cast(T0) : f32[T0.size(0), 8]
+              T4 = cumsum(T3, axis=1) : f32[T0.size(0), 8]
+              T5 = cast(T4) : f16[T0.size(0), 8]
+              T6 = cast(T1) : i64[T1.size(0)]
+              T7 = cumprod(T6, axis=0) : i64[T1.size(0)]
+              T8 = min(T0, axes=[1]) : f16[T0.size(0), r8]
+              T9 = cummax(T8, axis=0) : f16[T0.size(0)]
+              T10 = broadcast(T5, mask=[true, false, false]) : f16[b1, T0.size(0), 8]
+              T11 = expand(T10, sizes=[S2, -1, -1]) : f16[xS2, T0.size(0), 8]
+              T12 = cummin(T11, axis=0) : f16[S2, T0.size(0), 8]
+            outputs:
+              T5
+              T7
+              T9
+              T12
+        "#]],
+    );
+}

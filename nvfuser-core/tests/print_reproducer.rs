@@ -377,3 +377,30 @@ fn scalars_and_operators() {
     "#]],
     );
 }
+
+#[test]
+fn scans() {
+    check(
+        "scans",
+        print_corpus::scans(),
+        expect![[r#"
+            fn scans(
+                t0: Tensor<f16, [_, 8]>,
+                t1: Tensor<bool, [_]>,
+                s2: i64,
+            ) -> (Tensor<f16, [_, 8]>, Tensor<i64, [_]>, Tensor<f16, [_]>, Tensor<f16, [_, _, 8]>) {
+                let t3 = t0 as f32;
+                let t4 = t3.cumsum(1);
+                let t5 = t4 as f16;
+                let t6 = t1 as i64;
+                let t7 = t6.cumprod(0);
+                let t8 = t0.min([1]);
+                let t9 = t8.cummax(0);
+                let t10 = t5.broadcast([true, false, false]);
+                let t11 = t10.expand([s2, -1, -1]);
+                let t12 = t11.cummin(0);
+                (t5, t7, t9, t12)
+            }
+        "#]],
+    );
+}

@@ -308,12 +308,32 @@ pub fn scalars_and_operators() -> Result<Fusion> {
     fd.finish()
 }
 
+/// The scans: a half cumsum (through f32), a bool cumprod (in i64), a cummax of a
+/// reduction's output, and a cummin along an expanded dim.
+pub fn scans() -> Result<Fusion> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F16, &[-1, 8])?;
+    let b = fd.define_tensor(DataType::Bool, &[-1])?;
+    let n = fd.define_scalar(DataType::I64)?;
+    let s = fd.cumsum(x, -1)?;
+    let p = fd.cumprod(b, 0)?;
+    let m = fd.min(x, &[1], false)?;
+    let cm = fd.cummax(m, 0)?;
+    let e = fd.broadcast(s, &[true, false, false])?;
+    let e = fd.expand(e, &[Size::Val(n), Size::Const(-1), Size::Const(-1)])?;
+    let cn = fd.cummin(e, -3)?;
+    for o in [s, p, cm, cn] {
+        fd.add_output(o)?;
+    }
+    fd.finish()
+}
+
 /// A corpus entry: its name and how to build it.
 type Entry = (&'static str, fn() -> Result<Fusion>);
 
 /// Every corpus entry by name.
 pub fn corpus() -> Vec<(&'static str, Fusion)> {
-    let entries: [Entry; 13] = [
+    let entries: [Entry; 14] = [
         ("layer_norm", layer_norm),
         ("rms_norm", rms_norm),
         ("softmax", softmax),
@@ -327,6 +347,7 @@ pub fn corpus() -> Vec<(&'static str, Fusion)> {
         ("dropout", dropout),
         ("layouts_and_inplace", layouts_and_inplace),
         ("scalars_and_operators", scalars_and_operators),
+        ("scans", scans),
     ];
     entries
         .into_iter()
