@@ -19,8 +19,8 @@
 //! This file holds the recipe's data and its two entry points ([`Recipe::generate`],
 //! [`Recipe::build`]); the generator itself lives in the modules under `gen/`: `pool`
 //! (the value pool, its bookkeeping, and the dispatch of a step to its family), then
-//! `pointwise`, `reduction`, `shape`, `create` and `index` (each family's proposals and
-//! builder calls).
+//! `pointwise`, `reduction` (with the scans), `shape`, `create` and `index` (each
+//! family's proposals and builder calls).
 
 mod create;
 mod index;
@@ -31,7 +31,7 @@ mod shape;
 
 use std::collections::HashMap;
 
-use nvfuser::ir::{BinaryOp, UnaryOp};
+use nvfuser::ir::{BinaryOp, ScanOp, UnaryOp};
 use nvfuser::prelude::*;
 
 /// SplitMix64: small, deterministic, good enough for choices.
@@ -114,6 +114,9 @@ pub enum Step {
     Clamp(usize, f64, f64),
     Cast(usize, DataType),
     Reduce(Red, usize, Vec<i64>, bool),
+    /// An inclusive scan along one axis (negative from the end); a float `cumprod`
+    /// scans factors near 1 made from the operand (see `make_scan`).
+    Scan(ScanOp, usize, i64),
     Var(usize, Vec<i64>, i64, bool),
     /// var_mean, keeping output `pick` (0 var, 1 mean).
     VarMean(usize, Vec<i64>, i64, usize),
@@ -208,6 +211,8 @@ struct Meta {
 const SIZES: [usize; 20] = [
     1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 32, 64, 100, 128, 255, 256, 1000, 1024, 2048, 4096,
 ];
+/// The longest universe dim (the largest of [`SIZES`]).
+const MAX_DIM: usize = SIZES[SIZES.len() - 1];
 /// The largest universe (elements) a call draws.
 const MAX_UNIVERSE: usize = 1 << 21;
 /// The most a value may grow past the universe's element count (cat, pad).
@@ -527,6 +532,7 @@ pub fn operands(s: &Step) -> Vec<usize> {
         | Step::Clamp(a, ..)
         | Step::Cast(a, _)
         | Step::Reduce(_, a, ..)
+        | Step::Scan(_, a, _)
         | Step::Var(a, ..)
         | Step::VarMean(a, ..)
         | Step::Welford(a, ..)

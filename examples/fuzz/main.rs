@@ -40,6 +40,7 @@
 //! failed.
 
 mod args;
+mod compare;
 mod gen;
 mod run;
 mod shrink;

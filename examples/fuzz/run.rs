@@ -1,17 +1,18 @@
 //! Running one case (a fusion and its calls, from a recipe or a printed reproducer): the
 //! CPU reference, the automatic path on a GPU (or, without one, planning and NVRTC
 //! compiles), the verdict, and the reproducer's text. The calls' arguments are made in
-//! their layouts by [`crate::args`].
+//! their layouts by [`crate::args`]; outputs are compared by [`crate::compare`].
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use nvfuser::eval::{evaluate, HostData, HostTensor};
+use nvfuser::eval::evaluate;
 use nvfuser::nvrtc::compile;
 use nvfuser::prelude::*;
 use nvfuser::scheduler::{DeviceInfo, GpuModel};
 use nvfuser::{Error, GpuArch};
 
 use crate::args::{make_args, ArgSpec, CallSpec};
+use crate::compare::{compare, rtol_for, rtol_for_call};
 use crate::gen::{Layout, Recipe};
 
 /// What happened to one case.
@@ -70,123 +71,6 @@ impl Case {
             .map(|call| CallSpec::of(recipe, call))
             .collect();
         Some(Case { fusion, calls })
-    }
-}
-/// The comparison rule: NaN where the reference has NaN, the same infinities, and
-/// otherwise `|got - want| <= rtol * (|want| + scale)`, with `scale` the largest finite
-/// magnitude of the reference output (at least 1): a norm-wise bound that tolerates
-/// cancellation in values much smaller than their neighbours. `rtol` is the loosest of
-/// the float dtypes the fusion computes in. Integers and bools compare exactly.
-pub fn compare(got: &HostTensor, want: &HostTensor, rtol: f64) -> Result<(), String> {
-    if got.shape() != want.shape() {
-        return Err(format!(
-            "shape {:?}, reference {:?}",
-            got.shape(),
-            want.shape()
-        ));
-    }
-    if got.dtype() != want.dtype() {
-        return Err(format!("dtype {}, reference {}", got.dtype(), want.dtype()));
-    }
-    match (got.data(), want.data()) {
-        (HostData::Float(g), HostData::Float(w)) => {
-            let scale = w
-                .iter()
-                .filter(|v| v.is_finite())
-                .fold(1.0f64, |m, v| m.max(v.abs()));
-            let mut bad = 0usize;
-            let mut first = None;
-            for (k, (&g, &w)) in g.iter().zip(w.iter()).enumerate() {
-                let ok = if w.is_nan() {
-                    g.is_nan()
-                } else if w.is_infinite() || g.is_infinite() {
-                    g == w || (g.is_finite() && g.abs() > 1e30 && g.signum() == w.signum())
-                } else {
-                    (g - w).abs() <= rtol * (w.abs() + scale)
-                };
-                if !ok {
-                    bad += 1;
-                    first.get_or_insert((k, g, w));
-                }
-            }
-            match first {
-                None => Ok(()),
-                Some((k, g, w)) => Err(format!(
-                    "{bad} of {} values differ; first at flat index {k}: got {g:e}, reference {w:e} (rtol {rtol:e}, scale {scale:e})",
-                    want.numel()
-                )),
-            }
-        }
-        (HostData::Int(g), HostData::Int(w)) => exact(g.iter(), w.iter(), want.numel()),
-        (HostData::Bool(g), HostData::Bool(w)) => exact(g.iter(), w.iter(), want.numel()),
-        _ => Err("storage kinds differ".into()),
-    }
-}
-
-fn exact<T: PartialEq + std::fmt::Debug>(
-    g: impl Iterator<Item = T>,
-    w: impl Iterator<Item = T>,
-    n: usize,
-) -> Result<(), String> {
-    let mut bad = 0;
-    let mut first = None;
-    for (k, (g, w)) in g.zip(w).enumerate() {
-        if g != w {
-            bad += 1;
-            if first.is_none() {
-                first = Some(format!(
-                    "first at flat index {k}: got {g:?}, reference {w:?}"
-                ));
-            }
-        }
-    }
-    match first {
-        None => Ok(()),
-        Some(f) => Err(format!("{bad} of {n} values differ; {f}")),
-    }
-}
-
-/// The relative tolerance of a fusion: the loosest of its float dtypes.
-pub fn rtol_for(fusion: &Fusion) -> f64 {
-    let mut rtol: f64 = 1e-9;
-    for (_, v) in fusion.vals() {
-        let r = match v.dtype {
-            DataType::F64 => 1e-9,
-            DataType::F32 => 2e-4,
-            DataType::F16 => 4e-3,
-            DataType::BF16 => 2e-2,
-            _ => continue,
-        };
-        rtol = rtol.max(r);
-    }
-    // A reduction of f32 values over thousands of elements in another order.
-    if rtol < 1e-3 && fusion.exprs().any(|(_, e)| e.op.reduction_axes().is_some()) {
-        rtol = rtol.max(1e-3);
-    }
-    rtol
-}
-
-/// The tolerance of one call: [`rtol_for`], widened for an f32 product. The GPU
-/// multiplies in f32 (the reference in f64), and a product of `n` f32 factors near 1
-/// drifts by up to about `n` ulps, not randomly but with a bias (measured: -0.5% over
-/// 2^18 factors in 512 chains), so the bound grows with the elements combined.
-pub fn rtol_for_call(fusion: &Fusion, rtol: f64, elements: usize) -> f64 {
-    let f32_prod = fusion.exprs().any(|(_, e)| {
-        matches!(
-            e.op,
-            nvfuser::ir::Op::Reduction {
-                op: nvfuser::ir::ReductionOp::Prod,
-                ..
-            }
-        ) && e
-            .outputs
-            .iter()
-            .any(|&o| fusion.val(o).dtype == DataType::F32)
-    });
-    if f32_prod {
-        rtol.max(elements as f64 * f64::from(f32::EPSILON) / 2.0)
-    } else {
-        rtol
     }
 }
 
@@ -253,7 +137,7 @@ pub fn run_gpu(case: &Case, device: &Device) -> Verdict {
             });
             Ok(match (want, got) {
                 (Ok(want), Ok(got)) => {
-                    let rtol = rtol_for_call(fusion, rtol, call.elements);
+                    let rtol = rtol_for_call(fusion, rtol, call, &args.host);
                     // Every output that differs (the first in full, the others named),
                     // so a report tells a wrong input read from a wrong output.
                     let bad: Vec<(usize, String)> = got

@@ -1,9 +1,11 @@
-//! Reduction steps: sum, product, max, min and mean over random axes, and the variance
-//! family (var, var_mean, welford). Each has its proposal and its builder call.
+//! Reduction steps: sum, product, max, min and mean over random axes, the variance
+//! family (var, var_mean, welford), and the scans (cumsum, cumprod, cummax, cummin along
+//! one axis). Each has its proposal and its builder call.
 
+use nvfuser::ir::ScanOp;
 use nvfuser::prelude::*;
 
-use super::{Ax, Gen, Meta, Red, Step};
+use super::{Ax, Gen, Meta, Red, Step, MAX_DIM};
 
 impl Gen {
     /// A reduction of a non-boolean tensor; a product only of a bounded float, a mean
@@ -82,6 +84,64 @@ impl Gen {
                 dtype,
                 scalar: false,
                 exact,
+                bound,
+            },
+        ))
+    }
+
+    /// A scan of any tensor and dtype along a random axis (a 0-d tensor takes 0 or -1).
+    pub(super) fn propose_scan(&mut self) -> Option<Step> {
+        let a = self.pick_tensor(|_| true)?;
+        let rank = self.metas[a].dims.len() as i64;
+        let mut axis = self.rng.below(rank.max(1) as usize) as i64;
+        if self.rng.chance(25) {
+            // Negative axes too.
+            axis -= rank.max(1);
+        }
+        Some(Step::Scan(self.rng.pick(ScanOp::ALL), a, axis))
+    }
+
+    /// The scan: a float `cumprod` runs over factors `1 + k tanh(x)`, like a product.
+    /// The GPU multiplies in f32 when the factors are f32 (the reference in f64), so
+    /// they stay close enough to 1 that no prefix overflows: `k = 2^-7` along a universe
+    /// dim (at most [`MAX_DIM`] factors: below `e^32`), `2^-16` along a merged dim (up
+    /// to 2^21); other float types take `k = 0.01` as products do. Integer and bool
+    /// scans run on the values themselves (an integer `cumprod` wraps on both sides).
+    pub(super) fn make_scan(&mut self, op: ScanOp, a: usize, axis: i64) -> Option<(ValId, Meta)> {
+        let (x, m) = self.operand(a)?;
+        let rank = m.dims.len() as i64;
+        let along = if axis < 0 { axis + rank } else { axis };
+        let long_axis = matches!(m.dims.get(along.max(0) as usize), Some(Ax::X(_)));
+        let x = if op == ScanOp::Prod && m.dtype.is_float() {
+            let t = self.fd.tanh(x).ok()?;
+            let f32_math = self.fd.fusion().val(t).dtype == DataType::F32;
+            let k = match (f32_math, long_axis) {
+                (true, false) => 1.0 / 128.0,
+                (true, true) => 1.0 / 65536.0,
+                (false, _) => 0.01,
+            };
+            let k = self.fd.constant(k);
+            let t = self.fd.mul(t, k).ok()?;
+            let one = self.fd.constant(1.0);
+            self.fd.add(t, one).ok()?
+        } else {
+            x
+        };
+        let v = self.fd.scan(op, x, axis).ok()?;
+        let dtype = self.fd.fusion().val(v).dtype;
+        let selects = matches!(op, ScanOp::Max | ScanOp::Min);
+        let bound = match op {
+            ScanOp::Sum => m.bound * MAX_DIM as f64,
+            ScanOp::Prod => 1e30,
+            _ => m.bound,
+        };
+        Some((
+            v,
+            Meta {
+                dims: m.dims,
+                dtype,
+                scalar: false,
+                exact: m.exact && (selects || !dtype.is_float()),
                 bound,
             },
         ))
