@@ -109,7 +109,11 @@ fn scan_thread_loop(s: &Schedule, tv: ValId) -> Option<usize> {
         return None;
     };
     let d = &s.tensors.get(&tv)?.domain;
-    let leaves = d.split_leaves(*d.logical.get(axis)?)?;
+    let root = *d.logical.get(axis)?;
+    if d.dom(root).kind == IterKind::Broadcast {
+        return None;
+    }
+    let leaves = d.split_leaves(root)?;
     d.loop_dims
         .iter()
         .position(|l| leaves.contains(l) && d.dom(*l).parallel == ParallelType::TIDx)

@@ -56,6 +56,15 @@ impl Lower<'_> {
         let Some(&root) = d.logical.get(axis) else {
             return unsupported(format!("T{}: scan axis {axis} out of range", tv.id()));
         };
+        if d.dom(root).kind == crate::ir::IterKind::Broadcast {
+            // A scan of one element: the element itself, whatever its loops.
+            return Ok(ScanLoops {
+                carry: None,
+                acc: None,
+                block: false,
+                inner: Vec::new(),
+            });
+        }
         let Some(leaves) = d.split_leaves(root) else {
             return unsupported(format!(
                 "T{}: the scanned dim is merged with another dim; a scan keeps it apart",

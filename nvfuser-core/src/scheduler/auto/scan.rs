@@ -86,6 +86,11 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<ScanPlan> {
     let Some((rank, axis)) = shape else {
         return Err(Unfit::NoScan);
     };
+    // One loop nest: every tensor is computed inside the serial loop of the tiles (rows)
+    // or of the scanned dim (columns), which two outputs would each have their own of.
+    if super::distinct_outputs(fusion).len() > 1 {
+        return Err(Unfit::SeveralOutputs);
+    }
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;
@@ -150,6 +155,14 @@ fn vector_width(p: &ScanPlan, info: &RuntimeInfo, row: i64) -> i64 {
     for (i, t) in tensor_inputs(f, info) {
         if full(i) && t.sizes.last().is_some_and(|&s| s > 1) {
             v = v.min(vector_limit(t, row, v));
+            // The declaration, not only this call, must promise a dense innermost dim.
+            let dense = f.tensor_type(i).is_some_and(|tt| {
+                let l = tt.contiguity.len().wrapping_sub(1);
+                tt.contiguity.get(l) == Some(&Some(true)) && tt.stride_order.get(l) == Some(&0)
+            });
+            if !dense {
+                v = 1;
+            }
         }
     }
     // Outputs are allocated dense and aligned by the executor.
