@@ -5,7 +5,7 @@
 use nvfuser_core::builder::Slice;
 use nvfuser_core::dsl;
 use nvfuser_core::dtype::round_to;
-use nvfuser_core::ir::{BinaryOp, ReductionOp, UnaryOp};
+use nvfuser_core::ir::{BinaryOp, ReductionOp, ScanOp, UnaryOp};
 use nvfuser_core::prelude::*;
 use proptest::prelude::*;
 use serde_json::Value as Json;
@@ -26,6 +26,7 @@ enum Step {
     BinaryConst(usize, usize, Const, bool),
     Cast(usize, usize),
     Reduce(usize, usize, i64, bool),
+    Scan(usize, usize, i64),
     VarMean(usize, i64, i64, bool),
     Unsqueeze(usize, i64),
     Permute(usize, u8),
@@ -58,6 +59,7 @@ fn step() -> impl Strategy<Value = Step> {
         (i(), i(), konst(), any::<bool>()).prop_map(|(a, b, c, d)| Step::BinaryConst(a, b, c, d)),
         (i(), i()).prop_map(|(a, b)| Step::Cast(a, b)),
         (i(), i(), -3i64..3, any::<bool>()).prop_map(|(a, b, c, d)| Step::Reduce(a, b, c, d)),
+        (i(), i(), -3i64..3).prop_map(|(a, b, c)| Step::Scan(a, b, c)),
         (i(), -3i64..3, 0i64..2, any::<bool>()).prop_map(|(a, b, c, d)| Step::VarMean(a, b, c, d)),
         (i(), -3i64..3).prop_map(|(a, b)| Step::Unsqueeze(a, b)),
         (i(), any::<u8>()).prop_map(|(a, b)| Step::Permute(a, b)),
@@ -140,6 +142,9 @@ fn build(inputs: &[Input], scalars: &[usize], steps: &[Step], alias: bool) -> Op
                     &[*axis],
                     *keepdim,
                 )
+                .map(|v| vec![v]),
+            Step::Scan(op, a, axis) => fd
+                .scan(ScanOp::ALL[op % ScanOp::ALL.len()], pick(p, *a), *axis)
                 .map(|v| vec![v]),
             Step::VarMean(a, axis, corr, keepdim) => fd
                 .var_mean(pick(p, *a), &[*axis], *corr, *keepdim)
