@@ -58,6 +58,19 @@ fn running_softmax_numerator(fd: &mut FusionDefinition, x: ValId) -> ValId {
     fd.unary(UnaryOp::Exp, d).unwrap()
 }
 
+/// `cummax(cumsum(x))`: a scan of a scan.
+fn scan_of_scan(fd: &mut FusionDefinition, x: ValId) -> ValId {
+    let c = fd.cumsum(x, -1).unwrap();
+    fd.cummax(c, -1).unwrap()
+}
+
+/// `cumsum(x) * cummin(x)`: two scans of one input joined.
+fn two_scans(fd: &mut FusionDefinition, x: ValId) -> ValId {
+    let a = fd.cumsum(x, -1).unwrap();
+    let b = fd.cummin(x, -1).unwrap();
+    fd.binary(BinaryOp::Mul, a, b).unwrap()
+}
+
 fn dense(dtype: DataType, sizes: &[i64]) -> TensorInfo {
     let mut strides = vec![1i64; sizes.len()];
     for d in (0..sizes.len().saturating_sub(1)).rev() {

@@ -20,6 +20,8 @@ impl FusionDefinition {
         let name = op.name();
         let d = self.dtype(name, x)?;
         let shape = self.shape(name, x)?;
+        // The axis first, so that a refused call leaves no promoting cast behind.
+        let axis = normalize_axis(name, axis, shape.len().max(1))?;
         let (x_in, out_dtype) = match op {
             ScanOp::Sum | ScanOp::Prod if !d.is_float() => {
                 (self.cast(x, DataType::I64)?, DataType::I64)
@@ -28,11 +30,9 @@ impl FusionDefinition {
             ScanOp::Max | ScanOp::Min => (x, d),
         };
         if shape.is_empty() {
-            normalize_axis(name, axis, 1)?;
             let r = self.set(x_in)?;
             return self.cast(r, out_dtype);
         }
-        let axis = normalize_axis(name, axis, shape.len())?;
         let mut domain = shape;
         if domain[axis].kind == IterKind::Expanded {
             domain[axis].kind = IterKind::Iteration;

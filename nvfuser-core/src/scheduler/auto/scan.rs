@@ -29,6 +29,9 @@ use crate::scheduler::unfit::{Takes, Unfit};
 /// Threads per block of the column scan.
 const COLUMN_THREADS: i64 = 128;
 
+/// Elements of its column a thread loads ahead of scanning them (the column scan).
+const COLUMN_UNROLL: i64 = 8;
+
 pub(crate) struct ScanPlan {
     pub fusion: Fusion,
     /// The rank of every computed tensor.
@@ -186,7 +189,11 @@ pub(crate) fn heuristics(p: &ScanPlan, info: &RuntimeInfo) -> Plan<ScanParams> {
         check_grid(blocks, info)?;
         return Ok(ScanParams {
             threads_x: 1,
-            chunk: 1,
+            chunk: if scanned >= COLUMN_UNROLL {
+                COLUMN_UNROLL
+            } else {
+                1
+            },
             vectorize: false,
             launch: LaunchParams {
                 grid: [blocks, 1, 1],
@@ -235,14 +242,18 @@ struct Roles {
     all: Vec<ValId>,
 }
 
-fn roles(p: &ScanPlan, s: &mut ScheduledFusion) -> Result<Roles, ScheduleError> {
+fn roles(
+    p: &ScanPlan,
+    params: &ScanParams,
+    s: &mut ScheduledFusion,
+) -> Result<Roles, ScheduleError> {
     let f = &p.fusion;
     let row = is_row_scan(p);
     let mut loads = Vec::new();
     let mut stores = Vec::new();
     // Outputs other expressions read: those readers take a register copy.
     s.fork_read_outputs(|_| true)?;
-    if row {
+    if row || params.chunk > 1 {
         for &i in f.inputs() {
             let full = f.tensor_type(i).is_some_and(|t| {
                 t.rank() == p.rank && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
@@ -251,6 +262,8 @@ fn roles(p: &ScanPlan, s: &mut ScheduledFusion) -> Result<Roles, ScheduleError> 
                 loads.push(s.cache_after(i)?);
             }
         }
+    }
+    if row {
         let outs: Vec<ValId> = super::distinct_outputs(f);
         for o in outs {
             // The output becomes the store; its definition moves to a register copy.
@@ -273,7 +286,7 @@ pub(crate) fn schedule(
     params: &ScanParams,
 ) -> Result<ScheduledFusion, ScheduleError> {
     let mut s = ScheduledFusion::new(p.fusion.clone())?;
-    let Roles { loads, stores, all } = roles(p, &mut s)?;
+    let Roles { loads, stores, all } = roles(p, params, &mut s)?;
     // The reference: the first scan (its register copy when it was an output).
     let reference = s
         .schedule()
@@ -307,11 +320,15 @@ pub(crate) fn schedule(
         }
         s.parallelize(reference, lead as i64 + 1, ParallelType::TIDx)?;
     } else {
-        // [K, C] -> [K/threads, threads, C], one scan per thread.
+        // [K, C] -> [K/threads, threads, C/unroll, unroll], one scan per thread.
         if lead == 1 {
             s.split(reference, 0, params.launch.block[0].max(1))?;
             s.parallelize(reference, 0, ParallelType::BIDx)?;
             s.parallelize(reference, 1, ParallelType::TIDx)?;
+        }
+        if params.chunk > 1 {
+            s.split(reference, -1, params.chunk)?;
+            s.parallelize(reference, -1, ParallelType::Unroll)?;
         }
     }
     let others: Vec<ValId> = all.iter().copied().filter(|&t| t != reference).collect();
@@ -333,5 +350,27 @@ pub(crate) fn schedule(
         }
     }
     s.inline_most()?;
+    if params.threads_x == 1 && params.chunk > 1 {
+        load_columns_ahead(&mut s, &loads)?;
+    }
     Ok(s)
+}
+
+/// The column scan's loads of each unrolled group of elements in a loop of their own,
+/// ahead of the scan (the scan's running value depends on the previous element; the
+/// loads do not, so they are all in flight at once). A load read by more than one
+/// expression stays inlined.
+fn load_columns_ahead(s: &mut ScheduledFusion, loads: &[ValId]) -> Result<(), ScheduleError> {
+    for &load in loads {
+        let sched = s.schedule();
+        let uses = sched.uses(load);
+        let [u] = uses[..] else {
+            continue;
+        };
+        let consumer = sched.exprs[u].output;
+        let unroll_axis = sched.tensors[&consumer].domain.loop_dims.len() - 1;
+        s.compute_at(load, consumer, unroll_axis)?;
+        s.hoist(load)?;
+    }
+    Ok(())
 }
