@@ -17,7 +17,7 @@ struct Case {
     shapes: &'static [(DataType, &'static [i64])],
 }
 
-use DataType::{BF16, F32, I64};
+use DataType::{Bool as BOOL, BF16, F32, I64};
 
 const CASES: &[Case] = &[
     Case {
@@ -123,6 +123,27 @@ const CASES: &[Case] = &[
             ((x - mean) * rsqrt(var + 1e-5f32) * (w as f32)) as bf16
         }",
         shapes: &[(BF16, &[16, 2048, 4096]), (BF16, &[4096])],
+    },
+    Case {
+        name: "top-p mask (exclusive cumsum of probabilities)",
+        src: "fn f(p: Tensor<f32, [N, V]>) -> Tensor<bool, [N, V]> {
+            (p.cumsum(1) - p) > 0.9f32
+        }",
+        shapes: &[(F32, &[64, 32000])],
+    },
+    Case {
+        name: "positions from a padding mask",
+        src: "fn f(mask: Tensor<bool, [B, S]>) -> Tensor<i64, [B, S]> {
+            mask.cumsum(1) - 1i64
+        }",
+        shapes: &[(BOOL, &[32, 4096])],
+    },
+    Case {
+        name: "running sum over time [T, B, H]",
+        src: "fn f(x: Tensor<bf16, [T, B, H]>) -> Tensor<bf16, [T, B, H]> {
+            ((x as f32).cumsum(0) * 0.5f32) as bf16
+        }",
+        shapes: &[(BF16, &[2048, 8, 1024])],
     },
 ];
 

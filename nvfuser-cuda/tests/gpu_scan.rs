@@ -193,6 +193,46 @@ fn scans_plan_as_one_scan_kernel_on_an_h100() {
     }
 }
 
+/// The scheduler's params and the kernel (runtime support cut out) of `fusion` planned
+/// for `sizes` on an H100.
+fn kernel_text(fusion: Fusion, dtype: DataType, sizes: &[i64]) -> String {
+    use nvfuser_cuda::dump::{Dump, DumpFlags};
+    use std::sync::{Arc, Mutex};
+    let buf: Arc<Mutex<Vec<u8>>> = Arc::new(Mutex::new(Vec::new()));
+    let exec =
+        FusionExecutorCache::new(fusion).with_dump(Dump::to_writer(DumpFlags::CUDA, buf.clone()));
+    let (params, _) = exec.generate_for(&h100(dtype, sizes), None).unwrap();
+    let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+    const END: &str = "// ---- end of runtime support ----\n";
+    let body = text.split_once(END).map_or(text.as_str(), |(_, b)| b);
+    format!("{sizes:?} {dtype}: {params:?}\n{body}")
+}
+
+/// Snapshots of the kernels of a row scan with vectors, a row scan with math before and
+/// after it, and a column scan.
+#[test]
+fn scan_kernels_on_an_h100() {
+    let text = [
+        kernel_text(
+            plain(ScanOp::Sum, DataType::F32, 2, -1),
+            DataType::F32,
+            &[4096, 32768],
+        ),
+        kernel_text(
+            built(DataType::BF16, 2, exclusive),
+            DataType::BF16,
+            &[333, 77],
+        ),
+        kernel_text(
+            plain(ScanOp::Max, DataType::F32, 2, 0),
+            DataType::F32,
+            &[8192, 32768],
+        ),
+    ]
+    .join("\n");
+    insta::assert_snapshot!(text);
+}
+
 /// Tolerance for a scan of `n` elements whose running values stay near `sqrt(n) * 2`:
 /// the GPU adds in another order, in f32, than the reference's f64 running sum.
 fn scan_tolerance(n: usize) -> impl Fn(DataType) -> Tolerance {

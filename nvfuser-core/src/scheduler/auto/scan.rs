@@ -29,8 +29,9 @@ use crate::scheduler::unfit::{Takes, Unfit};
 /// Threads per block of the column scan.
 const COLUMN_THREADS: i64 = 128;
 
-/// Elements of its column a thread loads ahead of scanning them (the column scan).
-const COLUMN_UNROLL: i64 = 8;
+/// Bytes the column scan keeps in flight across the GPU (a few MiB cover an H100's
+/// latency-bandwidth product).
+const COLUMN_BYTES_IN_FLIGHT: i64 = 4 << 20;
 
 pub(crate) struct ScanPlan {
     pub fusion: Fusion,
@@ -189,11 +190,7 @@ pub(crate) fn heuristics(p: &ScanPlan, info: &RuntimeInfo) -> Plan<ScanParams> {
         check_grid(blocks, info)?;
         return Ok(ScanParams {
             threads_x: 1,
-            chunk: if scanned >= COLUMN_UNROLL {
-                COLUMN_UNROLL
-            } else {
-                1
-            },
+            chunk: column_unroll(p, kept, scanned),
             vectorize: false,
             launch: LaunchParams {
                 grid: [blocks, 1, 1],
@@ -219,6 +216,28 @@ pub(crate) fn heuristics(p: &ScanPlan, info: &RuntimeInfo) -> Plan<ScanParams> {
         },
         compile,
     })
+}
+
+/// Elements of its column a thread loads ahead of scanning them: 8, or up to 32 where
+/// few columns (threads) would keep too few bytes in flight; 1 for a short column.
+fn column_unroll(p: &ScanPlan, columns: i64, scanned: i64) -> i64 {
+    let bytes = p
+        .fusion
+        .inputs()
+        .iter()
+        .filter(|&&i| p.fusion.val(i).is_tensor())
+        .map(|&i| p.fusion.val(i).dtype.size_bytes() as i64)
+        .max()
+        .unwrap_or(4);
+    let want = ceil_div(COLUMN_BYTES_IN_FLIGHT, columns.max(1).saturating_mul(bytes));
+    let mut u = 8;
+    while u < 32 && u < want {
+        u *= 2;
+    }
+    if scanned < u {
+        u = if scanned >= 8 { 8 } else { 1 };
+    }
+    u
 }
 
 fn check_grid(blocks: i64, info: &RuntimeInfo) -> Plan<()> {
@@ -350,6 +369,18 @@ pub(crate) fn schedule(
         }
     }
     s.inline_most()?;
+    if params.threads_x > 1 {
+        // Each load fills its chunk in a loop of its own (as a vector load does): one
+        // inlined into the chunk loop of the math after the scan would open that loop
+        // before the scan's, which the scan then closes (fuzz seed 12838).
+        let thread_pos = lead + 2;
+        for &load in &loads {
+            let ca = s.schedule().tensors[&load].compute_at;
+            if let Some(ca) = ca.filter(|c| c.pos > thread_pos) {
+                s.compute_at(load, ca.consumer, thread_pos)?;
+            }
+        }
+    }
     if params.threads_x == 1 && params.chunk > 1 {
         load_columns_ahead(&mut s, &loads)?;
     }
