@@ -233,6 +233,10 @@ impl RuntimeCache {
 pub(crate) struct Runtime {
     pub(crate) plan: ExecutionPlan,
     functions: Vec<Option<CudaFunction>>,
+    /// The kernel-fusion inputs whose in-place outputs this plan lets its kernel write
+    /// straight into them (`FusionExecutorCache::direct_into`), found on the first call
+    /// that asks and kept: it depends on the plan only.
+    pub(crate) direct_inputs: std::sync::OnceLock<Vec<usize>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -273,7 +277,11 @@ impl Runtime {
                 None => None,
             });
         }
-        Ok(Runtime { plan, functions })
+        Ok(Runtime {
+            plan,
+            functions,
+            direct_inputs: std::sync::OnceLock::new(),
+        })
     }
 
     /// The kernel and function of a plan of one kernel, for `op`s that look at one

@@ -42,24 +42,38 @@ impl FusionExecutorCache {
         if !self.direct_on || direct.is_empty() {
             return into;
         }
-        let plan = &rt.plan;
-        let scheduled = match &plan.segments[..] {
-            [s] if !plan.segmented && s.scheduler == "pointwise" && s.fallback.is_none() => {
-                s.kernel.as_ref()
-            }
-            _ => None,
-        };
-        let Some(scheduled) = scheduled.map(|k| &k.scheduled) else {
+        // The plan's half of the decision, once per runtime.
+        let planned = rt.direct_inputs.get_or_init(|| {
+            let plan = &rt.plan;
+            let scheduled = match &plan.segments[..] {
+                [s] if !plan.segmented && s.scheduler == "pointwise" && s.fallback.is_none() => {
+                    s.kernel.as_ref().map(|k| &k.scheduled)
+                }
+                _ => None,
+            };
+            let Some(scheduled) = scheduled else {
+                return Vec::new();
+            };
+            direct
+                .iter()
+                .map(|&(_, p)| p)
+                .filter(|&p| {
+                    let input = self.kernel_fusion().inputs()[p];
+                    nvfuser_core::plan::reads_input_once(scheduled, input)
+                })
+                .collect()
+        });
+        if planned.is_empty() {
             return into;
-        };
+        }
+        // The call's half: the argument's layout and buffer.
         for &(k, p) in direct {
+            if !planned.contains(&p) {
+                continue;
+            }
             let Some(Arg::Tensor(t)) = args.get(p) else {
                 continue;
             };
-            let input = self.kernel_fusion().inputs()[p];
-            if !nvfuser_core::plan::reads_input_once(scheduled, input) {
-                continue;
-            }
             let alone = args.iter().enumerate().all(|(q, a)| match a {
                 Arg::Tensor(u) => q == p || !u.shares_buffer(t),
                 Arg::Scalar(_) => true,
