@@ -36,6 +36,19 @@ fn h100(dtype: DataType, sizes: &[i64]) -> RuntimeInfo {
 /// kernel is compiled by NVRTC for sm_90 where NVRTC is found.
 fn planned(fusion: Fusion, dtype: DataType, sizes: &[i64]) -> Result<HeuristicParams, String> {
     let exec = FusionExecutorCache::new(fusion);
+    // The serial form a failed tuned scan falls back to plans and lowers for it too.
+    let tuned = exec
+        .generate_for(&h100(dtype, sizes), None)
+        .map_err(|e| e.to_string())?
+        .0;
+    if let Some(simple) = tuned.simplest() {
+        let (_, kernel) = exec
+            .generate_for(&h100(dtype, sizes), Some(&simple))
+            .map_err(|e| format!("the simplest params: {e}"))?;
+        if kernel.is_none() {
+            return Err("no kernel with the simplest params".into());
+        }
+    }
     let (params, kernel) = exec
         .generate_for(&h100(dtype, sizes), None)
         .map_err(|e| e.to_string())?;

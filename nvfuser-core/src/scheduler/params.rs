@@ -266,6 +266,28 @@ impl HeuristicParams {
         }
     }
 
+    /// The same scheduler's most conservative params for the same call, tried before
+    /// the default schedule when these fail to schedule or lower: for a scan, one
+    /// serial scan per thread (no tiles, block scan, caches or unrolling), which lowers
+    /// for any fusion the scan scheduler takes. `None` when there is nothing simpler.
+    pub fn simplest(&self) -> Option<HeuristicParams> {
+        match self {
+            HeuristicParams::Scan(p) if p.threads_x > 1 || p.chunk > 1 => {
+                Some(HeuristicParams::Scan(ScanParams {
+                    threads_x: 1,
+                    chunk: 1,
+                    vectorize: false,
+                    launch: LaunchParams {
+                        grid: [0; 3],
+                        block: [128, 1, 1],
+                    },
+                    compile: p.compile.clone(),
+                }))
+            }
+            _ => None,
+        }
+    }
+
     /// True when both generate the same kernel: equal in every field but the
     /// informative launch dims (which follow the sizes of each call).
     pub fn same_kernel(&self, other: &HeuristicParams) -> bool {

@@ -89,7 +89,24 @@ impl Decision {
                 fallback: None,
             })),
             Err(e) if !matches!(self.params, HeuristicParams::Default) => {
-                lower_default(fusion, wide, format!("{}: {e}", self.kind())).map(Some)
+                let tuned = format!("{}: {e}", self.kind());
+                // The same scheduler's simplest params before the default schedule.
+                if let Some(simple) = self.params.simplest() {
+                    let retried = self
+                        .scheduler
+                        .schedule(&self.analysis, &simple)
+                        .and_then(|sf| lower_scheduled(sf, &simple, wide));
+                    if let Ok((scheduled, kernel)) = retried {
+                        return Ok(Some(KernelPlan {
+                            scheduler: scheduler_name(&simple, default_kind),
+                            params: simple,
+                            scheduled,
+                            kernel,
+                            fallback: Some(format!("{tuned}; ran with its simplest params")),
+                        }));
+                    }
+                }
+                lower_default(fusion, wide, tuned).map(Some)
             }
             Err(e) => Err(PlanError::Unschedulable {
                 tuned: None,
@@ -269,7 +286,8 @@ pub struct KernelPlan {
     pub scheduled: ScheduledFusion,
     /// The kernel, lowered once.
     pub kernel: Kernel,
-    /// Why the tuned schedule the registry chose was replaced by the default one.
+    /// Why the tuned schedule the registry chose was replaced: by the same scheduler's
+    /// simplest params ([`HeuristicParams::simplest`]) or by the default schedule.
     pub fallback: Option<String>,
 }
 
