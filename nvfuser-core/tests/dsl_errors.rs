@@ -429,11 +429,20 @@ fn scan_errors_point_at_the_axis() {
         &body("let y = x.cumprod([1]) + x.cummin() + cumsum(x, dim = 1);"),
         expect![[r#"
             2:23-2:26: argument `axis` of `cumprod` must be an integer literal
-                help: the signature is cumprod(x, axis)
+                help: the signature is cumprod(x, axis, dtype = x.dtype)
             2:32-2:40: `cummin` takes 2 arguments, found 1: `axis` is missing
                 help: the signature is cummin(x, axis)
             2:53-2:56: `cumsum` has no argument `dim`
                 help: did you mean `axis`?
+        "#]],
+    );
+    check(
+        &body("let y = x.cummax(0, dtype = f64) + x.cumsum(1, dtype = bool);"),
+        expect![[r#"
+            2:25-2:30: `cummax` has no argument `dtype`
+                help: the signature is cummax(x, axis)
+            2:42-2:65: cumsum: expected a numeric dtype argument, found bool
+                help: convert with a cast, e.g. `x as f32`
         "#]],
     );
     check(

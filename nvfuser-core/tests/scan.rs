@@ -575,3 +575,135 @@ fn printers_show_scans_and_the_reproducer_round_trips() {
         .collect();
     assert_eq!(row0, [-3.0, -5.5, -7.5, -9.0, -10.0, -10.5, -10.5, -10.0]);
 }
+
+#[test]
+fn cumsum_and_cumprod_take_a_dtype_by_builder_and_by_dsl() {
+    let built = fusion(|fd| {
+        let h = fd.define_tensor(DataType::F16, &[-1])?;
+        let i = fd.define_tensor(DataType::I32, &[-1])?;
+        let b = fd.define_tensor(DataType::Bool, &[-1])?;
+        let x = fd.define_tensor(DataType::F32, &[-1])?;
+        Ok(vec![
+            fd.cumsum_as(h, 0, DataType::F32)?,
+            fd.cumsum_as(i, 0, DataType::I32)?,
+            fd.scan_as(ScanOp::Prod, i, -1, DataType::I32)?,
+            fd.cumsum_as(b, 0, DataType::F32)?,
+            fd.cumprod_as(x, 0, DataType::F64)?,
+        ])
+    });
+    let parsed = dsl_fusion(
+        "fn f(h: Tensor<f16, [_]>, i: Tensor<i32, [_]>, b: Tensor<bool, [_]>, x: Tensor<f32, [_]>)
+            -> (Tensor<f32, [_]>, Tensor<i32, [_]>, Tensor<i32, [_]>, Tensor<f32, [_]>,
+                Tensor<f64, [_]>) {
+            (h.cumsum(0, dtype = f32), cumsum(i, 0, dtype = i32),
+             i.cumprod(axis = -1, dtype = i32), cumsum(b, axis = 0, dtype = f32),
+             x.cumprod(0, dtype = f64))
+        }",
+    );
+    assert!(parsed == built, "{parsed}\n{built}");
+    // 2049 and 2051 are no f16 values: an f16 result (or f16 steps) would lose them.
+    let h: Vec<f16> = [2048.0, 1.0, 1.0, 1.0, 1.0]
+        .iter()
+        .map(|&v| f16::from_f32(v))
+        .collect();
+    let inputs = || {
+        vec![
+            t(&h, &[5]),
+            t(&[i32::MAX, 1, 1, i32::MIN], &[4]),
+            t(&[true, false, true, true], &[4]),
+            t(&[4097.0f32, 4097.0, 4097.0], &[3]),
+        ]
+    };
+    for f in [&built, &parsed] {
+        let out = run(f, inputs());
+        let dtypes: Vec<DataType> = out.iter().map(|o| o.dtype()).collect();
+        use DataType::{F32, F64, I32};
+        assert_eq!(dtypes, [F32, I32, I32, F32, F64]);
+        assert_eq!(f32s(&out[0]), [2048.0, 2049.0, 2050.0, 2051.0, 2052.0]);
+        // i32 sums wrap in i32: MAX + 1 = MIN, MIN + 1, (MIN + 1) + MIN = 1 - 2^32 = 1.
+        assert_eq!(i32s(&out[1]), [i32::MAX, i32::MIN, i32::MIN + 1, 1]);
+        // MAX * MIN = 2^31 - 2^62 = 2^31 (mod 2^32), which is MIN as an i32.
+        assert_eq!(i32s(&out[2]), [i32::MAX, i32::MAX, i32::MAX, i32::MIN]);
+        assert_eq!(f32s(&out[3]), [1.0, 1.0, 2.0, 3.0]);
+        // 4097^2 = 16785409 (odd, above 2^24: no f32) and 4097^3 = 68769820673, exact in f64.
+        assert_eq!(f64s(&out[4]), [4097.0, 16_785_409.0, 68_769_820_673.0]);
+    }
+    // The IR: the input cast to the dtype, the scan (an i32 one in i64), the result cast
+    // to the dtype; an input already of the dtype is not cast.
+    let ops: Vec<(String, DataType)> = built
+        .exprs()
+        .map(|(_, e)| (e.op.name().to_string(), built.val(e.outputs[0]).dtype))
+        .collect();
+    let ops: Vec<(&str, DataType)> = ops.iter().map(|(n, d)| (n.as_str(), *d)).collect();
+    use DataType::{F32, F64, I32, I64};
+    assert_eq!(
+        ops,
+        [
+            ("cast", F32),
+            ("cumsum", F32),
+            ("cast", I64),
+            ("cumsum", I64),
+            ("cast", I32),
+            ("cast", I64),
+            ("cumprod", I64),
+            ("cast", I32),
+            ("cast", F32),
+            ("cumsum", F32),
+            ("cast", F64),
+            ("cumprod", F64),
+        ]
+    );
+    // The reproducer spells the casts, and rebuilds the same fusion.
+    let src = built.to_reproducer("scans_as");
+    let rebuilt = dsl_fusion(&src);
+    assert!(rebuilt == built, "{rebuilt}\n{built}\n{src}");
+    assert_eq!(evaluate(&rebuilt, &inputs()), evaluate(&built, &inputs()));
+}
+
+#[test]
+fn a_refused_scan_dtype_is_a_typed_error_and_leaves_no_expression() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F16, &[-1, -1]).unwrap();
+    let refusals = [
+        (ScanOp::Max, 0, DataType::F32, "cumsum and cumprod only"),
+        (ScanOp::Min, 1, DataType::F64, "cumsum and cumprod only"),
+        (ScanOp::Sum, 0, DataType::Bool, "a numeric dtype argument"),
+        (ScanOp::Prod, -1, DataType::Bool, "a numeric dtype argument"),
+        (ScanOp::Sum, 2, DataType::F32, "out of range"),
+        (ScanOp::Prod, -3, DataType::I64, "out of range"),
+    ];
+    for (op, axis, dtype, what) in refusals {
+        let e = fd.scan_as(op, x, axis, dtype).unwrap_err();
+        assert!(e.to_string().starts_with(op.name()), "{e}");
+        assert!(e.to_string().contains(what), "{e}");
+        assert_eq!(fd.fusion().exprs().count(), 0, "{op:?} {axis} {dtype:?}");
+    }
+    assert!(matches!(
+        fd.cumsum_as(x, 2, DataType::F32),
+        Err(Error::AxisOutOfRange {
+            axis: 2,
+            rank: 2,
+            ..
+        })
+    ));
+    assert!(matches!(
+        fd.cumprod_as(x, 0, DataType::Bool),
+        Err(Error::DType { .. })
+    ));
+    let s = fd.define_scalar(DataType::F32).unwrap();
+    assert!(fd.cumsum_as(s, 0, DataType::F64).is_err());
+    assert_eq!(fd.fusion().exprs().count(), 0);
+    // The language: cummax has no dtype; a bool dtype is the builder's error.
+    let src = "fn f(x: Tensor<f32, [_]>) -> Tensor<f32, [_]> { x.cummax(0, dtype = f32) }";
+    let errs = dsl::build_str(src).unwrap_err();
+    assert!(
+        errs[0].message.contains("`cummax` has no argument `dtype`"),
+        "{errs:?}"
+    );
+    let src = "fn f(x: Tensor<f32, [_]>) -> Tensor<f32, [_]> { x.cumsum(0, dtype = bool) }";
+    let errs = dsl::build_str(src).unwrap_err();
+    assert!(
+        errs[0].message.contains("a numeric dtype argument"),
+        "{errs:?}"
+    );
+}

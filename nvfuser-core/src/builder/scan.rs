@@ -6,10 +6,13 @@
 //! once. `cummax`/`cummin` keep the dtype. The output has the input's shape; a scanned
 //! expanded dim becomes an ordinary one (its elements differ), a scanned broadcast dim
 //! stays one (a scan of one element is that element).
+//!
+//! `cumsum_as`/`cumprod_as` ([`FusionDefinition::scan_as`]) take PyTorch's `dtype=`:
+//! the input is cast to it first, and the result has it.
 
 use super::{normalize_axis, FusionDefinition};
 use crate::dtype::DataType;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ir::{IterKind, Op, ScanOp, ValId};
 
 impl FusionDefinition {
@@ -40,6 +43,41 @@ impl FusionDefinition {
         let compute = self.dtype(name, x_in)?;
         let r = self.emit_tensor(Op::Scan { op, axis }, &[x_in], compute, domain)?;
         self.cast(r, out_dtype)
+    }
+
+    /// [`scan`](Self::scan) computed in and returning `dtype`, as PyTorch's
+    /// `torch.cumsum(x, dim, dtype=...)`: `x` is cast to `dtype` first, so an f16 input
+    /// summed with an f32 `dtype` is never rounded to f16, and an integer `dtype` wraps
+    /// in it (an i32 running sum runs in i64 and each element is cast back to i32: the
+    /// same bits as an i32 sum wrapping at every step). An f16/bf16 `dtype` runs in f32
+    /// as [`scan`](Self::scan) does. `cumsum` and `cumprod` only; `dtype` may not be
+    /// bool. The axis is checked first: a refused call adds no expression.
+    pub fn scan_as(&mut self, op: ScanOp, x: ValId, axis: i64, dtype: DataType) -> Result<ValId> {
+        let name = op.name();
+        if !matches!(op, ScanOp::Sum | ScanOp::Prod) {
+            return Err(Error::invalid(
+                name,
+                "a dtype argument is taken by cumsum and cumprod only",
+            ));
+        }
+        if dtype == DataType::Bool {
+            return Err(Error::dtype(name, "a numeric dtype argument", dtype));
+        }
+        let rank = self.shape(name, x)?.len();
+        normalize_axis(name, axis, rank.max(1))?;
+        let xc = self.cast(x, dtype)?;
+        let r = self.scan(op, xc, axis)?;
+        self.cast(r, dtype)
+    }
+
+    /// Running sum along `axis` in `dtype` ([`scan_as`](Self::scan_as)).
+    pub fn cumsum_as(&mut self, x: ValId, axis: i64, dtype: DataType) -> Result<ValId> {
+        self.scan_as(ScanOp::Sum, x, axis, dtype)
+    }
+
+    /// Running product along `axis` in `dtype` ([`scan_as`](Self::scan_as)).
+    pub fn cumprod_as(&mut self, x: ValId, axis: i64, dtype: DataType) -> Result<ValId> {
+        self.scan_as(ScanOp::Prod, x, axis, dtype)
     }
 
     /// Running sum along `axis` (`torch.cumsum`; bool and integers sum in i64).

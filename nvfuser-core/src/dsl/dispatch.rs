@@ -73,7 +73,11 @@ impl Interp<'_> {
                 _ => fd.reduction(r, v(0), &ints(1), boolean(2)),
             }
             .map(Value::Tensor),
-            Family::Scan(s) => fd.scan(s, v(0), int(1)).map(Value::Tensor),
+            Family::Scan(s) => match vals.get(2) {
+                Some(A::DType(d)) => fd.scan_as(s, v(0), int(1), *d),
+                _ => fd.scan(s, v(0), int(1)),
+            }
+            .map(Value::Tensor),
             Family::Var => fd
                 .var(v(0), &ints(1), int(2), boolean(3))
                 .map(Value::Tensor),

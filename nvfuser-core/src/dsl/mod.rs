@@ -52,7 +52,8 @@
 //!   `var(x, axes, correction = 1, keepdim = false)`, `var_mean(...)` (returns
 //!   `(var, mean)`), `welford(x, axes)` (returns `(mean, var_sum, count)`);
 //!   `cumsum|cumprod|cummax|cummin(x, axis)` (inclusive scans along one axis, negative
-//!   from the end: `x.cumsum(1)`, `cummax(x, axis = -1)`);
+//!   from the end: `x.cumsum(1)`, `cummax(x, axis = -1)`), `cumsum|cumprod(x, axis,
+//!   dtype = ..)` (`x.cumsum(1, dtype = f32)`: as `sum`'s `dtype`);
 //!   `broadcast(x, [false, true])`, `unsqueeze(x, axis)`, `squeeze(x, axes)`,
 //!   `expand(x, sizes)`, `reshape(x, sizes)`, `permute(x, perm)`,
 //!   `broadcast_in_dim(x, sizes, dims)`, `slice(x, ranges)`, `pad(x, widths, value)`,

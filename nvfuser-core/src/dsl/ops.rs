@@ -185,6 +185,13 @@ const VAR: &[P] = &[
 const WELFORD: &[P] = &[p("x", Value), p("axes", Axes)];
 /// `cumsum`, `cumprod`, `cummax` and `cummin`: one axis, negative counting from the end.
 const SCAN: &[P] = &[p("x", Value), p("axis", Int)];
+/// `cumsum` and `cumprod` also take the dtype to compute and return in (PyTorch's
+/// `dtype=`: the input is cast to it first).
+const SCAN_DTYPE: &[P] = &[
+    p("x", Value),
+    p("axis", Int),
+    opt("dtype", DType, Default::InputDType),
+];
 const BROADCAST: &[P] = &[p("x", Value), p("mask", Mask)];
 const UNSQUEEZE: &[P] = &[p("x", Value), p("axis", Int)];
 const SQUEEZE: &[P] = &[p("x", Value), p("axes", Axes)];
@@ -260,7 +267,11 @@ pub(crate) fn table() -> &'static [OpSpec] {
             add(r.name(), Family::Reduction(r), params);
         }
         for &s in ScanOp::ALL {
-            add(s.name(), Family::Scan(s), SCAN);
+            let params = match s {
+                ScanOp::Sum | ScanOp::Prod => SCAN_DTYPE,
+                ScanOp::Max | ScanOp::Min => SCAN,
+            };
+            add(s.name(), Family::Scan(s), params);
         }
         for &d in Distribution::ALL {
             let params = match d {
@@ -431,7 +442,11 @@ mod tests {
         for name in ["cumsum", "cumprod", "cummax", "cummin"] {
             let spec = lookup(name).unwrap();
             assert!(matches!(spec.family, Family::Scan(s) if s.name() == name));
-            assert_eq!(spec.usage(), format!("{name}(x, axis)"));
+            let usage = match name {
+                "cumsum" | "cumprod" => format!("{name}(x, axis, dtype = x.dtype)"),
+                _ => format!("{name}(x, axis)"),
+            };
+            assert_eq!(spec.usage(), usage);
         }
         assert_eq!(
             suggest_op("cumsun").as_deref(),
