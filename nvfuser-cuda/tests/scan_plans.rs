@@ -186,3 +186,27 @@ fn scan_kernels_on_an_h100() {
     .join("\n");
     insta::assert_snapshot!(text);
 }
+
+/// A scan of a value broadcast in kept dims, joined with a full input (CI fuzz seed 477:
+/// the scan as the reference gave the merged rows too few elements): one scan kernel.
+#[test]
+fn a_scan_broadcast_in_kept_dims_plans_with_the_full_output_as_reference() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1, -1]).unwrap();
+    let r = fd.define_tensor(DataType::F32, &[-1]).unwrap();
+    let b = fd.broadcast(r, &[false, true, true]).unwrap();
+    let c = fd.cummin(b, -1).unwrap();
+    let y = fd.binary(nvfuser_core::ir::BinaryOp::Mul, x, c).unwrap();
+    fd.add_output(y).unwrap();
+    let exec = FusionExecutorCache::new(fd.finish().unwrap());
+    let info = RuntimeInfo {
+        device: DeviceInfo::h100_for_tests(),
+        inputs: vec![
+            InputInfo::Tensor(dense(DataType::F32, &[128, 64, 3])),
+            InputInfo::Tensor(dense(DataType::F32, &[128])),
+        ],
+    };
+    let (params, kernel) = exec.generate_for(&info, None).unwrap();
+    assert!(kernel.is_some());
+    assert!(matches!(params, HeuristicParams::Scan(_)), "{params:?}");
+}
