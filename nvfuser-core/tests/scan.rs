@@ -380,15 +380,7 @@ fn empty_and_size_one_dims() {
         let x = fd.define_tensor(DataType::F32, &[1, -1])?;
         Ok(vec![fd.cumsum(x, 0)?, fd.cumsum(x, 1)?])
     });
-    let kinds = |k: usize| -> Vec<IterKind> {
-        let o = f.outputs()[k].val;
-        f.tensor_type(o)
-            .unwrap()
-            .domain
-            .iter()
-            .map(|d| d.kind)
-            .collect()
-    };
+    let kinds = |k: usize| output_kinds(&f, k);
     assert_eq!(kinds(0), [IterKind::Broadcast, IterKind::Iteration]);
     let out = run(&f, vec![t(&[2.0f32, 3.0], &[1, 2])]);
     assert_eq!(f32s(&out[0]), [2.0, 3.0]);
@@ -414,15 +406,7 @@ fn a_scan_along_an_expanded_dim_counts_the_copies() {
         }",
     );
     assert!(parsed == f, "{parsed}\n{f}");
-    let kinds = |k: usize| -> Vec<IterKind> {
-        let o = f.outputs()[k].val;
-        f.tensor_type(o)
-            .unwrap()
-            .domain
-            .iter()
-            .map(|d| d.kind)
-            .collect()
-    };
+    let kinds = |k: usize| output_kinds(&f, k);
     assert_eq!(kinds(0), [IterKind::Iteration, IterKind::Iteration]);
     // Scanned along the other dim, the expanded dim stays expanded.
     assert_eq!(kinds(2), [IterKind::Expanded, IterKind::Iteration]);
@@ -706,4 +690,15 @@ fn a_refused_scan_dtype_is_a_typed_error_and_leaves_no_expression() {
         errs[0].message.contains("a numeric dtype argument"),
         "{errs:?}"
     );
+}
+
+/// The dim kinds of output `k` of `f`.
+fn output_kinds(f: &Fusion, k: usize) -> Vec<IterKind> {
+    let o = f.outputs()[k].val;
+    f.tensor_type(o)
+        .unwrap()
+        .domain
+        .iter()
+        .map(|d| d.kind)
+        .collect()
 }
