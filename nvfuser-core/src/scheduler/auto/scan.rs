@@ -39,15 +39,15 @@ pub(crate) struct ScanPlan {
     pub rank: usize,
     /// The scanned axis.
     pub axis: usize,
-    /// The scan outputs, in expression order.
-    pub scans: Vec<ValId>,
+    /// The output: the schedule's reference, whose sizes the heuristics read (a scan may
+    /// be broadcast in dims the output has).
+    pub output: ValId,
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<ScanPlan> {
     check_fusion(fusion)?;
     let live = fusion.live_exprs();
     let mut shape: Option<(usize, usize)> = None;
-    let mut scans = Vec::new();
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;
@@ -55,21 +55,18 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<ScanPlan> {
         let out = e.outputs[0];
         let rank = fusion.tensor_type(out).map_or(0, |t| t.rank());
         match &e.op {
-            Op::Scan { axis, .. } => {
-                match shape {
-                    None => shape = Some((rank, *axis)),
-                    Some(s) if s != (rank, *axis) => {
-                        return Err(Unfit::ScanAxes {
-                            tensor: out,
-                            axis: *axis,
-                            rank,
-                            first: s,
-                        })
-                    }
-                    Some(_) => {}
+            Op::Scan { axis, .. } => match shape {
+                None => shape = Some((rank, *axis)),
+                Some(s) if s != (rank, *axis) => {
+                    return Err(Unfit::ScanAxes {
+                        tensor: out,
+                        axis: *axis,
+                        rank,
+                        first: s,
+                    })
                 }
-                scans.push(out);
-            }
+                Some(_) => {}
+            },
             Op::Broadcast { .. } | Op::Expand { .. }
                 if fusion.input_position(e.inputs[0]).is_none() =>
             {
@@ -92,9 +89,9 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<ScanPlan> {
     };
     // One loop nest: every tensor is computed inside the serial loop of the tiles (rows)
     // or of the scanned dim (columns), which two outputs would each have their own of.
-    if super::distinct_outputs(fusion).len() > 1 {
+    let [output] = super::distinct_outputs(fusion)[..] else {
         return Err(Unfit::SeveralOutputs);
-    }
+    };
     for (id, e) in fusion.exprs() {
         if !live[id.index()] {
             continue;
@@ -114,7 +111,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<ScanPlan> {
         fusion: fusion.clone(),
         rank,
         axis,
-        scans,
+        output,
     })
 }
 
@@ -127,8 +124,8 @@ fn is_row_scan(p: &ScanPlan) -> bool {
 fn sizes(p: &ScanPlan, info: &RuntimeInfo) -> Plan<Vec<i64>> {
     let t = p
         .fusion
-        .tensor_type(p.scans[0])
-        .ok_or(Unfit::NoReference { value: p.scans[0] })?;
+        .tensor_type(p.output)
+        .ok_or(Unfit::NoReference { value: p.output })?;
     t.shape()
         .map(|d| {
             if d.kind == crate::ir::IterKind::Broadcast {
@@ -306,13 +303,10 @@ pub(crate) fn schedule(
 ) -> Result<ScheduledFusion, ScheduleError> {
     let mut s = ScheduledFusion::new(p.fusion.clone())?;
     let Roles { loads, stores, all } = roles(p, params, &mut s)?;
-    // The reference: the output (the plan takes one), which every computed tensor feeds
-    // and which has every dim they have; a scan of a value broadcast in some kept dims
-    // would give the merged rows too few elements (fuzz seed 477 of CI's run).
-    let reference = super::distinct_outputs(&p.fusion)
-        .first()
-        .copied()
-        .ok_or_else(|| ScheduleError::Unsupported("a scan fusion without an output".into()))?;
+    // The reference: the output, which every computed tensor feeds and which has every
+    // dim they have; a scan of a value broadcast in some kept dims would give the
+    // merged rows too few elements (fuzz seed 477 of CI's run).
+    let reference = p.output;
     let rank = p.rank;
     let a = p.axis;
     // Kept dims first (in order), the scanned dim last.
