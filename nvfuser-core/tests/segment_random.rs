@@ -228,3 +228,37 @@ fn random_fusions_segment_soundly() {
     // Every rule but "accept all" splits something (segment_set splits even there).
     assert!(segments.iter().all(|&n| n > 100), "{segments:?}");
 }
+
+/// GPU fuzz seed 9810677: greedy merging trusted a topological numbering that an
+/// earlier merge of the same sweep had made stale, merged two groups into a cycle, and
+/// the input-sibling pass then panicked ("no entry found for key") on the group the
+/// cyclic graph left out of its order.
+#[test]
+fn greedy_merging_keeps_the_groups_acyclic() {
+    let src = "fn fuzz_case(
+    #[layout(contiguity = [false, false, _, false])] t0: Tensor<f64, [_, _, 1, _]>,
+) -> (Tensor<f64, [_, _, 1, _]>, Tensor<f64, [_, _, 1, _]>) {
+    let t1 = t0 < t0;
+    let t2 = t0.gelu_tanh();
+    let t3 = t2.gelu_tanh();
+    let t5 = t0.var([1], 1);
+    let t6 = t5.broadcast([false, true, false, false]);
+    let t7 = t3.slice([.., .., (0, -1, 2), ..]);
+    let s8 = t3.size(1);
+    let t9 = t6.expand([-1, s8, -1, -1]);
+    let t10 = t7.minimum(t9);
+    let (t11, t12) = t10.var_mean([0, 1, 2, 3], 1);
+    let t13 = t12.broadcast([true, true, true, true]);
+    let t14 = where_(t1, t6, t13);
+    (t14, t2)
+}";
+    let f = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    for sizes in [[1i64, 1, 1, 1], [16, 4, 1, 255]] {
+        let info = nvfuser_core::scheduler::RuntimeInfo::contiguous(
+            nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
+            &[(DataType::F64, &sizes)],
+        );
+        let plan = nvfuser_core::plan::plan(&f, &info).unwrap_or_else(|e| panic!("{e}\n{f}"));
+        assert!(plan.segmented && plan.segments.len() >= 2, "{plan}");
+    }
+}

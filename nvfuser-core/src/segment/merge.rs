@@ -480,18 +480,34 @@ impl<'g, 'f, 'a> Segmenter<'g, 'f, 'a> {
                 .any(|&y| y != lo && role[y as usize] == 1 && level[y as usize] == ll)
     }
 
+    /// Greedy merging: sweeps of [`Self::greedy_visit`] over the groups in a
+    /// topological order until a sweep merges nothing.
+    ///
+    /// A merge can leave the topological numbering stale: a producer of the merged
+    /// consumer may sit between the two in it, and a later visit trusting the old
+    /// numbering would miss a path through it and merge into a cycle (fuzz seed
+    /// 9810677). So the numbering is recomputed after every visit that merged, and the
+    /// sweep goes on with the groups it has not visited yet.
     fn greedy(&mut self) {
         loop {
-            let order = self.topo_order();
-            let mut pos = vec![u32::MAX; self.groups.len()];
-            for (k, &x) in order.iter().enumerate() {
-                pos[x as usize] = k as u32;
-            }
+            let mut visited: FxHashSet<u32> = FxHashSet::default();
             let mut merged_in_sweep = false;
-            for &s in &order {
-                if self.groups[s as usize].alive && self.greedy_visit(s, &pos) {
-                    merged_in_sweep = true;
+            'sweep: loop {
+                let order = self.topo_order();
+                let mut pos = vec![u32::MAX; self.groups.len()];
+                for (k, &x) in order.iter().enumerate() {
+                    pos[x as usize] = k as u32;
                 }
+                for &s in &order {
+                    if !self.groups[s as usize].alive || !visited.insert(s) {
+                        continue;
+                    }
+                    if self.greedy_visit(s, &pos) {
+                        merged_in_sweep = true;
+                        continue 'sweep;
+                    }
+                }
+                break;
             }
             if !merged_in_sweep {
                 break;
