@@ -12,9 +12,9 @@ mod common;
 use nvfuser::prelude::*;
 use nvfuser::{fusion, philox, Error};
 
-// Written the way the GPU schedulers take it today: the mask's shape comes from `rows`
-// and `cols` arguments and the dropout scale 1 / (1 - p) from the host, because scalar
-// expressions in a kernel (`x.size(0)`, `1.0 - p`) are not lowered yet.
+// The mask is drawn in the shape of `x` (`x.size(0)`, `x.size(1)`): the inner persistent
+// scheduler computes each element's random number where the row is loaded (the stream
+// is keyed on the element's linear index), so the whole block epilogue is one kernel.
 fusion! {
     /// `h = dropout(x, p) + residual`, `y = layer_norm(h) * w + b`.
     pub fn dropout_residual_layer_norm(
@@ -27,41 +27,39 @@ fusion! {
         seed: i64,
         offset: i64,
         eps: f32,
-        rows: i64,
-        cols: i64,
     ) -> (Tensor<bf16, [N, H]>, Tensor<bf16, [N, H]>) {
-        let u = uniform([rows, cols], 0.0, 1.0, seed, offset, f32);
+        let u = uniform([x.size(0), x.size(1)], 0.0, 1.0, seed, offset, f32);
         let dropped = where_(u >= p, (x as f32) * scale, 0.0f32);
         let h = dropped + (residual as f32);
         let (var, mean) = h.var_mean([1], correction = 0, keepdim = true);
         let y = (h - mean) * rsqrt(var + eps) * (w as f32) + (b as f32);
         (h as bf16, y as bf16)
     }
+}
 
-    /// The first half alone (pointwise): `h` in bf16, and in f32 for the norm.
-    pub fn dropout_residual(
-        x: Tensor<bf16, [N, H]>,
-        residual: Tensor<bf16, [N, H]>,
-        p: f32,
-        scale: f32,
-        seed: i64,
-        offset: i64,
-        rows: i64,
-        cols: i64,
-    ) -> (Tensor<bf16, [N, H]>, Tensor<f32, [N, H]>) {
-        let u = uniform([rows, cols], 0.0, 1.0, seed, offset, f32);
-        let h = where_(u >= p, (x as f32) * scale, 0.0f32) + (residual as f32);
-        (h as bf16, h)
-    }
-
-    /// The second half alone: LayerNorm of the f32 `h`.
-    pub fn layer_norm_f32(h: Tensor<f32, [N, H]>, w: Tensor<bf16, [H]>, b: Tensor<bf16, [H]>, eps: f32)
-        -> Tensor<bf16, [N, H]>
-    {
-        let (var, mean) = h.var_mean([1], correction = 0, keepdim = true);
-        let y = (h - mean) * rsqrt(var + eps) * (w as f32) + (b as f32);
-        y as bf16
-    }
+/// The plan an H100 gets for these shapes (planned here, with or without a GPU).
+fn h100_plan(n: usize, hd: usize, scalars: &[ScalarValue]) -> Result<String, Error> {
+    use nvfuser::scheduler::{DeviceInfo, GpuModel, InputInfo, RuntimeInfo};
+    let (n, hd) = (n as i64, hd as i64);
+    let mut info = RuntimeInfo::contiguous(
+        DeviceInfo::preset(GpuModel::H100),
+        &[
+            (DataType::BF16, &[n, hd]),
+            (DataType::BF16, &[n, hd]),
+            (DataType::BF16, &[hd]),
+            (DataType::BF16, &[hd]),
+        ],
+    );
+    info.inputs
+        .extend(scalars.iter().map(|&v| InputInfo::Scalar(v)));
+    let exec = FusionExecutorCache::new(dropout_residual_layer_norm_fusion()?.clone());
+    let plan = exec.plan_for(&info, None)?;
+    let kernels: Vec<&str> = plan.segments.iter().map(|s| s.scheduler).collect();
+    Ok(format!(
+        "{} kernel(s): {}",
+        kernels.len(),
+        kernels.join(" + ")
+    ))
 }
 
 fn main() -> Result<(), Error> {
@@ -69,38 +67,22 @@ fn main() -> Result<(), Error> {
     let (n, hd) = common::pick(&device, (8192, 4096), (64, 1024));
     let (p, seed, offset, eps) = (0.1f32, 42i64, 0i64, 1e-5f32);
     let scale = 1.0 / (1.0 - p);
-    let (rows, cols) = (n as i64, hd as i64);
     let (x, xd) = common::random(&device, DataType::BF16, &[n, hd], 1)?;
     let (r, rd) = common::random(&device, DataType::BF16, &[n, hd], 2)?;
     let (w, wd) = common::random(&device, DataType::BF16, &[hd], 3)?;
     let (b, bd) = common::random(&device, DataType::BF16, &[hd], 4)?;
     println!("dropout(p = {p}) + residual + LayerNorm [{n}, {hd}] bf16 on {device}");
+    let scalars = [
+        p.into(),
+        scale.into(),
+        seed.into(),
+        offset.into(),
+        eps.into(),
+    ];
+    println!("  planned for an H100: {}", h100_plan(n, hd, &scalars)?);
 
-    let (h, y) = match dropout_residual_layer_norm(
-        &device, &xd, &rd, &wd, &bd, p, scale, seed, offset, eps, rows, cols,
-    ) {
-        Ok(outputs) => {
-            println!(
-                "  {}",
-                common::pick(
-                    &device,
-                    "one fused kernel",
-                    "one fusion (on the CPU reference)"
-                )
-            );
-            outputs
-        }
-        // The GPU's schedulers may not take random numbers and a reduction in one
-        // kernel yet: that is a typed error, never a silent CPU fallback. Run the two
-        // halves as two fusions instead (h goes through global memory once more).
-        Err(Error::UnsupportedFusion { reason }) => {
-            println!("  not one kernel on this build: {reason}");
-            println!("  running it as two fusions instead");
-            let (h, h32) = dropout_residual(&device, &xd, &rd, p, scale, seed, offset, rows, cols)?;
-            (h, layer_norm_f32(&device, &h32, &wd, &bd, eps)?)
-        }
-        Err(e) => return Err(e),
-    };
+    let (h, y) =
+        dropout_residual_layer_norm(&device, &xd, &rd, &wd, &bd, p, scale, seed, offset, eps)?;
 
     // The reference: the same uniform stream (row-major element index i), then f64 math.
     let (xs, rs, ws, bs) = (
@@ -151,8 +133,6 @@ fn main() -> Result<(), Error> {
         seed.into(),
         offset.into(),
         eps.into(),
-        rows.into(),
-        cols.into(),
     ];
     if device.is_gpu() {
         if let Err(e) = common::profile(&device, &exec, &args, 20) {

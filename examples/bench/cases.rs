@@ -153,6 +153,21 @@ fusion! {
         y as bf16
     }
 
+    /// A transformer block's epilogue: dropout of `x` (a Philox `uniform` mask in the
+    /// shape of `x`, kept values scaled by `scale` = 1 / (1 - p)), the residual added,
+    /// then LayerNorm with weight and bias; the new residual stream `h` and the
+    /// normalized `y` out, bf16, f32 math.
+    pub fn dropout_residual_layer_norm(
+        x: Tensor<bf16, [N, H]>, residual: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, b: Tensor<bf16, [H]>,
+        p: f32, scale: f32, seed: i64, offset: i64, eps: f32,
+    ) -> (Tensor<bf16, [N, H]>, Tensor<bf16, [N, H]>) {
+        let u = uniform([x.size(0), x.size(1)], 0.0, 1.0, seed, offset, f32);
+        let h = where_(u >= p, (x as f32) * scale, 0.0f32) + (residual as f32);
+        let (var, mean) = h.var_mean([1], correction = 0, keepdim = true);
+        let y = (h - mean) * rsqrt(var + eps) * (w as f32) + (b as f32);
+        (h as bf16, y as bf16)
+    }
+
     /// A KV-cache append: the new step's keys after the cache, along the sequence.
     pub fn kv_append(cache: Tensor<bf16, [B, S, D]>, new: Tensor<bf16, [B, 1, D]>) -> Tensor<bf16, [B, _, D]> {
         cat([cache, new], 1)
@@ -211,6 +226,9 @@ pub struct CheckPlan {
     pub sliced: Option<&'static [usize]>,
     /// Indices per checked range.
     pub width: usize,
+    /// Only the slice at index 0: the fusion draws random numbers keyed on the element's
+    /// linear index, which a slice elsewhere renumbers (dropout masks).
+    pub from_start_only: bool,
     pub tolerance: Tolerance,
 }
 
@@ -268,6 +286,7 @@ fn rows(input_axis: usize, output_axis: usize, width: usize, tolerance: Toleranc
         output_axis,
         sliced: None,
         width,
+        from_start_only: false,
         tolerance,
     }
 }
@@ -587,7 +606,7 @@ pub fn training_cases(shrink: usize) -> Result<Vec<Case>, Error> {
 }
 
 /// Data movement fused with math (the Movement issue's cases): rope, cross-entropy
-/// forward, an embedding lookup and a KV-cache append. `shrink` > 1 divides every dim.
+/// forward, an embedding lookup, dropout + residual + LayerNorm and a KV-cache append. `shrink` > 1 divides every dim.
 pub fn movement_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     let mut cases = Vec::new();
     let case = |name: &str,
@@ -660,6 +679,31 @@ pub fn movement_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     );
     lookup.bytes = (tokens * 8 + 2 * tokens * d * 2) as u64;
     cases.push(lookup);
+    // Llama-7B's hidden size, 16384 tokens.
+    let (n, h) = (s(16384, shrink), s(4096, shrink));
+    let scalar = |v: ScalarValue| Input::Scalar(v);
+    cases.push(case(
+        "dropout_residual_layernorm",
+        dropout_residual_layer_norm_fusion()?,
+        vec![n, h],
+        vec![
+            tensor(DataType::BF16, &[n, h]),
+            tensor(DataType::BF16, &[n, h]),
+            tensor(DataType::BF16, &[h]),
+            tensor(DataType::BF16, &[h]),
+            scalar(ScalarValue::from(0.1f32)),
+            scalar(ScalarValue::from(1.0f32 / 0.9)),
+            scalar(ScalarValue::from(1234i64)),
+            scalar(ScalarValue::from(0i64)),
+            eps(),
+        ],
+        (2 * n * h * 2) as u64,
+        CheckPlan {
+            from_start_only: true,
+            ..rows(0, 0, 4, BF16_TOL)
+        },
+        "dropout(x, 0.1) (Philox uniform mask) + residual, then LayerNorm (weight + bias); h and y out",
+    ));
     let (b, len) = (s(256, shrink), s(2048, shrink));
     cases.push(case(
         "kv_append",

@@ -47,7 +47,7 @@ pub fn check_output(
         .ok_or("a case without an input to slice or an output dim to check")?;
     let whole = plan.sliced.is_some_and(|list| list.is_empty());
     let width = if whole { len } else { plan.width.min(len) };
-    let mut starts = if whole {
+    let mut starts = if whole || plan.from_start_only {
         vec![0]
     } else {
         vec![0, len / 2, len - width]

@@ -35,6 +35,9 @@ FORMAT = "nvfuser-bench/1"
 SWEEP_HIDDEN = [1024, 2048, 4096, 8192, 16384, 32768]
 SWEEP_ELEMENTS = 1 << 28
 EPS = 1e-5
+DROPOUT_P = 0.1
+# Cases whose output is random (a dropout mask drawn per call): checked by shape only.
+RANDOM_KERNELS = {"dropout_residual_layernorm"}
 
 
 def make_cases(shrink):
@@ -54,6 +57,10 @@ def make_cases(shrink):
         xf = x.float()
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * w.float()
         return y.to(x.dtype)
+
+    def dropout_residual_layernorm(x, residual, w, b):
+        h = F.dropout(x, DROPOUT_P, training=True) + residual
+        return h, F.layer_norm(h, (h.shape[-1],), w, b, EPS)
 
     fns = {
         "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
@@ -77,6 +84,7 @@ def make_cases(shrink):
             logits.float(), labels.view(-1), reduction="none"),
         "embedding": lambda table, ids: F.embedding(ids, table) * 64.0,
         "kv_append": lambda cache, new: torch.cat((cache, new), 1),
+        "dropout_residual_layernorm": dropout_residual_layernorm,
         "cumsum_f32": lambda x: torch.cumsum(x, 1),
         "cumsum_bf16": lambda x: torch.cumsum(x, 1),
         "cumsum_cols_f32": lambda x: torch.cumsum(x, 0),
@@ -148,6 +156,10 @@ def make_cases(shrink):
     # Bytes as for ours: the ids, the rows read and the output (not the whole table).
     add("embedding", "embedding", [tokens, d], bf16, [([vocab, d], bf16), ([tokens], ("index", vocab))],
         tokens * d, "F.embedding(ids, table) * 64", nbytes=tokens * 8 + 2 * tokens * d * 2)
+    n, h = s(16384), s(4096)
+    add("dropout_residual_layernorm", "dropout_residual_layernorm", [n, h], bf16,
+        [([n, h], bf16), ([n, h], bf16), ([h], bf16), ([h], bf16)], 2 * n * h,
+        "h = F.dropout(x, 0.1) + residual; y = F.layer_norm(h) (weight + bias); h and y out")
     b, length = s(256), s(2048)
     add("kv_append", "kv_append", [b, length, 128], bf16, [([b, length - 1, 128], bf16), ([b, 1, 128], bf16)],
         b * length * 128, "torch.cat((cache, new), 1)")
@@ -306,6 +318,12 @@ def run(args):
                 if impl == "torch-eager":
                     eager_out = out
                     r["check"] = "reference (eager)"
+                elif case["kernel"] in RANDOM_KERNELS:
+                    # Each call draws its own dropout mask: shapes only.
+                    outs = out if isinstance(out, tuple) else (out,)
+                    wants = eager_out if isinstance(eager_out, tuple) else (eager_out,)
+                    ok = all(o.shape == w.shape for o, w in zip(outs, wants))
+                    r["check"] = "random (shapes match eager)" if ok else "MISMATCH vs eager"
                 else:
                     tol = dict(rtol=1.6e-2, atol=1e-3) if case["dtype"] != torch.float32 else \
                         dict(rtol=1e-4, atol=1e-6 * max(case["shape"]))

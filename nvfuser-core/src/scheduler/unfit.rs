@@ -106,12 +106,6 @@ pub enum Unfit {
         /// Why that value cannot be recomputed where it is read.
         why: String,
     },
-    /// A creation op (full, iota, RNG) beside reductions.
-    #[error("{op} in a fusion with reductions")]
-    BesideReductions {
-        /// The op.
-        op: String,
-    },
     /// No reduction at all.
     #[error("no reduction")]
     NoReduction,

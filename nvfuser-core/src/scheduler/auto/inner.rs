@@ -19,6 +19,12 @@
 //! for one `H` (`PersistentParams::hidden`), so the serial part has a constant extent
 //! (`batch`), and the row is read once into registers (`batch × vectorize` elements per
 //! thread per kept tensor) and reused by every later phase (reduction, epilogue).
+//!
+//! Creation ops (`full`, `iota`, `uniform`, `normal`) of the rows' shape are taken like
+//! pointwise math: they read no memory, and the random streams are keyed on the
+//! element's linear index, so each value is computed where it is used (dropout's mask
+//! beside a LayerNorm). A rank-1 `iota` broadcast along the rows is a broadcast of a
+//! computed value, which these schedules refuse.
 
 use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 use std::collections::BTreeSet;
@@ -74,13 +80,8 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
         if !live[id.index()] {
             continue;
         }
-        if is_creation(&e.op) {
-            return Err(Unfit::BesideReductions {
-                op: e.op.name().into(),
-            });
-        }
         let Some(axes) = reduction_axes(&e.op) else {
-            if !is_pointwise(&e.op) && !is_input_squeeze(fusion, e) {
+            if !is_pointwise(&e.op) && !is_creation(&e.op) && !is_input_squeeze(fusion, e) {
                 return Err(Unfit::Op {
                     op: e.op.name().into(),
                     takes: Takes::PointwiseAndReductions,

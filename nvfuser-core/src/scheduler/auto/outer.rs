@@ -6,7 +6,8 @@
 //! full tensor is computed from a reduction result (a normalization over the outer
 //! dims: the statistics are a segment of their own, with a grid reduction).
 //! Pointwise intermediates are recomputed per use (as in the streaming inner
-//! reduction), so per-column values may be broadcast back.
+//! reduction), so per-column values may be broadcast back. Creation ops are taken as
+//! pointwise math, as in the inner schedules (dropout's mask in a bias gradient).
 //!
 //! Schedule: the kept (inner) dims are merged and split into `[blocks, threads_x]` on
 //! `blockIdx.x`/`threadIdx.x`; the reduced (outer) dims are merged and split into
@@ -52,13 +53,8 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
         if !live[id.index()] {
             continue;
         }
-        if is_creation(&e.op) {
-            return Err(Unfit::BesideReductions {
-                op: e.op.name().into(),
-            });
-        }
         let Some(axes) = reduction_axes(&e.op) else {
-            if !is_pointwise(&e.op) && !is_input_squeeze(fusion, e) {
+            if !is_pointwise(&e.op) && !is_creation(&e.op) && !is_input_squeeze(fusion, e) {
                 return Err(Unfit::Op {
                     op: e.op.name().into(),
                     takes: Takes::PointwiseAndPlainReductions,
