@@ -66,8 +66,8 @@ fn fnv(mut h: u64, v: u64) -> u64 {
 }
 
 fn rust_hashes(step: u64, near: u32) -> String {
-    let (mut h4, mut h5, mut d4, mut d5) = (0xcbf2_9ce4_8422_2325u64, 0, 0, 0);
-    (h5, d4, d5) = (h4, h4, h4);
+    let basis = 0xcbf2_9ce4_8422_2325u64;
+    let (mut h4, mut h5, mut d4, mut d5) = (basis, basis, basis, basis);
     let mut x = 0u64;
     while x <= 0xffff_ffff {
         let f = f32::from_bits(x as u32);
