@@ -32,17 +32,29 @@ fn fp8_entry_points_run_on_the_cpu_device() {
     assert_eq!(z.dtype(), DataType::F8E5M2);
     // 1.5, -3, 4.5, 672 -> NaN (above 464), 0.1015625 * 1.5 = 0.15234375 -> 0.15625
     // (1.25 * 2^-3), 30.
-    let y: Vec<u8> = y.to_vec::<f8e4m3>().unwrap().iter().map(|v| v.to_bits()).collect();
+    let y: Vec<u8> = y
+        .to_vec::<f8e4m3>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
     assert_eq!(y, [0x3c, 0xc4, 0x49, 0x7f, 0x22, 0x5f]);
     // e5m2: 1.5 (0x3e), -3 (0xc2), 4.5 -> 4 (tie between 4 and 5: even), NaN, 0.15625
     // (0x31: 1.25 * 2^-3), 30 -> 32 (0x50: the tie between 28, mantissa 11, and 32).
-    let z: Vec<u8> = z.to_vec::<f8e5m2>().unwrap().iter().map(|v| v.to_bits()).collect();
+    let z: Vec<u8> = z
+        .to_vec::<f8e5m2>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
     assert_eq!(z, [0x3e, 0xc2, 0x44, 0x7f, 0x31, 0x50]);
     let sums = sums.to_vec::<f32>().unwrap();
     assert_eq!(sums[0], 1.5 - 3.0 + 4.5);
     assert!(sums[1].is_nan());
 
-    let v = cpu.tensor_from_slice(&[0.1f32, 449.0, 465.0, -1e-3], [4]).unwrap();
+    let v = cpu
+        .tensor_from_slice(&[0.1f32, 449.0, 465.0, -1e-3], [4])
+        .unwrap();
     let q = quantize(&cpu, &v).unwrap().to_vec::<f32>().unwrap();
     assert_eq!(q[..2], [0.1015625, 448.0]);
     assert!(q[2].is_nan());

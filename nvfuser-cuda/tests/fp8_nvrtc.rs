@@ -30,8 +30,7 @@ fn planned_source(src: &str, sizes: &[&[i64]]) -> String {
     let cuda = kernel.cuda_source();
     if require_nvrtc().is_some() {
         for arch in [GpuArch::SM80, GpuArch::SM90] {
-            compile(&cuda, &kernel.abi.name, arch)
-                .unwrap_or_else(|e| panic!("{arch}: {e}\n{src}"));
+            compile(&cuda, &kernel.abi.name, arch).unwrap_or_else(|e| panic!("{arch}: {e}\n{src}"));
         }
     }
     cuda
@@ -72,13 +71,17 @@ fn reductions_and_scans_of_fp8_compile() {
         ] {
             for size in [3, 100_000] {
                 planned_source(
-                    &format!("fn f(x: Tensor<{dt}, [N, H]>) -> Tensor<{out}, [N]> {{\n    {body}\n}}\n"),
+                    &format!(
+                        "fn f(x: Tensor<{dt}, [N, H]>) -> Tensor<{out}, [N]> {{\n    {body}\n}}\n"
+                    ),
                     &[&[4, size]],
                 );
             }
         }
         let cuda = planned_source(
-            &format!("fn f(x: Tensor<{dt}, [N, H]>) -> Tensor<{dt}, [N, H]> {{\n    x.cummax(1)\n}}\n"),
+            &format!(
+                "fn f(x: Tensor<{dt}, [N, H]>) -> Tensor<{dt}, [N, H]> {{\n    x.cummax(1)\n}}\n"
+            ),
             &[&[8, 1000]],
         );
         // No infinity in e4m3: max and min select in f32.

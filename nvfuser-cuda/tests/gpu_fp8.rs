@@ -102,8 +102,22 @@ fn assert_bit_exact(outs: &[(HostTensor, HostTensor)], what: &str) {
 fn f32_values(n_random: usize) -> Vec<f32> {
     let mut v = Vec::new();
     let edges = [
-        0.0f32, 1.0, 0.1, 448.0, 449.0, 464.0, 480.0, 57344.0, 61440.0, 65536.0,
-        1.0625, 1.1875, 1.125, 1.375, 0.015625, 6.103515625e-5,
+        0.0f32,
+        1.0,
+        0.1,
+        448.0,
+        449.0,
+        464.0,
+        480.0,
+        57344.0,
+        61440.0,
+        65536.0,
+        1.0625,
+        1.1875,
+        1.125,
+        1.375,
+        0.015625,
+        2f32.powi(-14),
     ];
     for e in edges {
         for x in [e, e * 2f32.powi(-9), e * 2f32.powi(-16)] {
@@ -113,7 +127,14 @@ fn f32_values(n_random: usize) -> Vec<f32> {
             }
         }
     }
-    v.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN, f32::MAX, 1e-45]);
+    v.extend([
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        f32::MAX,
+        1e-45,
+    ]);
     let mut state = 0x2545_f491_4f6c_dd1du64;
     for _ in 0..n_random {
         state ^= state << 13;
@@ -121,7 +142,9 @@ fn f32_values(n_random: usize) -> Vec<f32> {
         state ^= state << 17;
         let exp = 107 + (state >> 40) as u32 % 37;
         let sign = ((state >> 39) as u32 & 1) << 31;
-        v.push(f32::from_bits(sign | (exp << 23) | (state as u32 & 0x007f_ffff)));
+        v.push(f32::from_bits(
+            sign | (exp << 23) | (state as u32 & 0x007f_ffff),
+        ));
     }
     v
 }
