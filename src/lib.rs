@@ -38,8 +38,9 @@ pub mod __private {
 #[doc(hidden)]
 pub use nvfuser_core::workloads;
 pub use nvfuser_core::{
-    builder, codegen, dsl, dtype, eval, ir, philox, plan, print, sched, scheduler, segment,
+    builder, codegen, dsl, dtype, eval, fp8, ir, philox, plan, print, sched, scheduler, segment,
 };
+pub use nvfuser_core::{f8e4m3, f8e5m2};
 pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
 pub use nvfuser_cuda::{executor, launch, nvrtc, segmented};
 pub use nvfuser_cuda::{
@@ -56,6 +57,7 @@ pub use nvfuser_cuda::Error;
 pub mod prelude {
     pub use half::{bf16, f16};
     pub use nvfuser_core::builder::{Contiguity, Slice, TensorSpec};
+    pub use nvfuser_core::fp8::{f8e4m3, f8e5m2};
     pub use nvfuser_core::scheduler::{HeuristicParams, SchedulerKind};
     pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
     pub use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};

@@ -26,6 +26,7 @@ pub use core::primitive::{bool, f32, f64, i32, i64, str, u64, usize};
 pub use core::result::Result::{self, Err, Ok};
 pub use half::{bf16, f16};
 pub use nvfuser_core::builder::{Contiguity, FusionDefinition, Size, Slice, TensorSpec};
+pub use nvfuser_core::fp8::{f8e4m3, f8e5m2};
 pub use nvfuser_core::ir::{BinaryOp, ReductionOp, TernaryOp, UnaryOp};
 pub use nvfuser_core::{DataType, Fusion, ScalarValue, ValId};
 pub use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
@@ -169,6 +170,8 @@ scalar_arg! {
     f64 => ScalarValue::from,
     f16 => |v: f16| ScalarValue::Float(v.to_f64()),
     bf16 => |v: bf16| ScalarValue::Float(v.to_f64()),
+    f8e4m3 => |v: f8e4m3| ScalarValue::Float(v.to_f64()),
+    f8e5m2 => |v: f8e5m2| ScalarValue::Float(v.to_f64()),
 }
 
 /// A scalar argument for the executor.

@@ -4,6 +4,7 @@
 //! with the number of values combined (f32 products and f32 scans).
 
 use nvfuser::eval::{EvalInput, HostData, HostTensor};
+use nvfuser::fp8::{f8e4m3, f8e5m2};
 use nvfuser::ir::{Op, ReductionOp, ScanOp};
 use nvfuser::prelude::*;
 
@@ -28,6 +29,9 @@ pub fn compare(got: &HostTensor, want: &HostTensor, rtol: f64) -> Result<(), Str
     }
     if got.dtype() != want.dtype() {
         return Err(format!("dtype {}, reference {}", got.dtype(), want.dtype()));
+    }
+    if got.dtype().is_fp8() {
+        return compare_fp8(got, want, rtol > 0.0);
     }
     match (got.data(), want.data()) {
         (HostData::Float(g), HostData::Float(w)) => {
@@ -64,6 +68,80 @@ pub fn compare(got: &HostTensor, want: &HostTensor, rtol: f64) -> Result<(), Str
     }
 }
 
+/// The position of an fp8 byte on the number line, in steps of one unit in the last
+/// place: `±(b & 0x7f)` (both zeros are 0; e5m2's infinity is the step after 57344,
+/// e4m3's NaN pattern the step after 448, where its overflow lands).
+fn fp8_step(b: u8) -> i32 {
+    let m = i32::from(b & 0x7f);
+    if b & 0x80 != 0 {
+        -m
+    } else {
+        m
+    }
+}
+
+/// fp8 outputs: with `ulp` (a GPU call), each byte equal to the reference's or its
+/// neighbour, one unit in the last place away, which an upstream f32 value one f32 ulp
+/// off gives when it lies near a rounding boundary (e4m3: 448 beside the NaN its
+/// overflow becomes); NaN where the reference has an e5m2 NaN (any sign: NaN signs are
+/// not part of the semantics), and nothing more. Without `ulp`, equal bytes (NaN: any
+/// NaN).
+fn compare_fp8(got: &HostTensor, want: &HostTensor, ulp: bool) -> Result<(), String> {
+    let bytes = |t: &HostTensor| -> Result<Vec<u8>, String> {
+        let r = match t.dtype() {
+            DataType::F8E4M3 => t
+                .to_vec::<f8e4m3>()
+                .map(|v| v.iter().map(|x| x.to_bits()).collect()),
+            _ => t
+                .to_vec::<f8e5m2>()
+                .map(|v| v.iter().map(|x| x.to_bits()).collect()),
+        };
+        r.map_err(|e| e.to_string())
+    };
+    let (g, w) = (bytes(got)?, bytes(want)?);
+    let e5m2 = want.dtype() == DataType::F8E5M2;
+    let nan = |b: u8| {
+        if e5m2 {
+            b & 0x7f > 0x7c
+        } else {
+            b & 0x7f == 0x7f
+        }
+    };
+    let mut bad = 0usize;
+    let mut first = None;
+    for (k, (&g, &w)) in g.iter().zip(&w).enumerate() {
+        let ok = if nan(g) && nan(w) {
+            true
+        } else if e5m2 && (nan(g) || nan(w)) {
+            false
+        } else if ulp {
+            // e4m3 NaN patterns as the step past ±448 (either sign, see above).
+            let step = |b: u8| if nan(b) { 127 } else { fp8_step(b) };
+            let (sg, sw) = (step(g), step(w));
+            if nan(g) || nan(w) {
+                sg.abs() >= 126 && sw.abs() >= 126
+            } else {
+                (sg - sw).abs() <= 1
+            }
+        } else {
+            g == w || (g & 0x7f == 0 && w & 0x7f == 0)
+        };
+        if !ok {
+            bad += 1;
+            first.get_or_insert((k, g, w));
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some((k, g, w)) => Err(format!(
+            "{bad} of {} {} values differ by more than {}; first at flat index {k}: got {g:#04x}, reference {w:#04x}",
+            want.numel(),
+            want.dtype(),
+            if ulp { "one unit in the last place" } else { "nothing" }
+        )),
+    }
+}
+
 fn exact<T: PartialEq + std::fmt::Debug>(
     g: impl Iterator<Item = T>,
     w: impl Iterator<Item = T>,
@@ -96,6 +174,9 @@ pub fn rtol_for(fusion: &Fusion) -> f64 {
             DataType::F32 => 2e-4,
             DataType::F16 => 4e-3,
             DataType::BF16 => 2e-2,
+            // fp8 values other values read are computed bit for bit on both devices
+            // (the generator ends a chain at an inexact fp8 value); fp8 outputs have
+            // their own rule (`compare_fp8`).
             _ => continue,
         };
         rtol = rtol.max(r);
@@ -200,6 +281,40 @@ mod tests {
     use nvfuser::eval::evaluate;
 
     use super::*;
+
+    /// fp8 outputs: one unit in the last place on a GPU, and nothing more.
+    #[test]
+    fn fp8_outputs_may_differ_by_one_unit_in_the_last_place() {
+        let e4 = |b: &[u8]| {
+            let v: Vec<f8e4m3> = b.iter().map(|&x| f8e4m3::from_bits(x)).collect();
+            HostTensor::from_vec(v, &[b.len()]).unwrap()
+        };
+        let e5 = |b: &[u8]| {
+            let v: Vec<f8e5m2> = b.iter().map(|&x| f8e5m2::from_bits(x)).collect();
+            HostTensor::from_vec(v, &[b.len()]).unwrap()
+        };
+        let want = e4(&[0x38, 0x7e, 0x80, 0x01, 0xff]);
+        // 1.0 -> 1.125, 448 -> NaN (its overflow), -0 -> +2^-9... one step each.
+        compare(&e4(&[0x39, 0x7f, 0x01, 0x00, 0xfe]), &want, 1e-4).unwrap();
+        compare(&e4(&[0x37, 0xff, 0x81, 0x02, 0x7f]), &want, 1e-4).unwrap();
+        // Two steps, or a sign flip away from zero: refused.
+        assert!(compare(&e4(&[0x3a, 0x7e, 0x80, 0x01, 0xff]), &want, 1e-4).is_err());
+        assert!(compare(&e4(&[0x38, 0x7e, 0x80, 0x81, 0xff]), &want, 1e-4).is_err());
+        assert!(compare(
+            &e4(&[0x38, 0x7d, 0x80, 0x01, 0xff]),
+            &e4(&[0x38, 0x7f, 0x80, 0x01, 0xff]),
+            1e-4
+        )
+        .is_err());
+        // The CPU device: equal bytes (zeros of either sign, NaNs of either sign).
+        compare(&e4(&[0x38, 0x7e, 0x00, 0x01, 0x7f]), &want, 0.0).unwrap();
+        assert!(compare(&e4(&[0x39, 0x7e, 0x80, 0x01, 0xff]), &want, 0.0).is_err());
+        // e5m2: 57344 beside inf; NaN only where the reference has NaN.
+        let want = e5(&[0x7b, 0x7f, 0x3c]);
+        compare(&e5(&[0x7c, 0xfd, 0x3d]), &want, 1e-4).unwrap();
+        assert!(compare(&e5(&[0x7b, 0x7c, 0x3c]), &want, 1e-4).is_err());
+        assert!(compare(&e5(&[0x7b, 0x7f, 0x7f]), &want, 1e-4).is_err());
+    }
 
     const ROWS: usize = 8;
     const LEN: usize = 1000;

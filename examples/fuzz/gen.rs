@@ -208,6 +208,16 @@ struct Meta {
     bound: f64,
 }
 
+impl Meta {
+    /// An fp8 value that may differ between the devices (math rounded to fp8 after f32
+    /// results one f32 ulp apart): one fp8 unit in the last place is 6 to 25%, which
+    /// no later op's tolerance could tell from a wrong value, so it is only an output
+    /// (compared by `compare::compare_fp8`), never an operand.
+    fn terminal(&self) -> bool {
+        self.dtype.is_fp8() && !self.exact
+    }
+}
+
 const SIZES: [usize; 20] = [
     1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 32, 64, 100, 128, 255, 256, 1000, 1024, 2048, 4096,
 ];
@@ -346,6 +356,8 @@ fn draw_inputs(rng: &mut Rng, rank: usize) -> Vec<InputSpec> {
     for k in 0..n_tensors {
         let dtype = if rng.chance(12) {
             rng.pick(&[DataType::I32, DataType::I64, DataType::Bool])
+        } else if rng.chance(8) {
+            rng.pick(&[DataType::F8E4M3, DataType::F8E5M2])
         } else {
             rng.pick(&float_types)
         };
@@ -513,6 +525,16 @@ impl Gen {
         if let Some(&last) = tensors.last() {
             outputs.push(last);
         }
+        // Every inexact fp8 value is an output: nothing else reads it.
+        for v in tensors
+            .iter()
+            .copied()
+            .filter(|&v| self.metas[v].terminal())
+        {
+            if !outputs.contains(&v) {
+                outputs.push(v);
+            }
+        }
         let extra = self.rng.below(3);
         for _ in 0..extra {
             if let Some(&v) = tensors.get(self.rng.below(tensors.len().max(1))) {
@@ -560,5 +582,38 @@ pub fn operands(s: &Step) -> Vec<usize> {
         | Step::TakeAlongAxis(a, b, _)
         | Step::Gather(a, b, _) => vec![*a, *b],
         Step::Where(a, b, c) => vec![*a, *b, *c],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// fp8 is drawn: inputs, casts to fp8, fp8 outputs (every inexact fp8 value is one,
+    /// `Meta::terminal`).
+    #[test]
+    fn fp8_inputs_casts_and_outputs_are_drawn() {
+        let (mut fusions, mut inputs, mut casts, mut outputs) = (0, 0, 0, 0);
+        for seed in 123_000..123_400 {
+            let recipe = Recipe::generate(seed, 12, 1);
+            let Some(built) = recipe.build() else {
+                continue;
+            };
+            let f = &built.fusion;
+            let fp8 = |v: ValId| f.val(v).dtype.is_fp8();
+            if !f.vals().any(|(_, v)| v.dtype.is_fp8()) {
+                continue;
+            }
+            fusions += 1;
+            inputs += f.inputs().iter().filter(|&&v| fp8(v)).count();
+            for (_, e) in f.exprs() {
+                if e.op == nvfuser::ir::Op::Cast && fp8(e.outputs[0]) {
+                    casts += 1;
+                }
+            }
+            outputs += f.outputs().iter().filter(|o| fp8(o.val)).count();
+        }
+        eprintln!("fp8 in {fusions} of 400 recipes: {inputs} inputs, {casts} casts to fp8, {outputs} outputs");
+        assert!(fusions >= 20 && inputs >= 10 && casts >= 20 && outputs >= 10);
     }
 }

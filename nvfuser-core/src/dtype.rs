@@ -5,6 +5,11 @@
 //! `f16 + bf16 -> f32`. A scalar operand only changes the result when its category is
 //! higher than every tensor operand's (an `i32` tensor times `2.5` is `f32`, the default
 //! float type; an `f16` tensor times `2.5` stays `f16`).
+//!
+//! The 8-bit floats `f8e4m3` and `f8e5m2` promote with nothing, as in PyTorch: an fp8
+//! tensor meeting a tensor of any other dtype (the other fp8 type, `bool` and `f32`
+//! included) is an error that asks for an explicit cast ([`promote_checked`]); scalars
+//! do not change an fp8 tensor's type (an `f8e4m3` tensor times `2.5` stays `f8e4m3`).
 
 use std::fmt;
 
@@ -12,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// Element type of a tensor or type of a scalar.
 ///
-/// The enum is `non_exhaustive`: complex and fp8 types will join it.
+/// The enum is `non_exhaustive`: complex types will join it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum DataType {
@@ -30,6 +35,11 @@ pub enum DataType {
     F32,
     /// IEEE double precision.
     F64,
+    /// 8-bit float, 4 exponent and 3 mantissa bits, no infinities (PyTorch's
+    /// `float8_e4m3fn`; see [`crate::fp8`]).
+    F8E4M3,
+    /// 8-bit float, 5 exponent and 2 mantissa bits (PyTorch's `float8_e5m2`).
+    F8E5M2,
 }
 
 /// The promotion category of a type: bool < integer < floating.
@@ -45,7 +55,7 @@ pub enum Category {
 
 impl DataType {
     /// Every supported type, in a fixed order (useful for tests and tables).
-    pub const ALL: [DataType; 7] = [
+    pub const ALL: [DataType; 9] = [
         DataType::Bool,
         DataType::I32,
         DataType::I64,
@@ -53,12 +63,14 @@ impl DataType {
         DataType::BF16,
         DataType::F32,
         DataType::F64,
+        DataType::F8E4M3,
+        DataType::F8E5M2,
     ];
 
     /// Size of one element in bytes.
     pub fn size_bytes(self) -> usize {
         match self {
-            DataType::Bool => 1,
+            DataType::Bool | DataType::F8E4M3 | DataType::F8E5M2 => 1,
             DataType::F16 | DataType::BF16 => 2,
             DataType::I32 | DataType::F32 => 4,
             DataType::I64 | DataType::F64 => 8,
@@ -89,9 +101,21 @@ impl DataType {
         matches!(self, DataType::F16 | DataType::BF16)
     }
 
-    /// The type reductions over this type accumulate in: f32 for half types, else itself.
+    /// True for the 8-bit floats `f8e4m3` and `f8e5m2`.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, DataType::F8E4M3 | DataType::F8E5M2)
+    }
+
+    /// True for the float types narrower than f32 (f16, bf16 and the fp8 types): their
+    /// math computes in f32 and rounds once to the type.
+    pub fn is_narrow_float(self) -> bool {
+        self.is_half() || self.is_fp8()
+    }
+
+    /// The type math and reductions over this type compute in: f32 for f16, bf16 and
+    /// the fp8 types, else itself.
     pub fn compute_type(self) -> DataType {
-        if self.is_half() {
+        if self.is_narrow_float() {
             DataType::F32
         } else {
             self
@@ -108,6 +132,8 @@ impl DataType {
             DataType::BF16 => "bf16",
             DataType::F32 => "f32",
             DataType::F64 => "f64",
+            DataType::F8E4M3 => "f8e4m3",
+            DataType::F8E5M2 => "f8e5m2",
         }
     }
 
@@ -137,6 +163,10 @@ pub fn promote_pair(a: DataType, b: DataType) -> DataType {
     use DataType::*;
     if a == b {
         return a;
+    }
+    if a.is_fp8() || b.is_fp8() {
+        // Refused by `promote_checked` (the builder's rule); f32 keeps this total.
+        return F32;
     }
     match (a.category(), b.category()) {
         (ca, cb) if ca != cb => {
@@ -181,6 +211,25 @@ pub fn promote(operands: &[Operand]) -> Option<DataType> {
         (Some(t), _) => Some(t),
         (None, s) => s,
     }
+}
+
+/// [`promote`], refusing what PyTorch refuses: an fp8 type meeting any other type
+/// among the tensors (or among the scalars). The error holds the two types.
+pub fn promote_checked(operands: &[Operand]) -> Result<Option<DataType>, (DataType, DataType)> {
+    for group in [false, true] {
+        let mut types = operands
+            .iter()
+            .filter(|o| o.is_scalar == group)
+            .map(|o| o.dtype);
+        if let Some(first) = types.next() {
+            for d in types {
+                if d != first && (d.is_fp8() || first.is_fp8()) {
+                    return Err((first, d));
+                }
+            }
+        }
+    }
+    Ok(promote(operands))
 }
 
 /// A constant scalar value. Floats compare and hash by bit pattern so that constants
@@ -329,15 +378,21 @@ fn f64_to_f32_odd(x: f64) -> f32 {
 }
 
 /// Rounds an f64 to the nearest value of the float type `dtype` (ties to even),
-/// returned as f64. This is correctly rounded for every input, unlike a conversion
+/// returned as f64. For f32, f16 and bf16 this is correctly rounded for every input, unlike a conversion
 /// through `half`'s f64 paths (which go through f32 with round-to-nearest, so a value
 /// just above a tie can round down; rounding to f32 with round-to-odd first makes the
-/// second rounding exact). Non-float types return `x` unchanged.
+/// second rounding exact). The fp8 types round to f32 first and then to the format,
+/// both to nearest even, as PyTorch does (so a value just above an fp8 tie by less than
+/// half an f32 ulp rounds as the tie). Non-float types return `x` unchanged.
 pub fn round_to(x: f64, dtype: DataType) -> f64 {
     match dtype {
         DataType::F32 => x as f32 as f64,
         DataType::F16 => half::f16::from_f32(f64_to_f32_odd(x)).to_f64(),
         DataType::BF16 => half::bf16::from_f32(f64_to_f32_odd(x)).to_f64(),
+        // Through f32 with round-to-nearest, as PyTorch converts a double (the fp8
+        // types have constructors from `float` only).
+        DataType::F8E4M3 => crate::fp8::f8e4m3::from_f64(x).to_f64(),
+        DataType::F8E5M2 => crate::fp8::f8e5m2::from_f64(x).to_f64(),
         _ => x,
     }
 }
@@ -395,6 +450,60 @@ mod tests {
         // Scalars alone promote among themselves.
         assert_eq!(promote(&[s(I64), s(F64)]), Some(F64));
         assert_eq!(promote(&[s(F32), s(F64)]), Some(F64));
+    }
+
+    #[test]
+    fn fp8_promotes_with_nothing_but_scalars() {
+        // Same type: itself. Any other tensor type, the other fp8 included: refused.
+        assert_eq!(promote_checked(&[t(F8E4M3), t(F8E4M3)]), Ok(Some(F8E4M3)));
+        for other in DataType::ALL.into_iter().filter(|&d| d != F8E4M3) {
+            assert_eq!(
+                promote_checked(&[t(F8E4M3), t(other)]),
+                Err((F8E4M3, other)),
+                "f8e4m3 + {other}"
+            );
+            assert_eq!(
+                promote_checked(&[t(other), t(F8E4M3)]),
+                Err((other, F8E4M3))
+            );
+        }
+        assert_eq!(
+            promote_checked(&[t(F8E5M2), t(F8E4M3)]),
+            Err((F8E5M2, F8E4M3))
+        );
+        // Python-like scalars leave an fp8 tensor's type alone.
+        for sc in [Bool, I64, I32, F64, F32, F16] {
+            assert_eq!(
+                promote_checked(&[t(F8E5M2), s(sc)]),
+                Ok(Some(F8E5M2)),
+                "{sc}"
+            );
+        }
+        // An fp8 scalar meets other tensors as any float scalar does.
+        assert_eq!(promote_checked(&[t(F32), s(F8E4M3)]), Ok(Some(F32)));
+        assert_eq!(promote_checked(&[t(I32), s(F8E4M3)]), Ok(Some(F32)));
+        assert_eq!(F8E4M3.size_bytes(), 1);
+        assert_eq!(F8E5M2.compute_type(), F32);
+        assert_eq!(DataType::from_name("f8e5m2"), Some(F8E5M2));
+        assert_eq!(F8E4M3.to_string(), "f8e4m3");
+        assert_eq!(F8E4M3.category(), Category::Floating);
+    }
+
+    #[test]
+    fn rounding_to_fp8_goes_through_f32() {
+        // 0.1 -> 0x1d = 0.1015625 (see fp8::tests).
+        assert_eq!(round_to(0.1, F8E4M3), 0.1015625);
+        assert_eq!(round_to(0.1, F8E5M2), 0.09375);
+        // 1 + 2^-4 + 2^-30 is above the e4m3 tie 1 + 2^-4 only by less than half an
+        // f32 ulp: f32 rounds it onto the tie, which goes to the even 1.0 (PyTorch's
+        // double -> float -> fp8).
+        assert_eq!(round_to(1.0 + 2f64.powi(-4) + 2f64.powi(-30), F8E4M3), 1.0);
+        assert!(round_to(500.0, F8E4M3).is_nan());
+        assert_eq!(round_to(1e6, F8E5M2), f64::INFINITY);
+        assert_eq!(
+            ScalarValue::Float(449.0).cast(F8E4M3),
+            ScalarValue::Float(448.0)
+        );
     }
 
     #[test]

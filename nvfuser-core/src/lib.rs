@@ -10,6 +10,7 @@ pub mod dsl;
 pub mod dtype;
 pub mod error;
 pub mod eval;
+pub mod fp8;
 pub mod ir;
 pub mod philox;
 pub mod plan;
@@ -27,6 +28,7 @@ pub mod workloads;
 pub use builder::{FusionDefinition, Size};
 pub use dtype::{DataType, ScalarValue};
 pub use error::{Error, Result};
+pub use fp8::{f8e4m3, f8e5m2};
 pub use ir::{Fusion, ValId};
 
 /// The names most programs need.

@@ -219,9 +219,9 @@ fn unsupported_constructs_say_what_to_write() {
         (
             "let y = x * 2u8;",
             expect![[r#"
-            2:17-2:20: unsupported literal type `u8`
-                help: literal suffixes are i32, i64, f16, bf16, f32, f64 (or none: `2` is i64, `2.0` is f64)
-        "#]],
+                2:17-2:20: unsupported literal type `u8`
+                    help: literal suffixes are i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2 (or none: `2` is i64, `2.0` is f64)
+            "#]],
         ),
         (
             "let y: Tensor<f32, [N, H]> = x;",
@@ -408,9 +408,9 @@ fn builder_errors_point_at_the_argument() {
     check(
         &body("let y = full([4], 1.0, float);"),
         expect![[r#"
-        2:28-2:33: argument `dtype` of `full` must be a dtype (bool, i32, i64, f16, bf16, f32, f64)
-            help: the signature is full(sizes, value, dtype)
-    "#]],
+            2:28-2:33: argument `dtype` of `full` must be a dtype (bool, i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2)
+                help: the signature is full(sizes, value, dtype)
+        "#]],
     );
 }
 
@@ -498,7 +498,7 @@ fn signatures_are_checked() {
         1:16-1:20: unknown dtype `bf17`
             help: did you mean `bf16`?
         1:31-1:39: unsupported parameter type `Vec<f32>`
-            help: a parameter is `Tensor<dtype, [dims]>` or a scalar dtype (f32, f64, i32, i64, bool, f16, bf16)
+            help: a parameter is `Tensor<dtype, [dims]>` or a scalar dtype (f32, f64, i32, i64, bool, f16, bf16, f8e4m3, f8e5m2)
         1:44-1:48: unsupported parameter type `&f32`
             help: tensors are passed by value in a fusion signature: remove the `&`
         1:70-1:73: invalid dim `2.5`

@@ -14,16 +14,7 @@ use nvfuser_core::DataType;
 use nvfuser_cuda::FusionExecutorCache;
 
 fn dtype(s: &str) -> Result<DataType, String> {
-    Ok(match s {
-        "bool" => DataType::Bool,
-        "i32" => DataType::I32,
-        "i64" => DataType::I64,
-        "f16" => DataType::F16,
-        "bf16" => DataType::BF16,
-        "f32" => DataType::F32,
-        "f64" => DataType::F64,
-        other => return Err(format!("unknown dtype {other}")),
-    })
+    DataType::from_name(s).ok_or_else(|| format!("unknown dtype {s}"))
 }
 
 fn run() -> Result<(), String> {

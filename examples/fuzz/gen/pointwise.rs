@@ -78,7 +78,10 @@ impl Gen {
     pub(super) fn propose_binary(&mut self) -> Option<Step> {
         let a = self.pick_tensor(|m| m.dtype != DataType::Bool)?;
         let da = self.metas[a].dims.clone();
-        let b = self.pick_tensor(|m| compatible(&m.dims, &da) && m.dtype != DataType::Bool)?;
+        let ta = self.metas[a].dtype;
+        let b = self.pick_tensor(|m| {
+            compatible(&m.dims, &da) && m.dtype != DataType::Bool && promotes(ta, m.dtype)
+        })?;
         let (ma, mb) = (&self.metas[a], &self.metas[b]);
         let ints = !ma.dtype.is_float() && !mb.dtype.is_float();
         let mut ops = vec![BinaryOp::Add, BinaryOp::Maximum, BinaryOp::Minimum];
@@ -117,7 +120,8 @@ impl Gen {
         let dc = self.metas[c].dims.clone();
         let a = self.pick_tensor(|m| compatible(&m.dims, &dc))?;
         let da = combined(&dc, &self.metas[a].dims);
-        let b = self.pick_tensor(|m| compatible(&m.dims, &da))?;
+        let ta = self.metas[a].dtype;
+        let b = self.pick_tensor(|m| compatible(&m.dims, &da) && promotes(ta, m.dtype))?;
         Some(Step::Where(c, a, b))
     }
 
@@ -135,7 +139,11 @@ impl Gen {
     pub(super) fn propose_cast(&mut self) -> Option<Step> {
         let a = self.pick_tensor(|_| true)?;
         let m = &self.metas[a];
-        let to = if m.exact {
+        let to = if self.rng.chance(15) {
+            // To fp8: of an exact value bit for bit on both devices (and read on), of
+            // another value an output only (`Meta::terminal`).
+            self.rng.pick(&[DataType::F8E4M3, DataType::F8E5M2])
+        } else if m.exact {
             self.rng.pick(&[
                 DataType::F16,
                 DataType::BF16,
@@ -327,8 +335,15 @@ impl Gen {
         let v = self.fd.cast(x, to).ok()?;
         // Narrowing float casts round: exact only when widening or to integers
         // of exact values.
+        // A cast to fp8 of an exact value other than fp8 is exact too: the conversion is
+        // the same integer arithmetic on both devices, which is what the fuzzer checks
+        // (but fp8 to the other fp8 rounds away a mantissa bit: inexact).
         let exact = m.exact
-            && (!to.is_float() || to.size_bytes() >= m.dtype.size_bytes() || !m.dtype.is_float());
+            && if to.is_fp8() {
+                !m.dtype.is_fp8()
+            } else {
+                !to.is_float() || to.size_bytes() >= m.dtype.size_bytes() || !m.dtype.is_float()
+            };
         let bound = if to == DataType::Bool { 1.0 } else { m.bound };
         Some((
             v,
@@ -380,4 +395,10 @@ impl Gen {
             },
         ))
     }
+}
+
+/// Whether tensors of types `a` and `b` may meet in one op: an fp8 type promotes with
+/// nothing but itself (the builder refuses the rest).
+fn promotes(a: DataType, b: DataType) -> bool {
+    a == b || (!a.is_fp8() && !b.is_fp8())
 }

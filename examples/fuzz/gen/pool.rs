@@ -142,7 +142,7 @@ impl Gen {
         let c: Vec<usize> = self
             .tensors()
             .into_iter()
-            .filter(|&i| pred(&self.metas[i]))
+            .filter(|&i| !self.metas[i].terminal() && pred(&self.metas[i]))
             .collect();
         if c.is_empty() {
             None

@@ -88,8 +88,13 @@ impl FusionDefinition {
         dtype: DataType,
     ) -> Result<ValId> {
         let op = dist.name();
-        if !dtype.is_float() {
-            return Err(Error::dtype(op, "a floating point output type", dtype));
+        if !dtype.is_float() || dtype.is_fp8() {
+            // PyTorch has no fp8 random streams either: draw in f32 and cast.
+            return Err(Error::dtype(
+                op,
+                "an f16, bf16, f32 or f64 output type (for fp8, draw f32 and cast)",
+                dtype,
+            ));
         }
         for (i, &v) in args.iter().enumerate() {
             let d = self.scalar(op, v)?;

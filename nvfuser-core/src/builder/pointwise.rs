@@ -5,7 +5,7 @@
 //! an `i32` tensor with an `f32` tensor compares in `f32`.
 
 use super::{describe_shape, FusionDefinition};
-use crate::dtype::{promote, DataType, Operand};
+use crate::dtype::{promote_checked, DataType, Operand};
 use crate::error::{Error, Result};
 use crate::ir::{
     BinaryOp, BinaryRule, IterDomain, IterKind, Op, TernaryOp, UnaryOp, UnaryRule, ValId,
@@ -144,7 +144,16 @@ impl FusionDefinition {
                 is_scalar: !v.is_tensor(),
             });
         }
-        promote(&ops).ok_or_else(|| Error::arity(op, "operands (at least)", 1, 0))
+        match promote_checked(&ops) {
+            Ok(Some(d)) => Ok(d),
+            Ok(None) => Err(Error::arity(op, "operands (at least)", 1, 0)),
+            Err((a, b)) => Err(Error::dtype(
+                op,
+                "operands that promote (fp8 promotes with no other type, as in PyTorch: \
+                 cast explicitly, e.g. `x as f32`)",
+                format!("{a} and {b}"),
+            )),
+        }
     }
 
     /// Emits an elementwise expression: broadcasts tensor operands to a common shape

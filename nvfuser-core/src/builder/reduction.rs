@@ -32,6 +32,9 @@ impl FusionDefinition {
                     d,
                 ))
             }
+            // e4m3 holds no infinity, the identity of max/min: fp8 selects in f32
+            // (exact, as the result is one of the elements).
+            ReductionOp::Max | ReductionOp::Min if d.is_fp8() => (self.cast(x, DataType::F32)?, d),
             ReductionOp::Max | ReductionOp::Min => (x, d),
             _ => (self.cast(x, d.compute_type())?, d),
         };

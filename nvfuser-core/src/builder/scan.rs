@@ -30,6 +30,8 @@ impl FusionDefinition {
                 (self.cast(x, DataType::I64)?, DataType::I64)
             }
             ScanOp::Sum | ScanOp::Prod => (self.cast(x, d.compute_type())?, d),
+            // As the max/min reductions: e4m3 holds no infinity, so fp8 scans in f32.
+            ScanOp::Max | ScanOp::Min if d.is_fp8() => (self.cast(x, DataType::F32)?, d),
             ScanOp::Max | ScanOp::Min => (x, d),
         };
         if shape.is_empty() {

@@ -1,4 +1,4 @@
-//! The runtime support every generated kernel carries: index helpers, f16/bf16 types
+//! The runtime support every generated kernel carries: index helpers, f16/bf16/fp8 types
 //! with round-to-nearest-even conversions, a math helper per op, reductions with warp
 //! shuffles and shared memory, vector copies, and Philox matching [`crate::philox`].
 //!
@@ -123,6 +123,77 @@ struct nvf_bfloat {
   __device__ explicit nvf_bfloat(long long i) : bits(nvf_f2bf_bits(nvf_d2f_odd((double)i))) {}
   __device__ explicit nvf_bfloat(bool b) : bits(b ? 0x3f80u : 0u) {}
   __device__ operator float() const { return __uint_as_float(((unsigned int)bits) << 16); }
+};
+
+// fp8 (e4m3fn, e5m2): storage types with round-to-nearest-even conversions from f32 by
+// integer arithmetic on the bits, the exact rule of nvfuser_core::fp8 (no hardware cvt:
+// its saturation differs). e4m3fn has no infinities: a rounded magnitude above 448,
+// inf and NaN give NaN (0x7f with the sign); e5m2 overflows to inf. Doubles and 64-bit
+// integers round to f32 first (PyTorch's conversion).
+__device__ inline unsigned int nvf_f8_round(unsigned int ax, unsigned int mbits, unsigned int bias) {
+  const unsigned int e = ax >> 23;
+  if (e == 0u) return 0u;
+  const unsigned int mant = (ax & 0x7fffffu) | 0x800000u;
+  if (e < 128u - bias) {
+    const unsigned int shift = 151u - e - bias - mbits;
+    if (shift > 24u) return 0u;
+    const unsigned int q = mant >> shift, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    return (rem > half || (rem == half && (q & 1u))) ? q + 1u : q;
+  }
+  const unsigned int code = ((e + bias - 127u) << mbits) | ((ax >> (23u - mbits)) & ((1u << mbits) - 1u));
+  const unsigned int rem = ax & ((1u << (23u - mbits)) - 1u), half = 1u << (22u - mbits);
+  return (rem > half || (rem == half && (code & 1u))) ? code + 1u : code;
+}
+__device__ inline unsigned char nvf_f2e4m3_bits(float f) {
+  const unsigned int x = __float_as_uint(f);
+  const unsigned int sign = (x >> 24) & 0x80u, ax = x & 0x7fffffffu;
+  if (ax >= 0x43f00000u) return (unsigned char)(sign | 0x7fu);
+  const unsigned int code = nvf_f8_round(ax, 3u, 7u);
+  return (unsigned char)(sign | (code > 0x7eu ? 0x7fu : code));
+}
+__device__ inline unsigned char nvf_f2e5m2_bits(float f) {
+  const unsigned int x = __float_as_uint(f);
+  const unsigned int sign = (x >> 24) & 0x80u, ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (unsigned char)(sign | 0x7fu);
+  if (ax >= 0x47800000u) return (unsigned char)(sign | 0x7cu);
+  return (unsigned char)(sign | nvf_f8_round(ax, 2u, 15u));
+}
+// The f32 bits of m (1 .. 2^mbits - 1) units of 2^unit_exp.
+__device__ inline unsigned int nvf_f8_subnormal(unsigned int m, int unit_exp) {
+  const unsigned int p = 31u - (unsigned int)__clz(m);
+  return ((unsigned int)(127 + unit_exp + (int)p) << 23) | ((m - (1u << p)) << (23u - p));
+}
+__device__ inline float nvf_e4m32f(unsigned char b) {
+  const unsigned int sign = ((unsigned int)b & 0x80u) << 24, c = (unsigned int)b & 0x7fu;
+  const unsigned int e = c >> 3, m = c & 7u;
+  const unsigned int r = c == 0x7fu ? 0x7fc00000u : (e == 0u ? (m == 0u ? 0u : nvf_f8_subnormal(m, -9)) : (((e + 120u) << 23) | (m << 20)));
+  return __uint_as_float(sign | r);
+}
+__device__ inline float nvf_e5m22f(unsigned char b) {
+  const unsigned int sign = ((unsigned int)b & 0x80u) << 24, c = (unsigned int)b & 0x7fu;
+  const unsigned int e = c >> 2, m = c & 3u;
+  const unsigned int r = e == 31u ? (m == 0u ? 0x7f800000u : 0x7fc00000u) : (e == 0u ? (m == 0u ? 0u : nvf_f8_subnormal(m, -16)) : (((e + 112u) << 23) | (m << 21)));
+  return __uint_as_float(sign | r);
+}
+struct nvf_fp8_e4m3 {
+  unsigned char bits;
+  nvf_fp8_e4m3() = default;
+  __device__ explicit nvf_fp8_e4m3(float f) : bits(nvf_f2e4m3_bits(f)) {}
+  __device__ explicit nvf_fp8_e4m3(double d) : bits(nvf_f2e4m3_bits((float)d)) {}
+  __device__ explicit nvf_fp8_e4m3(int i) : bits(nvf_f2e4m3_bits((float)i)) {}
+  __device__ explicit nvf_fp8_e4m3(long long i) : bits(nvf_f2e4m3_bits((float)i)) {}
+  __device__ explicit nvf_fp8_e4m3(bool b) : bits(b ? 0x38u : 0u) {}
+  __device__ operator float() const { return nvf_e4m32f(bits); }
+};
+struct nvf_fp8_e5m2 {
+  unsigned char bits;
+  nvf_fp8_e5m2() = default;
+  __device__ explicit nvf_fp8_e5m2(float f) : bits(nvf_f2e5m2_bits(f)) {}
+  __device__ explicit nvf_fp8_e5m2(double d) : bits(nvf_f2e5m2_bits((float)d)) {}
+  __device__ explicit nvf_fp8_e5m2(int i) : bits(nvf_f2e5m2_bits((float)i)) {}
+  __device__ explicit nvf_fp8_e5m2(long long i) : bits(nvf_f2e5m2_bits((float)i)) {}
+  __device__ explicit nvf_fp8_e5m2(bool b) : bits(b ? 0x3cu : 0u) {}
+  __device__ operator float() const { return nvf_e5m22f(bits); }
 };
 
 // Math helpers, one per op; float and double overloads, templates for integers.
@@ -259,6 +330,8 @@ template <typename T> __device__ inline T nvf_shfl_xor(T v, int m) { return __sh
 __device__ inline bool nvf_shfl_xor(bool v, int m) { return __shfl_xor_sync(0xffffffffu, (int)v, m) != 0; }
 __device__ inline nvf_half nvf_shfl_xor(nvf_half v, int m) { nvf_half r; r.bits = (unsigned short)__shfl_xor_sync(0xffffffffu, (int)v.bits, m); return r; }
 __device__ inline nvf_bfloat nvf_shfl_xor(nvf_bfloat v, int m) { nvf_bfloat r; r.bits = (unsigned short)__shfl_xor_sync(0xffffffffu, (int)v.bits, m); return r; }
+__device__ inline nvf_fp8_e4m3 nvf_shfl_xor(nvf_fp8_e4m3 v, int m) { nvf_fp8_e4m3 r; r.bits = (unsigned char)__shfl_xor_sync(0xffffffffu, (int)v.bits, m); return r; }
+__device__ inline nvf_fp8_e5m2 nvf_shfl_xor(nvf_fp8_e5m2 v, int m) { nvf_fp8_e5m2 r; r.bits = (unsigned char)__shfl_xor_sync(0xffffffffu, (int)v.bits, m); return r; }
 template <typename T, typename Op> __device__ inline T nvf_warp_allreduce(T v, Op op) {
   for (int m = 16; m >= 1; m >>= 1) v = op(v, nvf_shfl_xor(v, m));
   return v;
@@ -294,10 +367,14 @@ template <typename T> __device__ inline T nvf_shfl_up(T v, int d) { return __shf
 __device__ inline bool nvf_shfl_up(bool v, int d) { return __shfl_up_sync(0xffffffffu, (int)v, d) != 0; }
 __device__ inline nvf_half nvf_shfl_up(nvf_half v, int d) { nvf_half r; r.bits = (unsigned short)__shfl_up_sync(0xffffffffu, (int)v.bits, d); return r; }
 __device__ inline nvf_bfloat nvf_shfl_up(nvf_bfloat v, int d) { nvf_bfloat r; r.bits = (unsigned short)__shfl_up_sync(0xffffffffu, (int)v.bits, d); return r; }
+__device__ inline nvf_fp8_e4m3 nvf_shfl_up(nvf_fp8_e4m3 v, int d) { nvf_fp8_e4m3 r; r.bits = (unsigned char)__shfl_up_sync(0xffffffffu, (int)v.bits, d); return r; }
+__device__ inline nvf_fp8_e5m2 nvf_shfl_up(nvf_fp8_e5m2 v, int d) { nvf_fp8_e5m2 r; r.bits = (unsigned char)__shfl_up_sync(0xffffffffu, (int)v.bits, d); return r; }
 template <typename T> __device__ inline T nvf_shfl_idx(T v, int l) { return __shfl_sync(0xffffffffu, v, l); }
 __device__ inline bool nvf_shfl_idx(bool v, int l) { return __shfl_sync(0xffffffffu, (int)v, l) != 0; }
 __device__ inline nvf_half nvf_shfl_idx(nvf_half v, int l) { nvf_half r; r.bits = (unsigned short)__shfl_sync(0xffffffffu, (int)v.bits, l); return r; }
 __device__ inline nvf_bfloat nvf_shfl_idx(nvf_bfloat v, int l) { nvf_bfloat r; r.bits = (unsigned short)__shfl_sync(0xffffffffu, (int)v.bits, l); return r; }
+__device__ inline nvf_fp8_e4m3 nvf_shfl_idx(nvf_fp8_e4m3 v, int l) { nvf_fp8_e4m3 r; r.bits = (unsigned char)__shfl_sync(0xffffffffu, (int)v.bits, l); return r; }
+__device__ inline nvf_fp8_e5m2 nvf_shfl_idx(nvf_fp8_e5m2 v, int l) { nvf_fp8_e5m2 r; r.bits = (unsigned char)__shfl_sync(0xffffffffu, (int)v.bits, l); return r; }
 template <typename T, typename Op> __device__ inline T nvf_warp_scan(T v, Op op, unsigned int lane) {
   for (int d = 1; d < 32; d <<= 1) {
     const T u = nvf_shfl_up(v, d);
@@ -411,6 +488,8 @@ template <typename T> __device__ inline void nvf_block_welford_y(T& avg, T& m2, 
 template <typename T> __device__ inline T nvf_load_volatile(const T* p) { return *(const volatile T*)p; }
 __device__ inline nvf_half nvf_load_volatile(const nvf_half* p) { nvf_half r; r.bits = *(const volatile unsigned short*)&p->bits; return r; }
 __device__ inline nvf_bfloat nvf_load_volatile(const nvf_bfloat* p) { nvf_bfloat r; r.bits = *(const volatile unsigned short*)&p->bits; return r; }
+__device__ inline nvf_fp8_e4m3 nvf_load_volatile(const nvf_fp8_e4m3* p) { nvf_fp8_e4m3 r; r.bits = *(const volatile unsigned char*)&p->bits; return r; }
+__device__ inline nvf_fp8_e5m2 nvf_load_volatile(const nvf_fp8_e5m2* p) { nvf_fp8_e5m2 r; r.bits = *(const volatile unsigned char*)&p->bits; return r; }
 
 // Grid reduction, in one pass with a semaphore. The blocks that reduce together (same
 // `segment`, `nblocks` of them, this one being number `rank`) each store their partial

@@ -361,7 +361,7 @@ impl Interp<'_> {
                     spec,
                     slot,
                     e,
-                    "a dtype (bool, i32, i64, f16, bf16, f32, f64)",
+                    "a dtype (bool, i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2)",
                 ),
             },
             Kind::Values => {

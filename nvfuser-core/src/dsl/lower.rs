@@ -302,8 +302,9 @@ fn lower_cast(c: &syn::ExprCast, span: SpanRange, errors: &mut Vec<DslError>) ->
         }
         _ => {
             errors.push(
-                DslError::new(dtype_span, "`as` casts to a dtype")
-                    .with_hint("write `x as f32` (bool, i32, i64, f16, bf16, f32, f64)"),
+                DslError::new(dtype_span, "`as` casts to a dtype").with_hint(
+                    "write `x as f32` (bool, i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2)",
+                ),
             );
             None
         }
@@ -551,7 +552,7 @@ fn lower_lit(lit: &syn::Lit, errors: &mut Vec<DslError>) -> Option<Lit> {
             Some(DataType::Bool) | None => {
                 errors.push(
                     DslError::new(span, format!("unsupported literal type `{suffix}`"))
-                        .with_hint("literal suffixes are i32, i64, f16, bf16, f32, f64 (or none: `2` is i64, `2.0` is f64)"),
+                        .with_hint("literal suffixes are i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2 (or none: `2` is i64, `2.0` is f64)"),
                 );
                 Err(())
             }
@@ -621,7 +622,7 @@ pub(crate) fn dtype_of(ident: &syn::Ident, errors: &mut Vec<DslError>) -> Option
     }
     let hint = match closest(&name, DataType::ALL.iter().map(|d| d.name())) {
         Some(s) => format!("did you mean `{s}`?"),
-        None => "the dtypes are bool, i32, i64, f16, bf16, f32, f64".to_string(),
+        None => "the dtypes are bool, i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2".to_string(),
     };
     errors.push(
         DslError::new(SpanRange::of(ident), format!("unknown dtype `{name}`")).with_hint(hint),

@@ -24,7 +24,7 @@
 //! expr     := literal | NAME | expr BINOP expr | `-`expr | `!`expr | expr `as` dtype
 //!           | `(` expr `)` | OP `(` arg,* `)` | expr `.` OP `(` arg,* `)` | expr `.` INT
 //! arg      := expr | NAME `=` expr                     (keyword: keepdim = true)
-//! dtype    := bool | i32 | i64 | f16 | bf16 | f32 | f64
+//! dtype    := bool | i32 | i64 | f16 | bf16 | f32 | f64 | f8e4m3 | f8e5m2
 //! ```
 //!
 //! - **Literals** become constants: `2.0` is `f64`, `2` is `i64`, `true` is `bool`; a

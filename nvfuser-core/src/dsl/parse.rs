@@ -290,7 +290,7 @@ fn parse_type(input: ParseStream, errors: &mut Vec<DslError>) -> syn::Result<Par
                 let mut err = DslError::new(span, format!("unknown type `{ident}`"));
                 err = match closest(&ident.to_string(), DataType::ALL.iter().map(|d| d.name())) {
                     Some(s) => err.with_hint(format!("did you mean `{s}`?")),
-                    None => err.with_hint("a parameter is `Tensor<dtype, [dims]>` or a scalar dtype (f32, f64, i32, i64, bool, f16, bf16)"),
+                    None => err.with_hint("a parameter is `Tensor<dtype, [dims]>` or a scalar dtype (f32, f64, i32, i64, bool, f16, bf16, f8e4m3, f8e5m2)"),
                 };
                 errors.push(err);
             }
@@ -304,7 +304,7 @@ fn parse_type(input: ParseStream, errors: &mut Vec<DslError>) -> syn::Result<Par
     let span = SpanRange::of(&ty);
     let hint = match &ty {
         syn::Type::Reference(_) => "tensors are passed by value in a fusion signature: remove the `&`",
-        _ => "a parameter is `Tensor<dtype, [dims]>` or a scalar dtype (f32, f64, i32, i64, bool, f16, bf16)",
+        _ => "a parameter is `Tensor<dtype, [dims]>` or a scalar dtype (f32, f64, i32, i64, bool, f16, bf16, f8e4m3, f8e5m2)",
     };
     let text = ty
         .to_token_stream()

@@ -34,9 +34,13 @@ impl Tolerance {
 
     /// The default for comparing results of type `dtype`: f64 `1e-12`/`1e-12`, f32
     /// `1e-5`/`1e-5`, f16 `1e-3`/`1e-5`, bf16 `1e-2`/`1e-5` (rtol/atol, about one or two
-    /// units in the last place); exact for integers and bool.
+    /// units in the last place); f8e4m3 `2^-3`/`2^-9` and f8e5m2 `2^-2`/`2^-16` (one
+    /// unit in the last place, and the smallest subnormal: an f32 result a few f32 ulps
+    /// off can round to the neighbouring fp8 value); exact for integers and bool.
     pub fn for_dtype(dtype: DataType) -> Self {
         match dtype {
+            DataType::F8E4M3 => Tolerance::new(0.125, 2f64.powi(-9)),
+            DataType::F8E5M2 => Tolerance::new(0.25, 2f64.powi(-16)),
             DataType::F64 => Tolerance::new(1e-12, 1e-12),
             DataType::F32 => Tolerance::new(1e-5, 1e-5),
             DataType::F16 => Tolerance::new(1e-3, 1e-5),
@@ -59,7 +63,8 @@ impl Tolerance {
         let base = Self::for_dtype(dtype);
         let unit = match dtype {
             DataType::F64 => f64::EPSILON / 2.0,
-            DataType::F32 | DataType::F16 | DataType::BF16 => f64::from(f32::EPSILON) / 2.0,
+            DataType::F32 => f64::from(f32::EPSILON) / 2.0,
+            d if d.is_narrow_float() => f64::from(f32::EPSILON) / 2.0,
             _ => return base,
         };
         Tolerance::new(base.rtol, base.atol + len as f64 * unit * magnitude.abs())

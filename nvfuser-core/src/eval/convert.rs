@@ -33,6 +33,8 @@ pub(crate) fn int_to_float(i: i64, dtype: DataType) -> f64 {
     match dtype {
         DataType::F32 => i as f32 as f64,
         DataType::F16 | DataType::BF16 => round_to(i64_to_f64_odd(i), dtype),
+        // PyTorch converts an integer to fp8 through f32 (nearest even, twice).
+        DataType::F8E4M3 | DataType::F8E5M2 => round_to(i as f32 as f64, dtype),
         _ => i as f64,
     }
 }
@@ -95,10 +97,10 @@ pub(crate) fn cast_data(data: &HostData, from: DataType, to: DataType) -> HostDa
 }
 
 /// The float type an operand is rounded to when it is converted to the floating
-/// computation type `c`: `c` itself for tensors; for scalars meeting f16/bf16 math,
-/// f32 (PyTorch keeps such scalars in its f32 "opmath" type).
+/// computation type `c`: `c` itself for tensors; for scalars meeting f16/bf16/fp8
+/// math, f32 (PyTorch keeps such scalars in its f32 "opmath" type).
 fn float_target(c: DataType, is_scalar: bool) -> DataType {
-    if is_scalar && c.is_half() {
+    if is_scalar && c.is_narrow_float() {
         DataType::F32
     } else {
         c

@@ -121,6 +121,32 @@
 //! the value already has. `segment_set` rounds like a cast to its own type (a segment
 //! boundary stores the value to memory in its dtype); `set` copies the value unchanged.
 //!
+//! # fp8 (`f8e4m3` = PyTorch's `float8_e4m3fn`, `f8e5m2` = `float8_e5m2`)
+//!
+//! One byte each; the bit-level rules are in [`crate::fp8`], shared with the kernels'
+//! preamble, so both devices give the same byte for the same `f32` value.
+//!
+//! * **f32 → e4m3fn**: round to nearest, ties to even. The format has no infinities: a
+//!   value whose rounded magnitude exceeds 448 becomes NaN (PyTorch's non-saturating
+//!   conversion: 449 → 448, 464 → 448 (the tie between 448 and the NaN pattern goes to
+//!   the even 448), anything above 464 → NaN), and so do ±inf and NaN (sign kept,
+//!   `0x7f`/`0xff`). Subnormals are kept down to `2^-9`; `-0.0` stays `-0.0`.
+//! * **f32 → e5m2**: round to nearest, ties to even; a rounded magnitude past 57344
+//!   (from 61440 on) is ±inf; inf → inf, NaN → NaN; subnormals down to `2^-16`.
+//! * **fp8 → f32** is exact (and so is fp8 → f64/f16/bf16 where representable: f16
+//!   holds every e4m3 value; e5m2's subnormals are f16 subnormals).
+//! * **f64, integers, f16, bf16 → fp8 round to f32 first** (nearest even), then as above:
+//!   PyTorch's `Float8_e4m3fn`/`Float8_e5m2` convert only from `float`, so a double
+//!   or an `int64` becomes a `float` first (two roundings: `1 + 2^-4 + 2^-30` in f64
+//!   lands on the e4m3 tie `1 + 2^-4` in f32 and rounds to 1.0). f16/bf16 → f32 is exact.
+//!   fp8 → integer converts the exact value like an f32 (NaN → 0 for i32).
+//! * **Math**: fp8 promotes with no other type (a tensor of another dtype, the other fp8
+//!   type included, is a builder error asking for a cast); scalars leave an fp8 tensor's
+//!   type alone and meet its math as f32, as with f16/bf16. Ops on fp8 compute in f32
+//!   and round once to the fp8 type. Reductions and scans cast fp8 to f32 (sums and
+//!   products accumulate in f32, then cast back; `max`/`min` select in f32, since e4m3
+//!   has no infinity for their identity); random ops refuse fp8 outputs.
+//!
 //! # Reductions
 //!
 //! `sum`, `prod`, `max`, `min`, `mean` over the expression's `axes` compute in the

@@ -3,6 +3,8 @@
 use std::fmt;
 
 use half::{bf16, f16};
+
+use crate::fp8::{f8e4m3, f8e5m2};
 use ndarray::{ArrayD, IxDyn};
 
 use crate::dtype::round_to;
@@ -53,7 +55,7 @@ pub(crate) fn check_alloc(op: &str, shape: &[usize]) -> Result<usize> {
 /// The elements of a [`HostTensor`], in one of three storage kinds.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostData {
-    /// Every float type (f16, bf16, f32, f64), held in f64.
+    /// Every float type (f16, bf16, f32, f64, f8e4m3, f8e5m2), held in f64.
     Float(ArrayD<f64>),
     /// i32 and i64, held in i64.
     Int(ArrayD<i64>),
@@ -102,7 +104,8 @@ mod sealed {
 }
 
 /// A Rust element type that maps to a [`DataType`]: `f32`, `f64`, `half::f16`,
-/// `half::bf16`, `i32`, `i64` and `bool`.
+/// `half::bf16`, [`f8e4m3`](crate::fp8::f8e4m3), [`f8e5m2`](crate::fp8::f8e5m2),
+/// `i32`, `i64` and `bool`.
 pub trait Element: Copy + sealed::Sealed + 'static {
     /// The matching dtype.
     const DTYPE: DataType;
@@ -165,6 +168,8 @@ float_element!(f64, F64, |v| v, |v| v);
 float_element!(f32, F32, |v| v as f64, |v| v as f32);
 float_element!(f16, F16, |v| v.to_f64(), f16::from_f64);
 float_element!(bf16, BF16, |v| v.to_f64(), bf16::from_f64);
+float_element!(f8e4m3, F8E4M3, |v| v.to_f64(), f8e4m3::from_f64);
+float_element!(f8e5m2, F8E5M2, |v| v.to_f64(), f8e5m2::from_f64);
 
 macro_rules! int_element {
     ($t:ty, $dt:ident) => {
@@ -586,7 +591,7 @@ fn all_equal<T: Copy + PartialEq>(a: &ArrayD<T>) -> Option<T> {
 
 /// Rounds every element to `dtype` (no-op for f64).
 pub(crate) fn round_array(a: &mut ArrayD<f64>, dtype: DataType) {
-    if matches!(dtype, DataType::F32 | DataType::F16 | DataType::BF16) {
+    if dtype == DataType::F32 || dtype.is_narrow_float() {
         a.mapv_inplace(|v| round_to(v, dtype));
     }
 }

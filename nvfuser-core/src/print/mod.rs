@@ -66,7 +66,9 @@ fn float_literal(x: f64, dtype: DataType) -> String {
     } else {
         dtype.name()
     };
-    if dtype != DataType::F64 {
+    // fp8 values have at most four significant bits: their exact decimal reads best
+    // (`448.0f8e4m3`, not `450.0f8e4m3`, which rounds to the same byte).
+    if dtype != DataType::F64 && !dtype.is_fp8() {
         // The fewest significant digits that round back to the same value in `dtype`
         // read best ("0.1f32", not "0.10000000149011612f32") and are still exact.
         for digits in 0..17 {
@@ -145,6 +147,18 @@ mod tests {
             (ScalarValue::Float(-0.0), F64, "-0.0"),
             (ScalarValue::Float(0.1).cast(F32), F32, "0.1f32"),
             (ScalarValue::Float(0.1).cast(BF16), BF16, "0.1bf16"),
+            (ScalarValue::Float(448.0), F8E4M3, "448.0f8e4m3"),
+            (
+                ScalarValue::Float(0.1).cast(F8E4M3),
+                F8E4M3,
+                "0.1015625f8e4m3",
+            ),
+            (
+                ScalarValue::Float(2f64.powi(-16)),
+                F8E5M2,
+                "1.52587890625e-5f8e5m2",
+            ),
+            (ScalarValue::Float(f64::NAN), F8E4M3, "f8e4m3::NAN"),
             (ScalarValue::Float(f64::NAN), F64, "f64::NAN"),
             (ScalarValue::Float(f64::NEG_INFINITY), F32, "-f32::INFINITY"),
             (ScalarValue::Int(-3), I32, "-3i32"),

@@ -1,21 +1,23 @@
 //! [`Element`]: the Rust types a tensor can be built from and read back as.
 //!
 //! Tensors store elements as the GPU does: little-endian bytes in the dtype's own width
-//! (bf16 as its 16 bits, bool as one byte 0 or 1). Host and device buffers share that
+//! (bf16 as its 16 bits, fp8 as its byte, bool as one byte 0 or 1). Host and device buffers share that
 //! layout, so uploads and downloads are plain byte copies and a value round-trips bit for
 //! bit (NaN payloads included). This trait is the one place that maps a Rust type to its
 //! [`DataType`] and to those bytes; it is sealed because the byte layout must match what
 //! generated kernels read.
 
 use half::{bf16, f16};
+use nvfuser_core::fp8::{f8e4m3, f8e5m2};
 use nvfuser_core::DataType;
 
 mod sealed {
     pub trait Sealed {}
 }
 
-/// A Rust element type of a tensor: `f32`, `f64`, `half::f16`, `half::bf16`, `i32`, `i64`
-/// or `bool`.
+/// A Rust element type of a tensor: `f32`, `f64`, `half::f16`, `half::bf16`,
+/// `nvfuser_core::f8e4m3`, `nvfuser_core::f8e5m2` (one byte: the format's bits), `i32`,
+/// `i64` or `bool`.
 ///
 /// ```
 /// use nvfuser_cuda::Element;
@@ -77,6 +79,12 @@ numeric_element!(f16, F16, 2, |v| v.to_bits().to_le_bytes(), |b| {
 numeric_element!(bf16, BF16, 2, |v| v.to_bits().to_le_bytes(), |b| {
     bf16::from_bits(u16::from_le_bytes(b))
 });
+numeric_element!(f8e4m3, F8E4M3, 1, |v| [v.to_bits()], |b| f8e4m3::from_bits(
+    b[0]
+));
+numeric_element!(f8e5m2, F8E5M2, 1, |v| [v.to_bits()], |b| f8e5m2::from_bits(
+    b[0]
+));
 
 impl sealed::Sealed for bool {}
 
@@ -115,6 +123,8 @@ mod tests {
         round_trip(&[f16::from_f32(1.5), f16::MAX, f16::NEG_INFINITY]);
         round_trip(&[bf16::from_f32(-2.25), bf16::MIN_POSITIVE]);
         round_trip(&[true, false, true]);
+        round_trip(&[f8e4m3::from_f32(448.0), f8e4m3::from_bits(0xff)]);
+        round_trip(&[f8e5m2::from_f32(-57344.0), f8e5m2::from_bits(0x7d)]);
         round_trip::<f32>(&[]);
     }
 

@@ -10,6 +10,7 @@
 
 use half::{bf16, f16};
 use nvfuser_core::eval::HostTensor;
+use nvfuser_core::fp8::{f8e4m3, f8e5m2};
 use nvfuser_core::DataType;
 
 use super::Tensor;
@@ -34,6 +35,14 @@ macro_rules! with_element {
             }
             DataType::BF16 => {
                 type $t = bf16;
+                $body
+            }
+            DataType::F8E4M3 => {
+                type $t = f8e4m3;
+                $body
+            }
+            DataType::F8E5M2 => {
+                type $t = f8e5m2;
                 $body
             }
             DataType::I32 => {

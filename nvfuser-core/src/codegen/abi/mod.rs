@@ -82,6 +82,8 @@ pub fn cuda_type(d: DataType) -> &'static str {
         DataType::BF16 => "nvf_bfloat",
         DataType::F32 => "float",
         DataType::F64 => "double",
+        DataType::F8E4M3 => "nvf_fp8_e4m3",
+        DataType::F8E5M2 => "nvf_fp8_e5m2",
     }
 }
 

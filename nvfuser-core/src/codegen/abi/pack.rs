@@ -403,6 +403,14 @@ fn scalar_bytes(d: DataType, v: ScalarValue) -> Option<([u8; 8], usize)> {
             b[..2].copy_from_slice(&half::bf16::from_f64(v.as_f64()).to_bits().to_le_bytes());
             2
         }
+        DataType::F8E4M3 => {
+            b[0] = crate::fp8::f8e4m3::from_f64(v.as_f64()).to_bits();
+            1
+        }
+        DataType::F8E5M2 => {
+            b[0] = crate::fp8::f8e5m2::from_f64(v.as_f64()).to_bits();
+            1
+        }
         _ => return None,
     };
     Some((b, n))

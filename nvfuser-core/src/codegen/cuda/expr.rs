@@ -216,7 +216,7 @@ pub(super) fn functor(op: ReductionOp) -> &'static str {
     }
 }
 
-/// A C++ literal of `v` in type `to` (a compute type: never f16/bf16 unless cast).
+/// A C++ literal of `v` in type `to` (a compute type: never f16/bf16/fp8 unless cast).
 fn literal(v: ScalarValue, to: DataType) -> String {
     match to {
         DataType::Bool => format!("{}", v.as_f64() != 0.0),
@@ -264,7 +264,7 @@ fn literal(v: ScalarValue, to: DataType) -> String {
                 format!("{x:?}f")
             }
         }
-        DataType::F16 | DataType::BF16 => {
+        DataType::F16 | DataType::BF16 | DataType::F8E4M3 | DataType::F8E5M2 => {
             format!("({})({})", cuda_type(to), literal(v, DataType::F32))
         }
     }

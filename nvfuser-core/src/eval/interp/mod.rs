@@ -204,9 +204,9 @@ impl<'a> Evaluator<'a> {
             }
             for (&o, t) in e.outputs.iter().zip(results) {
                 self.check_result(e, o, &t)?;
-                // Every f32/f16/bf16-typed value is rounded to its dtype where it is
-                // made, as a kernel holds it in a register of its type (module doc).
-                let t = if t.dtype().is_half() || t.dtype() == DataType::F32 {
+                // Every f32/f16/bf16/fp8-typed value is rounded to its dtype where it
+                // is made, as a kernel holds it in a register of its type (module doc).
+                let t = if t.dtype().is_narrow_float() || t.dtype() == DataType::F32 {
                     t.into_rounded()
                 } else {
                     t
