@@ -120,3 +120,37 @@ fn user_params_that_do_not_fit_are_invalid() {
         .unwrap_err();
     assert!(matches!(err, PlanError::InvalidParams(_)), "{err:?}");
 }
+
+/// An input declared non-contiguous (`#[layout(contiguity = [false, false])]`) whose
+/// call happens to pass dense strides: the inner schedules read it without vectors
+/// (the kernel indexes by the declared layout). They used to vectorize it from the
+/// strides, fail validation and fall to the default schedule, or refuse the fusion
+/// outright with a creation op beside the reduction (GPU fuzz seed 9900000's run).
+#[test]
+fn an_input_declared_strided_is_read_without_vectors_by_the_inner_schedules() {
+    for (body, scheduler) in [
+        (
+            "let u = uniform([x.size(0), x.size(1)], 0.0, 1.0, seed, offset, f32); (u, (x + u).sum([1]))",
+            "reduction",
+        ),
+        (
+            "let s = x.sum([1], keepdim = true); (x * 2.0f32, x / s)",
+            "inner persistent",
+        ),
+    ] {
+        let out = if scheduler == "reduction" { "[_]" } else { "[N, H]" };
+        let src = format!(
+            "fn f(#[layout(contiguity = [false, false])] x: Tensor<f32, [N, H]>, seed: i64, offset: i64) \
+             -> (Tensor<f32, [N, H]>, Tensor<f32, {out}>) {{ {body} }}"
+        );
+        let f = crate::dsl::build_str(&src).unwrap().remove(0).0;
+        let mut info = h100(&[(DataType::F32, &[64, 1024])]);
+        info.inputs.push(crate::scheduler::InputInfo::Scalar(1i64.into()));
+        info.inputs.push(crate::scheduler::InputInfo::Scalar(2i64.into()));
+        let p = plan(&f, &info).unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert_eq!(p.segments.len(), 1, "{body}:\n{p}");
+        let s = &p.segments[0];
+        assert_eq!(s.scheduler, scheduler, "{body}:\n{p}");
+        assert!(s.fallback.is_none(), "{body}:\n{p}");
+    }
+}

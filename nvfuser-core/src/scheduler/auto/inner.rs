@@ -211,11 +211,17 @@ fn vector_width(p: &InnerPlan, info: &RuntimeInfo) -> Plan<i64> {
     let innermost = eval_all(p, info, &p.reduced[p.k - 1..])?;
     let max_v = (16 / vector_bytes(p) as i64).max(1);
     let mut v = pow2_dividing(innermost.max(1), max_v);
-    for (_, t) in tensor_inputs(f, info) {
+    for (input, t) in tensor_inputs(f, info) {
         if t.sizes.len() == p.rank {
             let last = *t.sizes.last().unwrap_or(&1);
             if last > 1 {
                 v = v.min(vector_limit(t, last, max_v));
+                // The kernel indexes by the declared layout: an innermost dim not
+                // declared contiguous and innermost is read element by element even
+                // when this call's strides happen to be dense.
+                if !declared_innermost_contiguous(f, input) {
+                    v = 1;
+                }
             }
         }
     }
@@ -226,6 +232,14 @@ fn vector_width(p: &InnerPlan, info: &RuntimeInfo) -> Plan<i64> {
         }
     }
     Ok(v)
+}
+
+/// True when `input`'s innermost dim is declared contiguous and innermost in memory.
+fn declared_innermost_contiguous(f: &Fusion, input: ValId) -> bool {
+    f.tensor_type(input).is_some_and(|t| {
+        let l = t.contiguity.len().wrapping_sub(1);
+        t.contiguity.get(l) == Some(&Some(true)) && t.stride_order.get(l) == Some(&0)
+    })
 }
 
 /// The widest element of the tensors read or written with vectors: full-rank inputs
