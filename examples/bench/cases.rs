@@ -168,6 +168,17 @@ fusion! {
         (h as bf16, y as bf16)
     }
 
+    /// Causal attention probabilities: scores scaled by 1/sqrt(128), the keys after each
+    /// query masked to -inf (the mask from two `iota`s), softmax over the keys; bf16 in
+    /// and out, f32 math.
+    pub fn causal_softmax(s: Tensor<bf16, [B, S, T]>) -> Tensor<bf16, [B, S, T]> {
+        let row = iota(s.size(1), 0, 1, i64).unsqueeze(1);
+        let col = iota(s.size(2), 0, 1, i64).unsqueeze(0);
+        let x = where_(col <= row, (s as f32) * 0.088388346f32, f32::NEG_INFINITY);
+        let e = (x - x.max([2], keepdim = true)).exp();
+        (e / e.sum([2], keepdim = true)) as bf16
+    }
+
     /// A KV-cache append: the new step's keys after the cache, along the sequence.
     pub fn kv_append(cache: Tensor<bf16, [B, S, D]>, new: Tensor<bf16, [B, 1, D]>) -> Tensor<bf16, [B, _, D]> {
         cat([cache, new], 1)
@@ -606,7 +617,8 @@ pub fn training_cases(shrink: usize) -> Result<Vec<Case>, Error> {
 }
 
 /// Data movement fused with math (the Movement issue's cases): rope, cross-entropy
-/// forward, an embedding lookup, dropout + residual + LayerNorm and a KV-cache append. `shrink` > 1 divides every dim.
+/// forward, an embedding lookup, causal softmax, dropout + residual + LayerNorm and a
+/// KV-cache append. `shrink` > 1 divides every dim.
 pub fn movement_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     let mut cases = Vec::new();
     let case = |name: &str,
@@ -679,6 +691,17 @@ pub fn movement_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     );
     lookup.bytes = (tokens * 8 + 2 * tokens * d * 2) as u64;
     cases.push(lookup);
+    // 32 heads of 2048 queries by 2048 keys.
+    let (b, q) = (s(32, shrink), s(2048, shrink));
+    cases.push(case(
+        "causal_softmax",
+        causal_softmax_fusion()?,
+        vec![b, q, q],
+        vec![tensor(DataType::BF16, &[b, q, q])],
+        (b * q * q * 2) as u64,
+        rows(0, 0, 4, BF16_TOL),
+        "scores [B, S, S] * 1/sqrt(128), keys after the query masked to -inf (iota mask), softmax over the keys",
+    ));
     // Llama-7B's hidden size, 16384 tokens.
     let (n, h) = (s(16384, shrink), s(4096, shrink));
     let scalar = |v: ScalarValue| Input::Scalar(v);

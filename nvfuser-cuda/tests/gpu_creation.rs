@@ -1,6 +1,7 @@
 //! Creation ops (`uniform`, `normal`, `full`, `iota`) beside reductions, as users write
 //! them: dropout + residual + LayerNorm, dropout's mask in a bias gradient (a column
-//! sum), noise inside a softmax, a constant tensor in a row sum. Each must plan as ONE kernel of a
+//! sum), noise inside a softmax, causal masks and position ramps from `iota`s, a
+//! constant tensor in a row sum. Each must plan as ONE kernel of a
 //! tuned reduction scheduler (the RNG is keyed on the element's linear index, so the
 //! persistent and outer-reduction kernels compute it where they need it), and equal
 //! the CPU reference on the GPU. Planning runs everywhere; the GPU part is skipped
@@ -46,15 +47,31 @@ const DROPOUT_BWD_BIAS: &str =
     (dx as bf16, dx.sum([0]))
 }";
 
-/// Softmax of scores plus Gaussian noise. (A rank-1 `iota` broadcast along the rows is
-/// not taken yet: the inner schedulers take broadcasts of inputs only, so it runs as a
-/// small kernel of its own.)
+/// Softmax of scores plus Gaussian noise.
 const NOISY_SOFTMAX: &str =
     "fn f(x: Tensor<f32, [N, H]>, seed: i64, offset: i64) -> Tensor<f32, [N, H]> {
     let noise = normal([x.size(0), x.size(1)], 0.0, 0.5, seed, offset, f32);
     let s = x + noise;
     let e = (s - s.max([1], keepdim = true)).exp();
     e / e.sum([1], keepdim = true)
+}";
+
+/// Causal attention probabilities with the mask from two `iota`s broadcast against
+/// each other and over the heads (computed where used: one kernel).
+const CAUSAL_SOFTMAX: &str = "fn f(s: Tensor<bf16, [B, S, T]>) -> Tensor<bf16, [B, S, T]> {
+    let row = iota(s.size(1), 0, 1, i64).unsqueeze(1);
+    let col = iota(s.size(2), 0, 1, i64).unsqueeze(0);
+    let x = where_(col <= row, (s as f32) * 0.125f32, f32::NEG_INFINITY);
+    let e = (x - x.max([2], keepdim = true)).exp();
+    (e / e.sum([2], keepdim = true)) as bf16
+}";
+
+/// A position ramp added before a row sum, and `triu` of a row-normalized value.
+const RAMP_AND_TRIU: &str =
+    "fn f(x: Tensor<f32, [N, H]>) -> (Tensor<f32, [N]>, Tensor<f32, [N, H]>) {
+    let ramp = iota(x.size(1), 0.5, 0.25, f32).unsqueeze(0);
+    let y = x / x.sum([1], keepdim = true);
+    ((x + ramp).sum([1]), y.triu(1))
 }";
 
 /// A row sum with a constant tensor added (`full` in the row's shape).
@@ -72,7 +89,8 @@ struct Case {
     src: &'static str,
     /// The scheduler of its one kernel.
     scheduler: &'static str,
-    /// `[N, H]` shapes tried; tensors take `[N, H]` (rank 2) or `[H]` (rank 1).
+    /// `[N, H]` shapes tried; tensors take `[3, N, H]` (rank 3), `[N, H]` (rank 2) or
+    /// `[H]` (rank 1).
     shapes: &'static [[usize; 2]],
     args: fn(usize, usize) -> Vec<Arg>,
 }
@@ -144,6 +162,20 @@ const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "causal softmax (iota mask)",
+        src: CAUSAL_SOFTMAX,
+        scheduler: "inner persistent",
+        shapes: &[[1, 8], [37, 37], [128, 128], [5, 300], [64, 1]],
+        args: |_, _| vec![Arg::T(BF16, 3)],
+    },
+    Case {
+        name: "iota ramp and triu beside row reductions",
+        src: RAMP_AND_TRIU,
+        scheduler: "",
+        shapes: &[[1, 8], [37, 1000], [256, 4096], [33, 33]],
+        args: |_, _| vec![Arg::T(F32, 2)],
+    },
+    Case {
         name: "row sum with a full tensor",
         src: ROW_SUM_WITH_FULL,
         scheduler: "reduction",
@@ -165,7 +197,11 @@ fn inputs(case: &Case, [n, h]: [usize; 2], seed: &mut u64) -> Vec<EvalInput> {
         .map(|a| match a {
             Arg::T(d, rank) => {
                 *seed += 1;
-                let shape: &[usize] = if rank == 2 { &[n, h] } else { &[h] };
+                let shape: &[usize] = match rank {
+                    3 => &[3, n, h],
+                    2 => &[n, h],
+                    _ => &[h],
+                };
                 EvalInput::Tensor(HostTensor::random(d, shape, *seed))
             }
             Arg::S(v) => EvalInput::Scalar(v),
@@ -265,4 +301,32 @@ fn creation_ops_beside_reductions_match_the_cpu_reference() {
     );
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     assert!(compared > 0);
+}
+
+/// The mask's shape from size arguments that disagree with `x` (one row more, or
+/// fewer columns): a typed error on the CPU device and on the GPU, never a kernel that
+/// reads past `x` or a silently broadcast result.
+#[test]
+fn a_mask_shape_that_disagrees_with_the_input_is_a_typed_error() {
+    let case = &CASES[1];
+    let exec = FusionExecutorCache::new(fusion(case));
+    let mut devices = vec![Device::cpu()];
+    if require_gpu().is_some() {
+        devices.push(Device::cuda(0).unwrap_or_else(|e| panic!("the driver sees a GPU, but: {e}")));
+    }
+    for device in &devices {
+        for (rows, cols) in [(257usize, 1024usize), (256, 1000), (256, 1)] {
+            let mut seed = 7;
+            let mut inputs = inputs(case, [256, 1024], &mut seed);
+            let k = inputs.len();
+            inputs[k - 2] = EvalInput::Scalar(ScalarValue::from(rows as i64));
+            inputs[k - 1] = EvalInput::Scalar(ScalarValue::from(cols as i64));
+            let tensors = nvfuser_cuda::testing::upload_inputs(device, &inputs).unwrap();
+            let args = nvfuser_cuda::testing::input_args(&inputs, &tensors);
+            match exec.run(device, &args) {
+                Ok(_) => panic!("{device}: mask [{rows}, {cols}] beside x [256, 1024] ran"),
+                Err(e) => println!("{device}: mask [{rows}, {cols}]: {e}"),
+            }
+        }
+    }
 }

@@ -234,7 +234,7 @@ fn fp8_inputs_through_pointwise_math() {
         "fn f(x: Tensor<f8e4m3, [N, H]>, y: Tensor<f8e4m3, [N, H]>, s: f32, u: Tensor<f8e5m2, [H]>) -> (Tensor<f8e4m3, [N, H]>, Tensor<f8e4m3, [N, H]>, Tensor<f8e5m2, [N, H]>, Tensor<bool, [N, H]>) {\n    let p = x * y + 1;\n    let q = (x - y) / (y * s);\n    let r = (x as f32) as f8e5m2 * u - 0.5f8e5m2;\n    (p, q, r, x < y)\n}\n",
     );
     let library = build(
-        "fn f(x: Tensor<f8e4m3, [N, H]>, u: Tensor<f8e5m2, [H]>) -> (Tensor<f8e4m3, [N, H]>, Tensor<f8e5m2, [N, H]>) {\n    (x.exp(), (u as f32).sin() as f8e5m2 + u)\n}\n",
+        "fn f(x: Tensor<f8e4m3, [N, H]>, u: Tensor<f8e5m2, [H]>) -> (Tensor<f8e4m3, [N, H]>, Tensor<f8e5m2, [H]>) {\n    (x.exp(), (u as f32).sin() as f8e5m2 + u)\n}\n",
     );
     // 16-wide vectors, and odd sizes that keep them out.
     for shape in [[64usize, 4096], [7, 1001]] {

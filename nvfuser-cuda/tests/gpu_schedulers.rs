@@ -152,9 +152,10 @@ fn edited_pointwise_params_give_the_same_values() {
 }
 
 /// Fusions no single kernel can hold run through the executor as segments: a row
-/// normalization next to a column reduction, and random numbers feeding a LayerNorm
-/// (dropout + residual + LayerNorm; the tuned schedulers keep random numbers out of
-/// reduction kernels). Equal to the CPU reference (the Philox stream is the same).
+/// normalization next to a column reduction, and random numbers feeding both (dropout
+/// + residual, then LayerNorm over the rows and a sum over the columns). Equal to the
+/// CPU reference (the Philox stream is the same in every segment that draws it).
+/// Dropout + residual + LayerNorm alone is one kernel (`gpu_creation.rs`).
 #[test]
 fn unschedulable_fusions_run_segmented_through_the_executor() {
     use nvfuser_core::builder::Size;
@@ -214,6 +215,8 @@ fn unschedulable_fusions_run_segmented_through_the_executor() {
     let yn = fd.mul(hc, rstd).unwrap();
     let yb = fd.cast(yn, DataType::BF16).unwrap();
     fd.add_output(yb).unwrap();
+    let colsum = fd.sum(h, &[0], false).unwrap();
+    fd.add_output(colsum).unwrap();
     let inputs = vec![
         EvalInput::Tensor(HostTensor::random(DataType::BF16, &[rows, cols], 5)),
         EvalInput::Tensor(HostTensor::random(DataType::BF16, &[rows, cols], 6)),
@@ -223,7 +226,7 @@ fn unschedulable_fusions_run_segmented_through_the_executor() {
         EvalInput::Scalar(ScalarValue::from(0i64)),
     ];
     cases.push((
-        "dropout + residual + LayerNorm",
+        "dropout + residual, LayerNorm and a column sum",
         fd.finish().unwrap(),
         inputs,
     ));

@@ -62,6 +62,11 @@ def make_cases(shrink):
         h = F.dropout(x, DROPOUT_P, training=True) + residual
         return h, F.layer_norm(h, (h.shape[-1],), w, b, EPS)
 
+    def causal_softmax(x):
+        s = x.shape[-1]
+        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+        return torch.softmax((x.float() * 0.088388346).masked_fill(mask, float("-inf")), -1).to(x.dtype)
+
     fns = {
         "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
         "silu_mul": lambda g, u: F.silu(g) * u,
@@ -85,6 +90,7 @@ def make_cases(shrink):
         "embedding": lambda table, ids: F.embedding(ids, table) * 64.0,
         "kv_append": lambda cache, new: torch.cat((cache, new), 1),
         "dropout_residual_layernorm": dropout_residual_layernorm,
+        "causal_softmax": causal_softmax,
         "cumsum_f32": lambda x: torch.cumsum(x, 1),
         "cumsum_bf16": lambda x: torch.cumsum(x, 1),
         "cumsum_cols_f32": lambda x: torch.cumsum(x, 0),
@@ -156,6 +162,9 @@ def make_cases(shrink):
     # Bytes as for ours: the ids, the rows read and the output (not the whole table).
     add("embedding", "embedding", [tokens, d], bf16, [([vocab, d], bf16), ([tokens], ("index", vocab))],
         tokens * d, "F.embedding(ids, table) * 64", nbytes=tokens * 8 + 2 * tokens * d * 2)
+    b, q = s(32), s(2048)
+    add("causal_softmax", "causal_softmax", [b, q, q], bf16, [([b, q, q], bf16)], b * q * q,
+        "softmax((x.float() / sqrt(128)).masked_fill(triu(ones, 1), -inf), -1) in bf16")
     n, h = s(16384), s(4096)
     add("dropout_residual_layernorm", "dropout_residual_layernorm", [n, h], bf16,
         [([n, h], bf16), ([n, h], bf16), ([h], bf16), ([h], bf16)], 2 * n * h,
