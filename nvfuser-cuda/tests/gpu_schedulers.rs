@@ -153,7 +153,7 @@ fn edited_pointwise_params_give_the_same_values() {
 
 /// Fusions no single kernel can hold run through the executor as segments: a row
 /// normalization next to a column reduction, and random numbers feeding both (dropout
-/// + residual, then LayerNorm over the rows and a sum over the columns). Equal to the
+/// and residual, then LayerNorm over the rows and a sum over the columns). Equal to the
 /// CPU reference (the Philox stream is the same in every segment that draws it).
 /// Dropout + residual + LayerNorm alone is one kernel (`gpu_creation.rs`).
 #[test]
