@@ -144,8 +144,7 @@ impl Rewrite<'_> {
 
 /// The fusion with broadcasts moved above pointwise math: `broadcast(f(a, b))`
 /// becomes `f(broadcast(a), broadcast(b))` (nested broadcasts compose), down to fusion
-/// inputs, reduction results and other ops; a broadcast `iota` becomes an `iota` with
-/// the broadcast dims. Values are unchanged; what changes is that
+/// inputs, reduction results and other ops. Values are unchanged; what changes is that
 /// no computed tensor has fewer dims than the tensors it is combined with (a `[H]` weight
 /// cast to f32 is cast after its broadcast to `[1, H]`), so one loop structure covers
 /// every computed tensor. Fusion outputs keep their ids; a broadcast that is itself an
@@ -221,23 +220,6 @@ fn bcast(
             nf.push_expr(Expr {
                 op: e.op.clone(),
                 inputs,
-                outputs: SmallVec::from_elem(id, 1),
-            });
-            id
-        }
-        // An `iota` broadcast is an `iota` of the broadcast's shape: its value depends on
-        // its one non-broadcast index only (the causal masks of `triu`/`tril`), so it is
-        // computed where it is used like any full-rank value, not read as a
-        // lower-rank tensor.
-        Some(e) if matches!(e.op, Op::Iota { .. }) && e.outputs.len() == 1 => {
-            let id = nf.push_val(ty);
-            nf.push_expr(Expr {
-                op: e.op.clone(),
-                inputs: e
-                    .inputs
-                    .iter()
-                    .map(|i| *replace.get(i).unwrap_or(i))
-                    .collect(),
                 outputs: SmallVec::from_elem(id, 1),
             });
             id

@@ -15,7 +15,7 @@ use super::{logical_ext, scalar_name, unsupported, At, Lower};
 use crate::codegen::index::Idx;
 use crate::codegen::kir::{BinOp, CType, Expr, Func, Requirement, Stmt};
 use crate::dtype::{promote, DataType, Operand};
-use crate::ir::{BinaryRule, Distribution, IterKind, Op, TernaryOp, UnaryRule, ValId};
+use crate::ir::{BinaryRule, Distribution, Op, TernaryOp, UnaryRule, ValId};
 use crate::sched::{is_resize, MemoryType, ParallelType, SExpr, SchedResult};
 
 impl Lower<'_> {
@@ -193,21 +193,12 @@ impl Lower<'_> {
             Op::Full { .. } => self.operand(e, ins[0], out_dt.compute_type(), at)?,
             Op::Iota { .. } => {
                 let c = out_dt.compute_type();
-                // The counting dim: the one dim that is not a broadcast (an iota with
-                // broadcast dims comes from `push_broadcasts`); any dim when all are.
-                let d = &self.t(e.output).domain;
-                let doms = shape_doms(d);
-                let k = doms
-                    .iter()
-                    .position(|&l| d.dom(l).kind != IterKind::Broadcast)
-                    .unwrap_or(0);
                 let i = match at {
-                    At::Loop(cidx) => doms
-                        .get(k)
-                        .and_then(|l| cidx.get(l))
-                        .cloned()
-                        .unwrap_or(Idx::Const(0)),
-                    At::Index(idx) => idx.get(k).cloned().unwrap_or(Idx::Const(0)),
+                    At::Loop(cidx) => {
+                        let d = &self.t(e.output).domain;
+                        cidx.get(&d.root[0]).cloned().unwrap_or(Idx::Const(0))
+                    }
+                    At::Index(idx) => idx.first().cloned().unwrap_or(Idx::Const(0)),
                 };
                 let step = Expr::from(i)
                     .cast(c)

@@ -23,8 +23,8 @@
 //! Creation ops (`full`, `iota`, `uniform`, `normal`) of the rows' shape are taken like
 //! pointwise math: they read no memory, and the random streams are keyed on the
 //! element's linear index, so each value is computed where it is used (dropout's mask
-//! beside a LayerNorm). A broadcast `iota` becomes an `iota` with the broadcast dims
-//! (`push_broadcasts`): causal masks are computed in the softmax's kernel.
+//! beside a LayerNorm). A rank-1 `iota` broadcast along the rows is a broadcast of a
+//! computed value, which these schedules refuse.
 
 use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 use std::collections::BTreeSet;
