@@ -14,18 +14,10 @@ use nvfuser_core::{DataType, ScalarValue};
 use nvfuser_cuda::testing::{require_gpu, run_and_compare};
 use nvfuser_cuda::{Device, FusionExecutorCache};
 
-use DataType::{BF16, F32};
+mod creation_fusions;
 
-/// Dropout, residual and LayerNorm as the bench and the example write it.
-const DROPOUT_RESIDUAL_LN: &str = "fn f(x: Tensor<bf16, [N, H]>, residual: Tensor<bf16, [N, H]>,
-        w: Tensor<bf16, [H]>, b: Tensor<bf16, [H]>, p: f32, scale: f32, seed: i64, offset: i64, eps: f32)
-        -> (Tensor<bf16, [N, H]>, Tensor<bf16, [N, H]>) {
-    let u = uniform([x.size(0), x.size(1)], 0.0, 1.0, seed, offset, f32);
-    let h = where_(u >= p, (x as f32) * scale, 0.0f32) + (residual as f32);
-    let (var, mean) = h.var_mean([1], correction = 0, keepdim = true);
-    let y = (h - mean) * rsqrt(var + eps) * (w as f32) + (b as f32);
-    (h as bf16, y as bf16)
-}";
+use creation_fusions::{DROPOUT_BWD_BIAS, DROPOUT_RESIDUAL_LN};
+use DataType::{BF16, F32};
 
 /// The same with the mask's shape from size arguments (as the example once had to).
 const DROPOUT_RESIDUAL_LN_SIZES: &str = "fn f(x: Tensor<bf16, [N, H]>, residual: Tensor<bf16, [N, H]>,
@@ -36,16 +28,6 @@ const DROPOUT_RESIDUAL_LN_SIZES: &str = "fn f(x: Tensor<bf16, [N, H]>, residual:
     let (var, mean) = h.var_mean([1], correction = 0, keepdim = true);
     let y = (h - mean) * rsqrt(var + eps) * (w as f32) + (b as f32);
     (h as bf16, y as bf16)
-}";
-
-/// Dropout backward with the bias gradient: the mask regenerated from the seed, the
-/// gradient through it, and its column sum.
-const DROPOUT_BWD_BIAS: &str =
-    "fn f(dy: Tensor<bf16, [N, H]>, p: f32, scale: f32, seed: i64, offset: i64)
-        -> (Tensor<bf16, [N, H]>, Tensor<f32, [H]>) {
-    let u = uniform([dy.size(0), dy.size(1)], 0.0, 1.0, seed, offset, f32);
-    let dx = where_(u >= p, (dy as f32) * scale, 0.0f32);
-    (dx as bf16, dx.sum([0]))
 }";
 
 /// Softmax of scores plus Gaussian noise.
