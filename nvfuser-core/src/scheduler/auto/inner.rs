@@ -32,7 +32,7 @@ use std::collections::BTreeSet;
 use super::pointwise::index_type;
 use super::{
     ceil_div, const_factor, logical_kinds, mark_vector_dims, pow2_dividing, product_dims, round_up,
-    specialize, tensor_inputs, vector_limit, Plan,
+    specialize, tensor_inputs, vector_limit, vector_readable, Plan,
 };
 use crate::ir::{Extent, Fusion, IterKind, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
@@ -216,10 +216,7 @@ fn vector_width(p: &InnerPlan, info: &RuntimeInfo) -> Plan<i64> {
             let last = *t.sizes.last().unwrap_or(&1);
             if last > 1 {
                 v = v.min(vector_limit(t, last, max_v));
-                // The kernel indexes by the declared layout: an innermost dim not
-                // declared contiguous and innermost is read element by element even
-                // when this call's strides happen to be dense.
-                if !declared_innermost_contiguous(f, input) {
+                if !f.tensor_type(input).is_some_and(vector_readable) {
                     v = 1;
                 }
             }
@@ -232,14 +229,6 @@ fn vector_width(p: &InnerPlan, info: &RuntimeInfo) -> Plan<i64> {
         }
     }
     Ok(v)
-}
-
-/// True when `input`'s innermost dim is declared contiguous and innermost in memory.
-fn declared_innermost_contiguous(f: &Fusion, input: ValId) -> bool {
-    f.tensor_type(input).is_some_and(|t| {
-        let l = t.contiguity.len().wrapping_sub(1);
-        t.contiguity.get(l) == Some(&Some(true)) && t.stride_order.get(l) == Some(&0)
-    })
 }
 
 /// The widest element of the tensors read or written with vectors: full-rank inputs
@@ -775,11 +764,7 @@ pub(crate) fn broadcast_vector_inputs(f: &Fusion) -> Vec<(ValId, ValId)> {
                 && matches!(&e.op, Op::Broadcast { mask } if mask.last() == Some(&false))
                 && f.input_position(e.inputs[0]).is_some()
                 && f.tensor_type(e.inputs[0]).is_some_and(|t| {
-                    let r = t.contiguity.len();
-                    r > 0
-                        && t.contiguity[r - 1] == Some(true)
-                        && t.stride_order[r - 1] == 0
-                        && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
+                    vector_readable(t) && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
                 })
         })
         .map(|(_, e)| (e.outputs[0], e.inputs[0]))

@@ -77,6 +77,16 @@ pub(crate) fn widest_io_bytes(f: &Fusion) -> usize {
         .unwrap_or(4)
 }
 
+/// True when an input's innermost dim is declared contiguous and innermost in memory,
+/// as vector loads need (an input declared otherwise is read element by element,
+/// whatever its strides at run time: the kernel indexes by the declared layout).
+pub(crate) fn vector_readable(t: &crate::ir::TensorType) -> bool {
+    t.contiguity
+        .len()
+        .checked_sub(1)
+        .is_some_and(|l| t.contiguity[l] == Some(true) && t.stride_order[l] == 0)
+}
+
 /// How many elements a vector access of `tensor` may hold, given that the vectorized
 /// dim is its innermost dim with `inner` elements: the innermost stride must be 1 (or
 /// the dim size 1), the size divisible and the address aligned; capped at `max`.

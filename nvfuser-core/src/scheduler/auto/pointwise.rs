@@ -17,7 +17,7 @@
 
 use super::{
     ceil_div, logical_kinds, mark_vector_dims, pow2_dividing, reference_output, tensor_inputs,
-    vector_limit, Plan,
+    vector_limit, vector_readable, Plan,
 };
 use crate::codegen::IndexType;
 use crate::ir::{Fusion, IterKind, ValId};
@@ -386,16 +386,6 @@ fn innermost_size(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<i64> {
         .ok_or_else(|| Unfit::Unevaluated {
             extent: last.extent.clone(),
         })
-}
-
-/// True when an input's innermost dim is declared contiguous and innermost in memory,
-/// as vector loads need (an input declared otherwise is read element by element,
-/// whatever its strides at run time).
-fn vector_readable(t: &crate::ir::TensorType) -> bool {
-    t.contiguity
-        .len()
-        .checked_sub(1)
-        .is_some_and(|l| t.contiguity[l] == Some(true) && t.stride_order[l] == 0)
 }
 
 /// True for inputs read through a vectorized register cache: full rank, with a

@@ -157,11 +157,7 @@ fn vector_width(p: &ScanPlan, info: &RuntimeInfo, row: i64) -> i64 {
         if full(i) && t.sizes.last().is_some_and(|&s| s > 1) {
             v = v.min(vector_limit(t, row, v));
             // The declaration, not only this call, must promise a dense innermost dim.
-            let dense = f.tensor_type(i).is_some_and(|tt| {
-                let l = tt.contiguity.len().wrapping_sub(1);
-                tt.contiguity.get(l) == Some(&Some(true)) && tt.stride_order.get(l) == Some(&0)
-            });
-            if !dense {
+            if !f.tensor_type(i).is_some_and(super::vector_readable) {
                 v = 1;
             }
         }
