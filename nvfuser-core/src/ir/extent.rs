@@ -29,6 +29,22 @@ pub enum Extent {
     Op(ExtentOp, Box<Extent>, Box<Extent>),
 }
 
+/// The size of dim `axis` of the fusion input tensor `tensor`: one entry of
+/// [`Fusion::extents`](super::Fusion::extents).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ExtentRef {
+    /// An input tensor of the fusion.
+    pub tensor: ValId,
+    /// One of its dims.
+    pub axis: u32,
+}
+
+impl fmt::Display for ExtentRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "T{}.size({})", self.tensor.id(), self.axis)
+    }
+}
+
 /// Integer operations in extents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ExtentOp {

@@ -28,7 +28,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
-pub use extent::{Extent, ExtentOp};
+pub use extent::{Extent, ExtentOp, ExtentRef};
 pub use ops::{
     BinaryOp, BinaryRule, Distribution, Op, ReductionOp, ScanOp, SizeArg, SliceRange, TernaryOp,
     UnaryOp, UnaryRule,
@@ -511,6 +511,35 @@ impl Fusion {
     /// The position of `id` among the inputs.
     pub fn input_position(&self, id: ValId) -> Option<usize> {
         self.inputs.iter().position(|&i| i == id)
+    }
+
+    /// Every input extent, as nvFuser's `FusionDefinition.extents()` lists them: each
+    /// dim of each tensor input, inputs in order (scalar inputs skipped), dims in order.
+    /// Entry `k` has nvFuser's signed id `-(k + 1)` ([`Fusion::extent_id`]); values have
+    /// ids `>= 0`, so the two never collide. Broadcast and expanded dims are listed too
+    /// (an expanded dim by its expanded size, as nvFuser does).
+    pub fn extents(&self) -> Vec<ExtentRef> {
+        self.inputs
+            .iter()
+            .filter_map(|&v| self.tensor_type(v).map(|t| (v, t.rank())))
+            .flat_map(|(tensor, rank)| (0..rank as u32).map(move |axis| ExtentRef { tensor, axis }))
+            .collect()
+    }
+
+    /// nvFuser's signed id of an input extent: `-(k + 1)` for entry `k` of
+    /// [`Fusion::extents`], `None` when `e` is not an input tensor's dim.
+    pub fn extent_id(&self, e: ExtentRef) -> Option<i64> {
+        let mut k = 0i64;
+        for &v in &self.inputs {
+            let Some(t) = self.tensor_type(v) else {
+                continue;
+            };
+            if v == e.tensor {
+                return ((e.axis as usize) < t.rank()).then(|| -(k + e.axis as i64) - 1);
+            }
+            k += t.rank() as i64;
+        }
+        None
     }
 
     /// For each value, the expressions that read it (in arena order).

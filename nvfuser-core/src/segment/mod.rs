@@ -38,7 +38,8 @@
 //! extent `T.size(a)` of an original input tensor `T`), per segment output the original
 //! value. Extents are separate from values by type, so their ids cannot collide; in
 //! [`SegmentValue::id`] they also get nvFuser's signed numbering (values `>= 0`, extents
-//! `< 0`, indexing [`SegmentedFusion::extents`]). An extent input is an `i64` scalar input
+//! `< 0`, indexing the original fusion's [`Fusion::extents`]: every dim of every input
+//! tensor, in order). An extent input is an `i64` scalar input
 //! of the segment: a segment that does not receive `T` still knows `T.size(a)`.
 //!
 //! ```
@@ -61,7 +62,8 @@
 //!     seg.segments()[1].inputs(),
 //!     &[SegmentValue::Val(z), SegmentValue::Extent(x0), SegmentValue::Extent(x1)]
 //! );
-//! assert_eq!(SegmentValue::Extent(x1).id(seg.extents()), Some(-2));
+//! assert_eq!(SegmentValue::Extent(x1).id(&fusion.extents()), Some(-2));
+//! assert_eq!(fusion.extent_id(x1), Some(-2));
 //! println!("{seg}"); // every segment, its scheduler and its maps
 //! # Ok::<(), nvfuser_core::Error>(())
 //! ```
@@ -74,8 +76,6 @@ mod merge;
 mod print;
 mod run;
 
-use std::fmt;
-
 use rustc_hash::FxHashMap;
 
 pub use merge::SegmenterStats;
@@ -83,20 +83,8 @@ pub use merge::SegmenterStats;
 use crate::ir::{ExprId, Fusion, ValId};
 use crate::scheduler::{can_schedule_segment, Rejections, SchedulerKind};
 
-/// The size of dim `axis` of the original fusion input tensor `tensor`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ExtentRef {
-    /// An input tensor of the original fusion.
-    pub tensor: ValId,
-    /// One of its dims.
-    pub axis: u32,
-}
-
-impl fmt::Display for ExtentRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "T{}.size({})", self.tensor.id(), self.axis)
-    }
-}
+/// The size of dim `axis` of an original fusion input tensor (the IR's type).
+pub use crate::ir::ExtentRef;
 
 /// What a segment input is in the original fusion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -161,13 +149,15 @@ pub enum SegmentError {
 }
 
 impl SegmentValue {
-    /// nvFuser's signed id: an original value's index (`>= 0`), or for an extent
-    /// `-(k + 1)` where `k` is its position in `extents` (of the [`SegmentedFusion`]).
-    /// Returns `None` for an extent not in the table.
+    /// A signed id: an original value's index (`>= 0`), or for an extent `-(k + 1)`
+    /// where `k` is its position in `extents`. With the original fusion's
+    /// [`Fusion::extents`] these are nvFuser's ids (what the segment printer shows);
+    /// with [`SegmentedFusion::extents`], ids among the extents segments read. Returns
+    /// `None` for an extent not in the table.
     pub fn id(&self, extents: &[ExtentRef]) -> Option<i64> {
         match self {
             SegmentValue::Val(v) => Some(v.id() as i64),
-            SegmentValue::Extent(e) => extents.binary_search(e).ok().map(|k| -(k as i64) - 1),
+            SegmentValue::Extent(e) => extents.iter().position(|x| x == e).map(|k| -(k as i64) - 1),
         }
     }
 }
@@ -409,8 +399,8 @@ impl SegmentedFusion {
         self.segments.len() > 1
     }
 
-    /// Every extent some segment takes as an input, sorted; extent `k` has the signed
-    /// id `-(k + 1)` ([`SegmentValue::id`]).
+    /// Every extent some segment takes as an input, sorted. (nvFuser's ids number every
+    /// input extent: [`Fusion::extents`] of [`Self::original`].)
     pub fn extents(&self) -> &[ExtentRef] {
         &self.extents
     }

@@ -60,7 +60,7 @@ impl fmt::Display for SegmentedFusion {
                         SegmentValue::Val(v) => {
                             format!("{lhs} <- {}", val_name(&self.original, *v, true))
                         }
-                        SegmentValue::Extent(e) => match x.id(&self.extents) {
+                        SegmentValue::Extent(e) => match self.original.extent_id(*e) {
                             Some(id) => format!("{lhs} <- {e} (extent id {id})"),
                             None => format!("{lhs} <- {e}"),
                         },
