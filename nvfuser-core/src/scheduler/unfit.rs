@@ -22,9 +22,10 @@ pub enum ReducedSide {
 /// The ops a scheduler takes, named in a refusal of another op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Takes {
-    /// Pointwise math, broadcasts and reductions (inner reductions, normalizations).
+    /// Pointwise math, broadcasts, creation ops and reductions (inner reductions,
+    /// normalizations).
     PointwiseAndReductions,
-    /// Pointwise math and plain sums/min/max (outer reductions).
+    /// Pointwise math, creation ops and plain sums/min/max (outer reductions).
     PointwiseAndPlainReductions,
     /// One 2-D permute of an input and pointwise math after it (transpose).
     PermuteThenPointwise,
@@ -35,8 +36,12 @@ pub enum Takes {
 impl fmt::Display for Takes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Takes::PointwiseAndReductions => "only pointwise ops, broadcasts and reductions",
-            Takes::PointwiseAndPlainReductions => "only pointwise ops and reductions",
+            Takes::PointwiseAndReductions => {
+                "only pointwise ops, broadcasts, full/iota/uniform/normal and reductions"
+            }
+            Takes::PointwiseAndPlainReductions => {
+                "only pointwise ops, full/iota/uniform/normal and reductions"
+            }
             Takes::PermuteThenPointwise => "only a permute and pointwise math after it",
             Takes::PointwiseAndScans => {
                 "only scans of one axis, pointwise math and broadcasts of inputs"
