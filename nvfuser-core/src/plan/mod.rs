@@ -464,9 +464,11 @@ impl FusionPlanner {
         if self.segmented.get().is_some() {
             return Ok(());
         }
-        let seg = SegmentedFusion::new(&self.kernel).map_err(|e| {
-            PlanError::Segmentation(format!("{why}; segmenting it failed too: {e}"))
-        })?;
+        let failed = |e| PlanError::Segmentation(format!("{why}; segmenting it failed too: {e}"));
+        let mut seg = SegmentedFusion::new(&self.kernel).map_err(failed)?;
+        if seg.segments().len() < 2 {
+            seg = SegmentedFusion::with_creation_apart(&self.kernel).map_err(failed)?;
+        }
         if seg.segments().len() < 2 {
             return Err(why);
         }

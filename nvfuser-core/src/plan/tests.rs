@@ -154,3 +154,40 @@ fn an_input_declared_strided_is_read_without_vectors_by_the_inner_schedules() {
         assert!(s.fallback.is_none(), "{body}:\n{p}");
     }
 }
+
+/// A creation op beside a reduction that the tuned schedule accepts but cannot
+/// schedule (a `uniform` sized from host scalars in a persistent normalization over two
+/// dims: CI fuzz refusal): the fusion is segmented with the creation op apart, as it
+/// was before the inner schedules took creation ops, instead of being refused.
+#[test]
+fn a_creation_op_the_tuned_schedule_cannot_take_is_segmented_apart() {
+    let f = crate::dsl::build_str(
+        "fn f(x: Tensor<f32, [A, B, C]>) -> Tensor<f32, [A, B, C]> {
+            let u = uniform([x.size(0), x.size(1), x.size(2)], 0.0, 1.0, 1, 2, f32);
+            let y = x * u;
+            y - y.mean([1, 2], keepdim = true)
+        }",
+    )
+    .unwrap()
+    .remove(0)
+    .0;
+    let p = plan(&f, &h100(&[(DataType::F32, &[3, 5, 77])])).unwrap_or_else(|e| panic!("{e}"));
+    assert!(p.segmented && p.segments.len() >= 2, "{p}");
+    let creation = p
+        .segments
+        .iter()
+        .position(|s| s.scheduler == "pointwise")
+        .unwrap_or_else(|| panic!("no pointwise segment for the uniform:\n{p}"));
+    assert!(
+        p.segments[creation + 1..]
+            .iter()
+            .any(|s| s.scheduler != "pointwise"),
+        "{p}"
+    );
+    assert!(
+        p.segments
+            .iter()
+            .all(|s| !s.scheduler.starts_with("default")),
+        "{p}"
+    );
+}

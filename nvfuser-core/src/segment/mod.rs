@@ -384,6 +384,38 @@ impl SegmentedFusion {
         })
     }
 
+    /// [`SegmentedFusion::new`] with creation ops (`full`, `iota`, `uniform`, `normal`)
+    /// kept out of every segment with a reduction: the planner's fallback when the
+    /// whole fusion was accepted by a tuned scheduler, which then failed to schedule it
+    /// (a creation op's sizes from host scalars in a persistent normalization over two
+    /// dims), so the whole-fusion segmentation would be one segment failing the same way.
+    pub fn with_creation_apart(fusion: &Fusion) -> Result<SegmentedFusion, SegmentError> {
+        let creation = |f: &Fusion| {
+            f.exprs().any(|(_, e)| {
+                matches!(
+                    e.op,
+                    crate::ir::Op::Full { .. }
+                        | crate::ir::Op::Iota { .. }
+                        | crate::ir::Op::Rand { .. }
+                )
+            })
+        };
+        let reduction = |f: &Fusion| f.exprs().any(|(_, e)| e.op.reduction_axes().is_some());
+        let accept = |f: &Fusion| {
+            if creation(f) && reduction(f) {
+                // Rejected by every scheduler kind alike: the segmenter splits it.
+                return Err(Rejections(vec![crate::scheduler::Rejection {
+                    kind: SchedulerKind::Default,
+                    reason: crate::scheduler::Refusal::Other {
+                        reason: "creation ops are kept apart from reductions (fallback)".into(),
+                    },
+                }]));
+            }
+            can_schedule_segment(f)
+        };
+        Self::with_scheduler(fusion, &accept, SegmentOptions::default())
+    }
+
     /// The fusion that was segmented.
     pub fn original(&self) -> &Fusion {
         &self.original
