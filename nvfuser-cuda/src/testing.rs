@@ -202,3 +202,32 @@ pub fn run_and_compare(
     }
     Ok(want.len())
 }
+
+/// The one kernel the registry plans for the `fusion!`-language `src` on an H100 (no GPU
+/// needed) with contiguous tensor inputs of `sizes`, one per tensor input in order
+/// (scalar inputs are skipped), and the executor that planned it. Panics when `src` does
+/// not build or does not plan as one kernel: tests call it.
+pub fn plan_one_kernel(
+    src: &str,
+    sizes: &[&[i64]],
+) -> (crate::FusionExecutorCache, nvfuser_core::codegen::Kernel) {
+    use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
+    let fusion = nvfuser_core::dsl::build_str(src)
+        .unwrap_or_else(|e| panic!("{src}: {e:?}"))
+        .remove(0)
+        .0;
+    let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
+        .inputs()
+        .iter()
+        .filter(|&&v| fusion.val(v).is_tensor())
+        .zip(sizes)
+        .map(|(&v, s)| (fusion.val(v).dtype, *s))
+        .collect();
+    let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
+    let exec = crate::FusionExecutorCache::new(fusion);
+    let (_, kernel) = exec
+        .generate_for(&info, None)
+        .unwrap_or_else(|e| panic!("{src}: {e}"));
+    let kernel = kernel.unwrap_or_else(|| panic!("{src}: planned as more than one kernel"));
+    (exec, kernel)
+}

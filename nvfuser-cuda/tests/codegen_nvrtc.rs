@@ -46,19 +46,7 @@ fn planned_kernel_compiles(src: &str, sizes: &[&[i64]]) {
 
 fn planned_kernel_compiles_with(src: &str, sizes: &[&[i64]], n_outputs: usize) {
     use nvfuser_core::codegen::ParamKind;
-    use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
-    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
-    let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
-        .inputs()
-        .iter()
-        .filter(|&&v| fusion.val(v).is_tensor())
-        .zip(sizes)
-        .map(|(&v, s)| (fusion.val(v).dtype, *s))
-        .collect();
-    let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
-    let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
-    let (_, kernel) = exec.generate_for(&info, None).unwrap();
-    let kernel = kernel.expect("a kernel");
+    let (_, kernel) = nvfuser_cuda::testing::plan_one_kernel(src, sizes);
     let names: Vec<&str> = kernel.abi.params.iter().map(|p| p.name.as_str()).collect();
     let mut unique = names.clone();
     unique.sort_unstable();

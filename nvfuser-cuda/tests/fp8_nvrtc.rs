@@ -4,29 +4,13 @@
 //! NVRTC the plans are still made and checked; with `NVFUSER_REQUIRE_NVRTC=1` a missing
 //! NVRTC fails.
 
-use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
-use nvfuser_core::DataType;
-use nvfuser_cuda::testing::require_nvrtc;
-use nvfuser_cuda::{compile, FusionExecutorCache, GpuArch};
+use nvfuser_cuda::testing::{plan_one_kernel, require_nvrtc};
+use nvfuser_cuda::{compile, GpuArch};
 
 /// Plans `src` for contiguous inputs of `sizes` on an H100, compiles the kernel and
 /// returns its source.
 fn planned_source(src: &str, sizes: &[&[i64]]) -> String {
-    let fusion = nvfuser_core::dsl::build_str(src)
-        .unwrap_or_else(|e| panic!("{src}: {e:?}"))
-        .remove(0)
-        .0;
-    let shapes: Vec<(DataType, &[i64])> = fusion
-        .inputs()
-        .iter()
-        .filter(|&&v| fusion.val(v).is_tensor())
-        .zip(sizes)
-        .map(|(&v, s)| (fusion.val(v).dtype, *s))
-        .collect();
-    let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
-    let exec = FusionExecutorCache::new(fusion);
-    let (_, kernel) = exec.generate_for(&info, None).unwrap();
-    let kernel = kernel.expect("one kernel");
+    let (_, kernel) = plan_one_kernel(src, sizes);
     let cuda = kernel.cuda_source();
     if require_nvrtc().is_some() {
         for arch in [GpuArch::SM80, GpuArch::SM90] {

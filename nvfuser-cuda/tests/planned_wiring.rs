@@ -4,18 +4,8 @@
 use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
 
 fn plan(src: &str, sizes: &[&[i64]]) -> (nvfuser_cuda::FusionExecutorCache, String) {
-    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
-    let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
-        .inputs()
-        .iter()
-        .filter(|&&v| fusion.val(v).is_tensor())
-        .zip(sizes)
-        .map(|(&v, s)| (fusion.val(v).dtype, *s))
-        .collect();
-    let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
-    let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
-    let (_, kernel) = exec.generate_for(&info, None).unwrap();
-    let src = kernel.expect("a kernel").cuda_source();
+    let (exec, kernel) = nvfuser_cuda::testing::plan_one_kernel(src, sizes);
+    let src = kernel.cuda_source();
     (exec, src)
 }
 
