@@ -39,24 +39,18 @@ pub fn compare(got: &HostTensor, want: &HostTensor, rtol: f64) -> Result<(), Str
                 .iter()
                 .filter(|v| v.is_finite())
                 .fold(1.0f64, |m, v| m.max(v.abs()));
-            let mut bad = 0usize;
-            let mut first = None;
-            for (k, (&g, &w)) in g.iter().zip(w.iter()).enumerate() {
-                let ok = if w.is_nan() {
+            let first = mismatches(g.iter().copied(), w.iter().copied(), |g, w| {
+                if w.is_nan() {
                     g.is_nan()
                 } else if w.is_infinite() || g.is_infinite() {
                     g == w || (g.is_finite() && g.abs() > 1e30 && g.signum() == w.signum())
                 } else {
                     (g - w).abs() <= rtol * (w.abs() + scale)
-                };
-                if !ok {
-                    bad += 1;
-                    first.get_or_insert((k, g, w));
                 }
-            }
+            });
             match first {
                 None => Ok(()),
-                Some((k, g, w)) => Err(format!(
+                Some((bad, k, g, w)) => Err(format!(
                     "{bad} of {} values differ; first at flat index {k}: got {g:e}, reference {w:e} (rtol {rtol:e}, scale {scale:e})",
                     want.numel()
                 )),
@@ -122,10 +116,8 @@ fn compare_fp8(got: &HostTensor, want: &HostTensor, rtol: f64) -> Result<(), Str
             b & 0x7f == 0x7f
         }
     };
-    let mut bad = 0usize;
-    let mut first = None;
-    for (k, (&g, &w)) in g.iter().zip(&w).enumerate() {
-        let ok = if nan(g) && nan(w) {
+    let first = mismatches(g.iter().copied(), w.iter().copied(), |g, w| {
+        if nan(g) && nan(w) {
             true
         } else if e5m2 && (nan(g) || nan(w)) {
             false
@@ -144,15 +136,11 @@ fn compare_fp8(got: &HostTensor, want: &HostTensor, rtol: f64) -> Result<(), Str
             }
         } else {
             g == w || (g & 0x7f == 0 && w & 0x7f == 0)
-        };
-        if !ok {
-            bad += 1;
-            first.get_or_insert((k, g, w));
         }
-    }
+    });
     match first {
         None => Ok(()),
-        Some((k, g, w)) => Err(format!(
+        Some((bad, k, g, w)) => Err(format!(
             "{bad} of {} {} values differ by more than {}; first at flat index {k}: got {g:#04x}, reference {w:#04x}",
             want.numel(),
             want.dtype(),
@@ -161,26 +149,34 @@ fn compare_fp8(got: &HostTensor, want: &HostTensor, rtol: f64) -> Result<(), Str
     }
 }
 
-fn exact<T: PartialEq + std::fmt::Debug>(
+/// The number of pairs `ok` refuses and the first of them (its flat index, got,
+/// reference), or `None` when every pair passes.
+fn mismatches<T: Copy>(
+    g: impl Iterator<Item = T>,
+    w: impl Iterator<Item = T>,
+    ok: impl Fn(T, T) -> bool,
+) -> Option<(usize, usize, T, T)> {
+    let mut bad = 0usize;
+    let mut first = None;
+    for (k, (g, w)) in g.zip(w).enumerate() {
+        if !ok(g, w) {
+            bad += 1;
+            first.get_or_insert((k, g, w));
+        }
+    }
+    first.map(|(k, g, w)| (bad, k, g, w))
+}
+
+fn exact<T: Copy + PartialEq + std::fmt::Debug>(
     g: impl Iterator<Item = T>,
     w: impl Iterator<Item = T>,
     n: usize,
 ) -> Result<(), String> {
-    let mut bad = 0;
-    let mut first = None;
-    for (k, (g, w)) in g.zip(w).enumerate() {
-        if g != w {
-            bad += 1;
-            if first.is_none() {
-                first = Some(format!(
-                    "first at flat index {k}: got {g:?}, reference {w:?}"
-                ));
-            }
-        }
-    }
-    match first {
+    match mismatches(g, w, |g, w| g == w) {
         None => Ok(()),
-        Some(f) => Err(format!("{bad} of {n} values differ; {f}")),
+        Some((bad, k, g, w)) => Err(format!(
+            "{bad} of {n} values differ; first at flat index {k}: got {g:?}, reference {w:?}"
+        )),
     }
 }
 
