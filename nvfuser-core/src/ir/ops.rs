@@ -522,6 +522,12 @@ impl Op {
         }
     }
 
+    /// True for the creation ops (`full`, `iota`, `uniform`/`normal`): tensors made from
+    /// scalars, each element a function of its logical position.
+    pub fn is_creation(&self) -> bool {
+        matches!(self, Op::Full { .. } | Op::Iota { .. } | Op::Rand { .. })
+    }
+
     /// The reduced axes, for the reduction family.
     pub fn reduction_axes(&self) -> Option<&[usize]> {
         match self {

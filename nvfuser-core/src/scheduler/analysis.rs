@@ -24,7 +24,7 @@ pub(crate) fn is_pointwise(op: &Op) -> bool {
 /// computed per output element like pointwise math (the random streams are indexed by
 /// the logical position, so any schedule gives the same values).
 pub(crate) fn is_creation(op: &Op) -> bool {
-    matches!(op, Op::Full { .. } | Op::Iota { .. } | Op::Rand { .. })
+    op.is_creation()
 }
 
 /// True for the data-movement and indexing ops the pointwise schedule takes when they

@@ -11,7 +11,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::ir::{ExprId, Fusion, Op, ValId};
+use crate::ir::{ExprId, Fusion, ValId};
 use crate::sched::is_recomputable;
 use crate::scheduler::resize::{cone_size, copy_of};
 
@@ -106,14 +106,17 @@ fn cheap(f: &Fusion, v: ValId) -> bool {
     read <= 2 * f.val(v).dtype.size_bytes()
 }
 
-/// Whether `v`'s computation makes a tensor from scalars (full, iota, a random op):
-/// schedulers of reductions refuse those, so a copy would run as a kernel of its own.
+/// Whether `v`'s computation makes a tensor from scalars (full, iota, a random op).
+/// Such values get no private copies. This dates from when the reduction schedulers
+/// refused creation ops (a copy would have run as a kernel of its own); they take them
+/// now, and copies recomputing a mask in another segment would save its round trip
+/// through memory, but that has not been run on a GPU yet.
 fn creates(f: &Fusion, v: ValId) -> bool {
     let Some(d) = f.val(v).definition else {
         return false;
     };
     let e = f.expr(d);
-    matches!(e.op, Op::Full { .. } | Op::Iota { .. } | Op::Rand { .. })
+    e.op.is_creation()
         || e.inputs
             .iter()
             .any(|&i| f.val(i).is_tensor() && creates(f, i))

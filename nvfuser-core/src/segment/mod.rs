@@ -390,16 +390,7 @@ impl SegmentedFusion {
     /// (a creation op's sizes from host scalars in a persistent normalization over two
     /// dims), so the whole-fusion segmentation would be one segment failing the same way.
     pub fn with_creation_apart(fusion: &Fusion) -> Result<SegmentedFusion, SegmentError> {
-        let creation = |f: &Fusion| {
-            f.exprs().any(|(_, e)| {
-                matches!(
-                    e.op,
-                    crate::ir::Op::Full { .. }
-                        | crate::ir::Op::Iota { .. }
-                        | crate::ir::Op::Rand { .. }
-                )
-            })
-        };
+        let creation = |f: &Fusion| f.exprs().any(|(_, e)| e.op.is_creation());
         let reduction = |f: &Fusion| f.exprs().any(|(_, e)| e.op.reduction_axes().is_some());
         let accept = |f: &Fusion| {
             if creation(f) && reduction(f) {
