@@ -226,6 +226,21 @@ pub const LAYER_NORM_BWD: &str = layer_norm_bwd_source!("f32", "");
 /// bf16 parameters.
 pub const LAYER_NORM_BWD_BF16_GRADS: &str = layer_norm_bwd_source!("bf16", " as bf16");
 
+/// RMSNorm backward from the forward's saved per-row `rstd`: `dx` and the weight
+/// gradient `dw` (a sum over the rows), bf16 out, f32 math (source of the `fusion!`
+/// language). Shared by the inner-outer tests.
+pub const RMS_NORM_BWD: &str = "\
+fn rms_norm_bwd(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>,
+    rstd: Tensor<f32, [N, 1]>) -> (Tensor<bf16, [N, H]>, Tensor<bf16, [H]>) {
+    let x = x as f32;
+    let dy = dy as f32;
+    let g = dy * (w as f32);
+    let c = (g * x).mean([1], keepdim = true);
+    let dx = (g - x * rstd * rstd * c) * rstd;
+    (dx as bf16, (dy * x * rstd).sum([0]) as bf16)
+}
+";
+
 /// GELU (erf) backward with the bias gradient, as a user writes it in the `fusion!`
 /// language: `dx = dy * gelu'(x)` for the saved pre-activation `x`, in bf16, and its sum
 /// over the rows in f32. Shared by the coverage and GPU tests.

@@ -47,6 +47,7 @@ impl Scheduler for FlatElementwise {
             },
             compile: CompileParams {
                 index_type: IndexType::I32,
+                min_blocks_per_sm: None,
             },
         }))
     }

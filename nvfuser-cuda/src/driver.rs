@@ -96,6 +96,7 @@ const DEVICE_SYMBOLS: &[&str] = &[
     "cuModuleGetFunction",
     "cuFuncGetAttribute",
     "cuLaunchKernel",
+    "cuLaunchCooperativeKernel",
     "cuMemGetInfo_v2",
     "cuStreamCreate",
     "cuStreamBeginCapture_v2",

@@ -304,7 +304,7 @@ pub(crate) fn launch_recorded(
             device,
             gpu,
             function,
-            (grid, block),
+            (grid, block, kernel.grid_sync),
             params.as_mut_slice(),
             args,
             timer,
@@ -461,7 +461,7 @@ unsafe fn launch_ordered(
     device: &Device,
     gpu: &crate::device::CudaDevice,
     function: &CudaFunction,
-    (grid, block): ([u32; 3], [u32; 3]),
+    (grid, block, cooperative): ([u32; 3], [u32; 3], bool),
     params: &mut [*mut c_void],
     args: &[Arg<'_>],
     timer: Option<&mut LaunchTimer>,
@@ -487,7 +487,7 @@ unsafe fn launch_ordered(
         t.before(device, grid, block)?;
     }
     // SAFETY: the caller's contract.
-    unsafe { launch_raw(device, function, grid, block, params)? };
+    unsafe { launch_raw_with(device, function, (grid, block), params, cooperative)? };
     if let Some(t) = timer {
         t.after(device)?;
     }
@@ -550,21 +550,52 @@ pub unsafe fn launch_raw(
     block: [u32; 3],
     params: &mut [*mut c_void],
 ) -> Result<(), Error> {
+    // SAFETY: the caller's contract.
+    unsafe { launch_raw_with(device, function, (grid, block), params, false) }
+}
+
+/// [`launch_raw`], cooperatively (`cuLaunchCooperativeKernel`) when `cooperative`: every
+/// block resident at once, as a kernel that synchronizes its grid needs
+/// ([`Kernel::grid_sync`]); the driver refuses a grid that cannot be.
+///
+/// # Safety
+///
+/// As [`launch_raw`].
+pub unsafe fn launch_raw_with(
+    device: &Device,
+    function: &CudaFunction,
+    (grid, block): ([u32; 3], [u32; 3]),
+    params: &mut [*mut c_void],
+    cooperative: bool,
+) -> Result<(), Error> {
     let stream = device
         .cuda_stream()
         .ok_or(Error::NotAGpu { op: "launch" })?;
+    let (g, b) = ((grid[0], grid[1], grid[2]), (block[0], block[1], block[2]));
     // SAFETY: the caller's contract.
     unsafe {
-        cudarc::driver::result::launch_kernel(
-            function.cu_function(),
-            (grid[0], grid[1], grid[2]),
-            (block[0], block[1], block[2]),
-            0,
-            stream.cu_stream(),
-            params,
-        )
+        if cooperative {
+            cudarc::driver::result::launch_cooperative_kernel(
+                function.cu_function(),
+                g,
+                b,
+                0,
+                stream.cu_stream(),
+                params,
+            )
+            .map_err(|e| Error::driver("cuLaunchCooperativeKernel", e))
+        } else {
+            cudarc::driver::result::launch_kernel(
+                function.cu_function(),
+                g,
+                b,
+                0,
+                stream.cu_stream(),
+                params,
+            )
+            .map_err(|e| Error::driver("cuLaunchKernel", e))
+        }
     }
-    .map_err(|e| Error::driver("cuLaunchKernel", e))
 }
 
 /// The `launch` dump line: kernel, launch dims and the runtime sizes of the arguments.

@@ -209,3 +209,19 @@ fn triangles_plan_to_tuned_kernels() {
         compile(&kernel.cuda_source(), "triangles", GpuArch::SM90).unwrap();
     }
 }
+
+/// RMSNorm backward with many rows plans as one inner-outer persistent kernel (`dx`
+/// with the row in registers, the column sum kept across the row loop and finished by a
+/// grid all-reduce, `nvf_grid_sync` and `__launch_bounds__` with blocks per SM), which
+/// compiles.
+#[test]
+fn inner_outer_norm_backward_compiles() {
+    use nvfuser_core::workloads::RMS_NORM_BWD;
+    for (n, h) in [(65536, 4096), (200_000, 1536)] {
+        let rms: &[&[i64]] = &[&[n, h], &[n, h], &[h], &[n, 1]];
+        planned_kernel_compiles_with(RMS_NORM_BWD, rms, 2);
+        let (_, k) = nvfuser_cuda::testing::plan_one_kernel(RMS_NORM_BWD, rms);
+        assert!(k.grid_sync);
+        assert!(k.cuda_source().contains("__launch_bounds__(") && k.min_blocks_per_sm.is_some());
+    }
+}

@@ -54,8 +54,8 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
-        // Segmented: dx (inner persistent) and dw, db (one outer reduction) each read the
-        // inputs; nothing computed crosses between them.
+        // One inner-outer persistent kernel: dx with the row in registers, dw and db
+        // accumulated across the serial row loop and finished by a grid all-reduce.
         name: "layernorm bwd (dx, dw, db)",
         src: nvfuser_core::workloads::LAYER_NORM_BWD,
         dtypes: &[BF16, BF16, BF16, F32, F32],
@@ -64,6 +64,9 @@ const CASES: &[Case] = &[
             &[&[37, 1000], &[37, 1000], &[1000], &[37, 1], &[37, 1]],
             &[&[256, 4096], &[256, 4096], &[4096], &[256, 1], &[256, 1]],
             &[&[3, 12289], &[3, 12289], &[12289], &[3, 1], &[3, 1]],
+            &[&[65536, 384], &[65536, 384], &[384], &[65536, 1], &[65536, 1]],
+            &[&[1, 4096], &[1, 4096], &[4096], &[1, 1], &[1, 1]],
+            &[&[5001, 2050], &[5001, 2050], &[2050], &[5001, 1], &[5001, 1]],
         ],
     },
     Case {
@@ -91,6 +94,8 @@ const CASES: &[Case] = &[
             &[&[7, 64], &[7, 64], &[64], &[7, 1]],
             &[&[1000, 4096], &[1000, 4096], &[4096], &[1000, 1]],
             &[&[65, 1000], &[65, 1000], &[1000], &[65, 1]],
+            &[&[131, 16384], &[131, 16384], &[16384], &[131, 1]],
+            &[&[20000, 96], &[20000, 96], &[96], &[20000, 1]],
         ],
     },
     Case {

@@ -437,6 +437,19 @@ fn k(x: Tensor<bf16, [_, _]>, w: Tensor<f32, [_]>, b: Tensor<f32, [_]>) -> Tenso
                 (DataType::F32, vec![8192, 1]),
             ],
         ),
+        (
+            // One inner-outer persistent kernel: dx with the row in registers, dw's
+            // accumulators kept across the serial row loop (compute_with) and finished
+            // by the grid all-reduce; launched cooperatively.
+            "plan_rms_norm_bwd_inner_outer",
+            nvfuser_core::workloads::RMS_NORM_BWD,
+            vec![
+                (DataType::BF16, vec![65536, 4096]),
+                (DataType::BF16, vec![65536, 4096]),
+                (DataType::BF16, vec![4096]),
+                (DataType::F32, vec![65536, 1]),
+            ],
+        ),
     ];
     for (name, src, shapes) in cases {
         let fusion = nvfuser_core::dsl::build_str(src)

@@ -17,7 +17,10 @@ pub(super) fn print(k: &Kernel) -> String {
     let _ = writeln!(s, "typedef {} nvfuser_index_t;", k.abi.index_type.cuda());
     s.push_str(PREAMBLE);
     s.push('\n');
-    s.push_str(&k.abi.signature_bounded(launch_bound(k)));
+    s.push_str(
+        &k.abi
+            .signature_bounded(launch_bound(k), k.min_blocks_per_sm),
+    );
     s.push_str(" {\n");
     for (name, dtype, size) in &k.shared {
         let _ = writeln!(s, "  __shared__ {} {name}[{size}];", cuda_type(*dtype));
@@ -27,9 +30,10 @@ pub(super) fn print(k: &Kernel) -> String {
     s
 }
 
-/// The block size a kernel is compiled for, when it is a constant above 256 threads:
-/// only then can a block need more registers per thread than the SM has for it (a
-/// 512-thread block leaves 128 per thread). Smaller or symbolic blocks get no bound.
+/// The block size a kernel is compiled for, when it is a constant above 256 threads
+/// (only then can a block need more registers per thread than the SM has for it: a
+/// 512-thread block leaves 128 per thread) or when blocks per SM are required. Other
+/// blocks get no bound.
 fn launch_bound(k: &Kernel) -> Option<i64> {
     let mut threads = 1i64;
     for e in &k.launch.block {
@@ -38,7 +42,7 @@ fn launch_bound(k: &Kernel) -> Option<i64> {
             _ => return None,
         }
     }
-    (threads > 256).then_some(threads)
+    (threads > 256 || k.min_blocks_per_sm.is_some()).then_some(threads)
 }
 
 fn print_block(s: &mut String, body: &[Stmt], depth: usize) {

@@ -35,6 +35,11 @@ pub struct KernelOptions {
     pub name: String,
     /// Index type; raised to 64-bit when a static shape needs it.
     pub index_type: IndexType,
+    /// Blocks that must fit on one SM at once (the second argument of
+    /// `__launch_bounds__`): a kernel that synchronizes its grid is launched with all
+    /// its blocks resident, so its scheduler sizes the grid from this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_blocks_per_sm: Option<i64>,
 }
 
 impl Default for KernelOptions {
@@ -42,6 +47,7 @@ impl Default for KernelOptions {
         KernelOptions {
             name: "nvfuser_kernel".into(),
             index_type: IndexType::I32,
+            min_blocks_per_sm: None,
         }
     }
 }
@@ -71,6 +77,11 @@ pub struct Kernel {
     /// The data-dependent reads of its fusion, which the launcher checks on each call's
     /// arguments (empty for most kernels).
     pub reads: crate::ir::reads::ReadChecks,
+    /// The kernel synchronizes its whole grid (`nvf_grid_sync`): it must be launched
+    /// cooperatively, every block resident at once.
+    pub grid_sync: bool,
+    /// See [`KernelOptions::min_blocks_per_sm`].
+    pub min_blocks_per_sm: Option<i64>,
 }
 
 impl Kernel {

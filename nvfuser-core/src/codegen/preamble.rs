@@ -549,6 +549,76 @@ __device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned in
   return true;
 }
 
+// A barrier of the `nblocks` blocks of one segment of the grid, which must all be resident
+// at once (the kernel is launched cooperatively). Each block adds 1 to the segment's
+// counter, the block of rank 0 adds 2^31 - (nblocks - 1): the top bit flips exactly when
+// the last block arrives and the low bits come back to their value, so the counter needs
+// no reset between barriers or launches.
+__device__ inline void nvf_grid_sync(unsigned int* sem, nvfuser_index_t segment, nvfuser_index_t nblocks, bool leader) {
+  __syncthreads();
+  if (nvf_thread_linear() == 0u) {
+    const unsigned int add = leader ? 0x80000000u - (unsigned int)(nblocks - 1) : 1u;
+    __threadfence();
+    const unsigned int old = atomicAdd(&sem[segment], add);
+    while (((old ^ nvf_load_volatile(&sem[segment])) & 0x80000000u) == 0u) {}
+    __threadfence();
+  }
+  __syncthreads();
+}
+// The grid all-reduce of `n` values per thread (a column sum's accumulators kept across a
+// row loop): every block stores its partials, the blocks of the segment wait for each
+// other, then each block combines a share of the columns (`lanes` threads per column,
+// each over every `lanes`-th block, then shuffles), the blocks wait again, and every
+// thread reads back its `n` results. `work` holds, per segment, `nblocks + 1` rows of
+// `nslots * n` values: one row of partials per block, then the results. True in the block
+// of rank 0 (every block holds the results; one stores them).
+template <typename T, typename Op>
+__device__ inline bool nvf_grid_allreduce_group(T* acc, int n, Op op, T init, T* work,
+    unsigned int* sem, nvfuser_index_t segment, nvfuser_index_t nblocks, nvfuser_index_t rank,
+    nvfuser_index_t slot, nvfuser_index_t nslots, int reduce_tid) {
+  const nvfuser_index_t width = nslots * (nvfuser_index_t)n;
+  T* base = work + segment * (nblocks + 1) * width;
+  T* result = base + nblocks * width;
+  if (nvf_grid_stores(reduce_tid)) {
+    for (int k = 0; k < n; ++k) base[rank * width + slot * n + k] = acc[k];
+  }
+  nvf_grid_sync(sem, segment, nblocks, rank == 0);
+  const nvfuser_index_t threads = (nvfuser_index_t)blockDim.x * blockDim.y * blockDim.z;
+  const nvfuser_index_t tid = (nvfuser_index_t)nvf_thread_linear();
+  const nvfuser_index_t share = (width + nblocks - 1) / nblocks;
+  // Lanes per column: a power of two up to 32 (a warp), more while the block still
+  // covers its share in one pass or each lane would combine more than 16 partials.
+  int lanes = 1;
+  if (threads % 32 == 0) {
+    while (lanes < 32 && ((nvfuser_index_t)lanes * 2 * share <= threads || nblocks > 16 * lanes)) lanes *= 2;
+  }
+  const nvfuser_index_t per_pass = threads / lanes;
+  const int lane = (int)(tid % lanes);
+  for (nvfuser_index_t c0 = 0; c0 < share; c0 += per_pass) {
+    const nvfuser_index_t j = c0 + tid / lanes;
+    const nvfuser_index_t c = rank * share + j;
+    const bool active = tid < per_pass * lanes && j < share && c < width;
+    T v = init;
+    if (active) {
+      // Eight loads in flight per thread, as nvf_grid_reduce.
+      nvfuser_index_t b = lane;
+      for (; b + 7 * lanes < nblocks; b += 8 * lanes) {
+        T r[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) r[j] = nvf_load_volatile(&base[(b + j * lanes) * width + c]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v = op(v, r[j]);
+      }
+      for (; b < nblocks; b += lanes) v = op(v, nvf_load_volatile(&base[b * width + c]));
+    }
+    for (int m = lanes / 2; m >= 1; m >>= 1) v = op(v, nvf_shfl_xor(v, m));
+    if (active && lane == 0) result[c] = v;
+  }
+  nvf_grid_sync(sem, segment, nblocks, rank == 0);
+  for (int k = 0; k < n; ++k) acc[k] = nvf_load_volatile(&result[slot * n + k]);
+  return rank == 0;
+}
+
 // Grid Welford, as nvf_grid_reduce for (mean, sum of squared deviations, count)
 // triples: partials in three work buffers, combined by Chan's formula.
 template <typename T>

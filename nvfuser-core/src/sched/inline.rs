@@ -178,11 +178,42 @@ impl ScheduledFusion {
         Ok(())
     }
 
-    /// The tensor whose loop `pos` of `tv` really is, following compute-at positions.
-    fn loop_owner(&self, tv: ValId, pos: usize) -> ValId {
-        match self.schedule.tensors.get(&tv).and_then(|t| t.compute_at) {
-            Some(ca) if pos < ca.pos => self.loop_owner(ca.consumer, pos),
-            _ => tv,
+    /// Runs the first `pos` loops of `tensor` in those of `with`, a tensor that does not
+    /// read it (nvFuser's `computeWith`): the two loop nests become one from the
+    /// outermost loop to `pos`. The dims may differ in kind (a column sum's reduction
+    /// dim runs in the row loop of the row's math) but not in extent or parallel type;
+    /// `with` must not be computed from `tensor`. Kept by `inline_most`.
+    pub fn compute_with(&mut self, tensor: ValId, with: ValId, pos: usize) -> SchedResult<()> {
+        let op = "compute_with";
+        self.schedule.tensor(op, tensor)?;
+        self.schedule.tensor(op, with)?;
+        let cw = ComputeAt {
+            consumer: with,
+            pos,
+        };
+        super::validate::check_compute_with(&self.schedule, tensor, cw)?;
+        for g in self.schedule.sibling_group(tensor) {
+            self.schedule.tensor_mut(op, g)?.compute_with = (pos > 0).then_some(cw);
         }
+        self.schedule
+            .history
+            .push(Primitive::ComputeWith { tensor, with, pos });
+        Ok(())
+    }
+
+    /// The tensor whose loop `pos` of `tv` really is, following compute-at (and
+    /// compute-with) positions.
+    fn loop_owner(&self, mut tv: ValId, pos: usize) -> ValId {
+        // Iterative, and bounded: a compute-with cycle would otherwise never end
+        // (validation refuses one).
+        for _ in 0..=self.schedule.tensors.len() {
+            let t = self.schedule.tensors.get(&tv);
+            tv = match (t.and_then(|t| t.compute_at), t.and_then(|t| t.compute_with)) {
+                (Some(ca), _) if pos < ca.pos => ca.consumer,
+                (_, Some(cw)) if pos < cw.pos => cw.consumer,
+                _ => return tv,
+            };
+        }
+        tv
     }
 }

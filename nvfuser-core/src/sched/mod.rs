@@ -202,6 +202,12 @@ pub struct TensorSchedule {
     pub memory: MemoryType,
     /// Where it is computed, if inlined into a consumer.
     pub compute_at: Option<ComputeAt>,
+    /// Loops shared with a tensor that does not read it (`compute_with`): its first
+    /// `pos` loop dims run in that tensor's loops, past its own compute-at position.
+    /// An inner-outer normalization's column sums (`dw`, `db`) accumulate inside the
+    /// serial row loop of the row's math this way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_with: Option<ComputeAt>,
     /// For global tensors: contiguity per shape dim (as in the fusion).
     pub contiguity: Vec<Option<bool>>,
     /// For global tensors: stride order per shape dim (as in the fusion).
@@ -291,6 +297,12 @@ pub enum Primitive {
     },
     /// Inline every tensor as deep as its consumers allow.
     InlineMost,
+    /// Run the first `pos` loops of `tensor` in those of `with`, which need not read it.
+    ComputeWith {
+        tensor: ValId,
+        with: ValId,
+        pos: usize,
+    },
     /// Replay `reference`'s transforms on `targets`.
     TransformLike {
         reference: ValId,
@@ -389,6 +401,7 @@ impl ScheduledFusion {
                     MemoryType::Local
                 },
                 compute_at: None,
+                compute_with: None,
                 contiguity: t.contiguity.clone(),
                 stride_order: t.stride_order.clone(),
             });

@@ -45,6 +45,7 @@ impl ScheduledFusion {
                 pos,
             } => self.compute_at(producer, consumer, pos),
             Primitive::InlineMost => self.inline_most(),
+            Primitive::ComputeWith { tensor, with, pos } => self.compute_with(tensor, with, pos),
             Primitive::TransformLike { reference, targets } => {
                 self.transform_like(reference, &targets)
             }
@@ -191,6 +192,7 @@ impl ScheduledFusion {
                 domain,
                 memory: MemoryType::Local,
                 compute_at: None,
+                compute_with: None,
                 contiguity: like.contiguity.clone(),
                 stride_order: like.stride_order.clone(),
             },

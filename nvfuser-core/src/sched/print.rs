@@ -89,6 +89,9 @@ impl ScheduledFusion {
             if let Some(ca) = t.compute_at {
                 let _ = write!(out, " ca_pos({}) at T{}", ca.pos, ca.consumer.id());
             }
+            if let Some(cw) = t.compute_with {
+                let _ = write!(out, " cw_pos({}) with T{}", cw.pos, cw.consumer.id());
+            }
             out.push('\n');
             let d = &t.domain;
             let _ = writeln!(out, "  root:    {}", dom_list(d, &d.root));

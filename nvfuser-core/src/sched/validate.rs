@@ -172,7 +172,10 @@ pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
             }
             if dom.kind == IterKind::Reduction {
                 check_reduction_dim(tv, axis, pt, &dom.extent, d)?;
-                if pt.is_bid() {
+                // A grouped reduction (kept across another tensor's loops,
+                // `compute_with`) reduces its whole register array over the grid at
+                // once, serial iteration dims included.
+                if pt.is_bid() && t.compute_with.is_none() {
                     check_grid_reduction(tv, axis, d)?;
                 }
             }
@@ -180,9 +183,12 @@ pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
                 check_vectorize(s, tv, axis)?;
             }
         }
-        check_reduction_order(tv, d)?;
+        check_reduction_order(s, tv, t)?;
         if let Some(ca) = t.compute_at {
             check_compute_at(s, tv, ca)?;
+        }
+        if let Some(cw) = t.compute_with {
+            check_compute_with(s, tv, cw)?;
         }
         if t.memory == MemoryType::Local {
             check_thread_binding(s, tv)?;
@@ -365,7 +371,20 @@ fn check_reduction_dim(
 }
 
 /// Serial reduction loops must be inside every serial iteration loop of the tensor.
-fn check_reduction_order(tv: ValId, d: &super::TensorDomain) -> SchedResult<()> {
+/// A serial reduction loop has no iteration loop inside it, except in a register
+/// tensor that runs its reduction loops in another tensor's loops (`compute_with`, a
+/// column sum inside a row loop): its accumulator then holds one element per inner
+/// iteration, initialized before the reduction loop and combined after it. Welford
+/// accumulators stay scalar.
+fn check_reduction_order(s: &Schedule, tv: ValId, t: &super::TensorSchedule) -> SchedResult<()> {
+    let d = &t.domain;
+    let welford = s.definition(tv).is_some_and(|e| {
+        matches!(
+            s.exprs[e].op,
+            Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. }
+        )
+    });
+    let grouped = t.compute_with.is_some() && t.memory == MemoryType::Local && !welford;
     let mut seen_red = false;
     for (axis, &l) in d.loop_dims.iter().enumerate() {
         let dom = d.dom(l);
@@ -374,7 +393,7 @@ fn check_reduction_order(tv: ValId, d: &super::TensorDomain) -> SchedResult<()> 
         }
         match dom.kind {
             IterKind::Reduction => seen_red = true,
-            IterKind::Iteration | IterKind::Expanded if seen_red => {
+            IterKind::Iteration | IterKind::Expanded if seen_red && !grouped => {
                 return Err(ScheduleError::InvalidArgument {
                     op: "validate",
                     tensor: tv,
@@ -384,6 +403,66 @@ fn check_reduction_order(tv: ValId, d: &super::TensorDomain) -> SchedResult<()> 
                 })
             }
             _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `tensor` runs its first `cw.pos` loops in those of `cw.consumer` (see
+/// `ScheduledFusion::compute_with`): the dims agree in extent and parallel type, none is
+/// vectorized, and `cw.consumer` is not computed from `tensor` (its loops would then
+/// read a value before it is complete).
+pub(crate) fn check_compute_with(s: &Schedule, tensor: ValId, cw: ComputeAt) -> SchedResult<()> {
+    let op = "compute_with";
+    let p = &s.tensor(op, tensor)?.domain;
+    let c = &s.tensor(op, cw.consumer)?.domain;
+    let max = p.loop_dims.len().min(c.loop_dims.len());
+    if cw.pos > max {
+        return Err(ScheduleError::AxisOutOfRange {
+            op,
+            tensor,
+            axis: cw.pos as i64,
+            rank: max,
+        });
+    }
+    let mismatch = |axis: usize, reason: String| ScheduleError::ComputeAtMismatch {
+        producer: tensor,
+        consumer: cw.consumer,
+        pos: cw.pos,
+        axis,
+        reason,
+    };
+    for i in 0..cw.pos {
+        let (a, b) = (p.loop_dom(i), c.loop_dom(i));
+        if a.parallel == ParallelType::Vectorize || b.parallel == ParallelType::Vectorize {
+            return Err(mismatch(i, "a vectorized dim cannot be shared".into()));
+        }
+        if a.extent != b.extent {
+            return Err(mismatch(i, format!("extent {} vs {}", a.extent, b.extent)));
+        }
+        if a.parallel != b.parallel {
+            return Err(mismatch(
+                i,
+                format!("parallel type {:?} vs {:?}", a.parallel, b.parallel),
+            ));
+        }
+    }
+    // `cw.consumer` must not be computed from `tensor`.
+    let mut stack = vec![tensor];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(v) = stack.pop() {
+        if v == cw.consumer {
+            return Err(mismatch(
+                0,
+                format!("T{} is computed from T{}", cw.consumer.id(), tensor.id()),
+            ));
+        }
+        for u in s.uses(v) {
+            for o in s.exprs[u].outputs() {
+                if seen.insert(o) {
+                    stack.push(o);
+                }
+            }
         }
     }
     Ok(())

@@ -52,7 +52,7 @@
 //! generate.
 
 mod analysis;
-mod auto;
+pub(crate) mod auto;
 mod contract;
 pub mod host_scalars;
 pub mod info;

@@ -17,6 +17,11 @@ use crate::codegen::IndexType;
 pub struct CompileParams {
     /// Index arithmetic width: 32-bit unless a tensor has 2^31 elements or more.
     pub index_type: IndexType,
+    /// Blocks that must fit on one SM at once (see
+    /// [`crate::codegen::KernelOptions::min_blocks_per_sm`]); set by schedules that
+    /// synchronize the grid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_blocks_per_sm: Option<i64>,
 }
 
 /// The launch the parameters were computed for (informative: the kernel derives its
@@ -128,6 +133,11 @@ pub struct PersistentParams {
     /// softmax row at 32K: one bf16 row instead of the f32 input and its `exp`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub project_to_inputs: bool,
+    /// Inner-outer (outer reductions beside the rows'): the rows run in a serial loop
+    /// over this many blocks, all resident at once (`compile.min_blocks_per_sm` per
+    /// SM), and the outer reductions end in a grid all-reduce. 0 otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub row_blocks: i64,
     /// Launch the parameters were computed for.
     pub launch: LaunchParams,
     /// Kernel options.
@@ -442,4 +452,8 @@ impl HeuristicParams {
             HeuristicParams::NoOp | HeuristicParams::Default => Ok(()),
         }
     }
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }

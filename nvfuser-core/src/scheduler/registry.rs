@@ -407,6 +407,7 @@ fn lower_scheduled(
     };
     let options = KernelOptions {
         index_type,
+        min_blocks_per_sm: params.compile().and_then(|c| c.min_blocks_per_sm),
         ..KernelOptions::default()
     };
     let kernel = codegen::generate(&sf, &options)?;
@@ -417,6 +418,7 @@ fn lower_scheduled(
 fn scheduler_name(params: &HeuristicParams, default: Option<super::DefaultKind>) -> &'static str {
     match (params, default) {
         (HeuristicParams::OuterReduction(_), _) => "outer reduction",
+        (HeuristicParams::InnerPersistent(p), _) if p.row_blocks > 0 => "inner-outer persistent",
         (HeuristicParams::Default, Some(super::DefaultKind::InnerReduction)) => {
             "default inner reduction"
         }
@@ -437,6 +439,7 @@ fn finish(
         index_type: params
             .compile()
             .map_or(crate::codegen::IndexType::I32, |c| c.index_type),
+        min_blocks_per_sm: params.compile().and_then(|c| c.min_blocks_per_sm),
         ..KernelOptions::default()
     };
     codegen::generate(&sf, &options)?;

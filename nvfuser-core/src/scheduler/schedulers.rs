@@ -85,7 +85,7 @@ impl Scheduler for Reduction {
 
     fn analyze(&self, fusion: &Fusion) -> Result<Analysis, Refusal> {
         match auto::inner::plan(fusion) {
-            Ok(p) if p.normalization => Err(Refusal::Normalization),
+            Ok(p) if p.normalization || !p.columns.is_empty() => Err(Refusal::Normalization),
             Ok(p) => Ok(Analysis::new(ReductionPlan::Inner(p))),
             Err(inner) => match auto::outer::plan(fusion) {
                 Ok(p) => Ok(Analysis::new(ReductionPlan::Outer(p))),
@@ -263,7 +263,7 @@ impl Scheduler for InnerPersistent {
 
     fn analyze(&self, fusion: &Fusion) -> Result<Analysis, Refusal> {
         match auto::inner::plan(fusion) {
-            Ok(p) if !p.normalization => Err(Refusal::NotANormalization),
+            Ok(p) if !p.normalization && p.columns.is_empty() => Err(Refusal::NotANormalization),
             Ok(p) => Ok(Analysis::new(p)),
             Err(reason) => Err(Refusal::Fusion { reason }),
         }
@@ -273,6 +273,8 @@ impl Scheduler for InnerPersistent {
         let p = a.get().ok_or(Refusal::WrongAnalysis)?;
         match auto::inner::persistent_heuristics(p, info) {
             Ok(params) => Ok(HeuristicParams::InnerPersistent(params)),
+            // Column sums beside the rows need the rows on chip.
+            Err(reason) if !p.columns.is_empty() => Err(inputs_refusal(reason)),
             // A row too long to keep on chip is streamed instead (read once per phase),
             // still as one kernel.
             Err(_) => auto::inner::reduction_heuristics(p, info)

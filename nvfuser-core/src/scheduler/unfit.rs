@@ -309,6 +309,18 @@ pub enum Unfit {
         /// Threads per row.
         threads: i64,
     },
+    /// An inner-outer kernel measured slower than the segmented plan for this shape.
+    #[error("{sums} column sum(s) over {rows} rows on {blocks} resident blocks: the inner-outer kernel takes one column sum and at least {min_rows} rows per block (two kernels are faster otherwise)")]
+    InnerOuterShape {
+        /// Outer reductions.
+        sums: usize,
+        /// Rows.
+        rows: i64,
+        /// Blocks of the row grid.
+        blocks: i64,
+        /// Rows per block it needs.
+        min_rows: i64,
+    },
     /// More blocks along a grid dim than the device allows.
     #[error("{count} {what} exceed the grid's {axis} limit")]
     GridLimit {

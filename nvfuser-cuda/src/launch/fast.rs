@@ -335,7 +335,7 @@ impl FastLaunch {
                 device,
                 gpu,
                 function,
-                (self.grid, self.block),
+                (self.grid, self.block, kernel.grid_sync),
                 params.as_mut_slice(),
                 args,
                 None,

@@ -243,20 +243,25 @@ impl Param {
 impl KernelAbi {
     /// The kernel's CUDA signature (`extern "C" __global__ void name(...)`).
     pub fn signature(&self) -> String {
-        self.signature_bounded(None)
+        self.signature_bounded(None, None)
     }
 
     /// [`signature`](Self::signature) with `__launch_bounds__(threads)` when given: the
     /// compiler then keeps the registers per thread low enough for a block of that many
     /// threads to launch (spilling if it must) instead of a launch failing with
-    /// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`.
-    pub fn signature_bounded(&self, threads: Option<i64>) -> String {
+    /// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`; with `min_blocks` too, that many blocks
+    /// fit on one SM at once (`__launch_bounds__(threads, min_blocks)`).
+    pub fn signature_bounded(&self, threads: Option<i64>, min_blocks: Option<i64>) -> String {
         let params: Vec<String> = self
             .params
             .iter()
             .map(|p| format!("    {}", p.cuda_decl()))
             .collect();
-        let bounds = threads.map_or(String::new(), |t| format!("__launch_bounds__({t}) "));
+        let bounds = match (threads, min_blocks) {
+            (Some(t), Some(b)) => format!("__launch_bounds__({t}, {b}) "),
+            (Some(t), None) => format!("__launch_bounds__({t}) "),
+            _ => String::new(),
+        };
         format!(
             "extern \"C\" __global__ void {bounds}{}(\n{})",
             self.name,

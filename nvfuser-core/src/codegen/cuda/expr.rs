@@ -201,6 +201,7 @@ impl Display for Func {
             Func::BlockScanX => "nvf_block_scan_x",
             Func::GridReduce => "nvf_grid_reduce",
             Func::GridWelford => "nvf_grid_welford",
+            Func::GridAllreduceGroup => "nvf_grid_allreduce_group",
         };
         f.write_str(name)
     }

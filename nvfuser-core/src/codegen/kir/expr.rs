@@ -193,6 +193,10 @@ pub enum Func {
     /// rank, slot, slots, reduced thread dim, smem_avg, smem_m2, smem_n)`; true in the block
     /// that holds the final triple.
     GridWelford,
+    /// The grid all-reduce of a register array: `(array, count, functor, init, work,
+    /// sem, segment, blocks, rank, slot, slots, reduced thread dim)`; every block gets
+    /// the results; true in the block of rank 0. Synchronizes the grid.
+    GridAllreduceGroup,
 }
 
 impl Expr {

@@ -208,6 +208,7 @@ fn is_collective(f: Func) -> bool {
             | Func::BlockScanX
             | Func::GridReduce
             | Func::GridWelford
+            | Func::GridAllreduceGroup
     )
 }
 

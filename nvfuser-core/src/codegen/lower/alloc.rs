@@ -14,7 +14,17 @@ use crate::sched::{MemoryType, ParallelType, SchedResult, ScheduleError, STATIC_
 impl Lower<'_> {
     /// The scope (loop key) a register tensor is allocated in, and its size.
     fn alloc_scope(&self, tv: ValId) -> Option<Key> {
-        let pos = self.t(tv).compute_at.map_or(0, |c| c.pos);
+        let t = self.t(tv);
+        let mut pos = t.compute_at.map_or(0, |c| c.pos);
+        // A reduction's accumulators live outside its outermost serial reduction loop
+        // (inside it only when that loop is its own, past the compute-at position).
+        if is_reduction(&t.domain) {
+            if let Some(a) = (0..t.domain.loop_dims.len()).find(|&i| {
+                t.domain.loop_dom(i).kind == IterKind::Reduction && self.makes_loop(self.key(tv, i))
+            }) {
+                pos = pos.min(a);
+            }
+        }
         (0..pos)
             .map(|i| self.key(tv, i))
             .rfind(|&k| self.makes_loop(k))

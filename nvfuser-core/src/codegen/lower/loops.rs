@@ -246,10 +246,12 @@ impl<'a> Lower<'a> {
 }
 
 /// The loop that dim `i` of `tv`'s loop domain runs in: the consumer's, below the
-/// compute-at position.
+/// compute-at position, else the compute-with tensor's, below its position.
 pub(super) fn loop_key(s: &Schedule, tv: ValId, i: usize) -> Key {
-    match s.tensors[&tv].compute_at {
-        Some(ca) if i < ca.pos => loop_key(s, ca.consumer, i),
+    let t = &s.tensors[&tv];
+    match (t.compute_at, t.compute_with) {
+        (Some(ca), _) if i < ca.pos => loop_key(s, ca.consumer, i),
+        (_, Some(cw)) if i < cw.pos => loop_key(s, cw.consumer, i),
         _ => (tv, i),
     }
 }

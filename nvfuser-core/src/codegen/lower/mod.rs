@@ -97,6 +97,9 @@ struct Lower<'a> {
     /// Per tensor, the grid reductions it is computed from (not itself): see
     /// `reductions::grid_sources`.
     grid_deps: HashMap<ValId, Vec<ValId>>,
+    /// Whether some grid all-reduce synchronizes the whole grid (the kernel must be
+    /// launched cooperatively).
+    grid_sync: bool,
 }
 
 fn unsupported<T>(m: String) -> SchedResult<T> {
@@ -156,13 +159,18 @@ pub(super) fn lower(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<K
     // consumer whose loops it shares: the same schedule with each inlined producer
     // pulled to its first reader (see `order`). The first error stands if that fails
     // too or changes nothing.
-    let order = order::emission_order(s);
-    if order.iter().enumerate().all(|(i, &e)| i == e) {
-        return Err(first);
+    // Then with the expressions of each outermost loop kept together (`grouped_order`).
+    for order in [order::emission_order(s), order::grouped_order(s)] {
+        if order.iter().enumerate().all(|(i, &e)| i == e) {
+            continue;
+        }
+        let mut pulled = s.clone();
+        pulled.exprs = order.into_iter().map(|i| s.exprs[i].clone()).collect();
+        if let Ok(k) = lower_in(sf, &pulled, opts) {
+            return Ok(k);
+        }
     }
-    let mut pulled = s.clone();
-    pulled.exprs = order.into_iter().map(|i| s.exprs[i].clone()).collect();
-    lower_in(sf, &pulled, opts).map_err(|_| first)
+    Err(first)
 }
 
 /// [`lower`] with the expressions of `s` (`sf`'s schedule, possibly reordered).
@@ -186,6 +194,7 @@ fn lower_in(sf: &ScheduledFusion, s: &Schedule, opts: &KernelOptions) -> SchedRe
         check_site: HashMap::new(),
         check_fingerprint: 0,
         grid_deps: HashMap::new(),
+        grid_sync: false,
     };
     l.plan_checks();
     l.plan_grid_deps();
@@ -226,6 +235,8 @@ fn lower_in(sf: &ScheduledFusion, s: &Schedule, opts: &KernelOptions) -> SchedRe
         shared: l.shared,
         body,
         reads: crate::ir::reads::ReadChecks::of(sf.fusion()),
+        grid_sync: l.grid_sync,
+        min_blocks_per_sm: opts.min_blocks_per_sm,
     })
 }
 

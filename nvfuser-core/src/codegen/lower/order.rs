@@ -130,3 +130,47 @@ fn emit(
         }
     }
 }
+
+/// [`emission_order`], with the expressions of each loop kept together: a topological
+/// order that, among the expressions whose producers are all emitted, takes one that
+/// shares the most open loops with the last emitted expression (the earliest of them in
+/// [`emission_order`] on ties). A column sum computed with a row loop (`compute_with`)
+/// then stays inside it, ahead of the math that reads its result after the loop, and a
+/// load inlined into its cast inside the row loop stays next to the cast.
+pub(super) fn grouped_order(s: &Schedule) -> Vec<usize> {
+    let base = emission_order(s);
+    let n = base.len();
+    let mut rank = vec![0usize; n];
+    for (r, &e) in base.iter().enumerate() {
+        rank[e] = r;
+    }
+    let producers: Vec<Vec<usize>> = s
+        .exprs
+        .iter()
+        .map(|e| e.inputs.iter().filter_map(|&v| s.definition(v)).collect())
+        .collect();
+    let nests: Vec<Vec<(ValId, usize)>> = s.exprs.iter().map(|e| nest(s, e.output)).collect();
+    let mut emitted = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    let mut open: &[(ValId, usize)] = &[];
+    while order.len() < n {
+        let ready = (0..n).filter(|&e| !emitted[e] && producers[e].iter().all(|&p| emitted[p]));
+        let mut best: Option<(std::cmp::Reverse<usize>, usize, usize)> = None;
+        for e in ready {
+            let shared = open
+                .iter()
+                .zip(&nests[e])
+                .take_while(|(a, b)| a == b)
+                .count();
+            let key = (std::cmp::Reverse(shared), rank[e], e);
+            if best.is_none_or(|b| key < b) {
+                best = Some(key);
+            }
+        }
+        let Some((_, _, e)) = best else { break };
+        emitted[e] = true;
+        order.push(e);
+        open = &nests[e];
+    }
+    order
+}

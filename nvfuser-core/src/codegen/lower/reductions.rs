@@ -65,6 +65,18 @@ impl Lower<'_> {
         }
         let op = self.red_op(ei)?;
         let init = init_value(op, dt);
+        if let Some(n) = self.grouped(tv)? {
+            out.push(Stmt::Comment(format!(
+                "accumulators of T{}: one per element of its loops inside the reduction loop",
+                tv.id()
+            )));
+            let lhs = |k: Idx| Expr::elem(format!("T{}", tv.id()), k);
+            out.push(self.flat_loop(n, |k| Stmt::Assign {
+                lhs: lhs(k),
+                rhs: init.clone(),
+            }));
+            return Ok(());
+        }
         if self.t(tv).memory == MemoryType::Global {
             out.push(Stmt::Comment(format!("accumulator of T{}", tv.id())));
             out.push(Stmt::Decl {
@@ -219,6 +231,9 @@ impl Lower<'_> {
         }
         let tv = self.s.exprs[ei].output;
         let op = self.red_op(ei)?;
+        if let Some(n) = self.grouped(tv)? {
+            return self.emit_grouped_finish(tv, op, n, out);
+        }
         let t = self.t(tv);
         let dt = t.dtype;
         let acc = self.acc(tv)?;
@@ -266,6 +281,93 @@ impl Lower<'_> {
                     body: vec![st],
                 }
             });
+        }
+        Ok(())
+    }
+
+    /// The number of accumulators of a register reduction whose reduction loops run in
+    /// another tensor's loops (`compute_with`) with iteration loops inside them: one per
+    /// element of its register array (`None` for every other reduction).
+    pub(super) fn grouped(&self, tv: ValId) -> SchedResult<Option<i64>> {
+        let t = self.t(tv);
+        if t.compute_with.is_none() || t.memory != MemoryType::Local || !is_reduction(&t.domain) {
+            return Ok(None);
+        }
+        let (_, exts) = t.alloc_dims(tv)?;
+        Ok(Some(exts.iter().product::<i64>().max(1)))
+    }
+
+    /// `for (k = 0; k < n; ++k) body(k)`, unrolled.
+    fn flat_loop(&mut self, n: i64, body: impl Fn(Idx) -> Stmt) -> Stmt {
+        let var = format!("i{}", self.next_var);
+        self.next_var += 1;
+        Stmt::For {
+            var: var.clone(),
+            extent: Idx::Const(n),
+            unroll: true,
+            body: vec![body(Idx::var(var))],
+        }
+    }
+
+    /// The finish of a grouped reduction (see [`Self::grouped`]) after its outermost
+    /// reduction loop: each accumulator reduced over the block's reduced thread dim, then
+    /// all of them at once over the grid (`nvf_grid_allreduce_group`, which synchronizes
+    /// the grid: the kernel is launched cooperatively), then a mean's division. The
+    /// results stay in the register array for the tensor's readers.
+    fn emit_grouped_finish(
+        &mut self,
+        tv: ValId,
+        op: ReductionOp,
+        n: i64,
+        out: &mut Vec<Stmt>,
+    ) -> SchedResult<()> {
+        let t = self.t(tv);
+        let dt = t.dtype;
+        let name = format!("T{}", tv.id());
+        let elem = |k: Idx| Expr::elem(name.clone(), k);
+        let tid = reduced_tid(&t.domain);
+        if tid != 0 {
+            let smem = format!("T{}_smem", tv.id());
+            out.push(self.flat_loop(n, |k| Stmt::BlockReduce {
+                acc: elem(k),
+                dtype: dt,
+                op,
+                init: init_value(op, dt),
+                smem: smem.clone(),
+                over_y: tid == 2,
+            }));
+        }
+        if grid_dims(&t.domain).next().is_some() {
+            self.grid_comment(tv, "all-reduce", &format!("T{}_work", tv.id()), out);
+            let id = tv.id();
+            let mut args = vec![
+                Expr::var(name.clone()),
+                Expr::int(n),
+                Expr::Functor(op),
+                init_value(op, dt),
+                Expr::var(format!("T{id}_work")),
+                Expr::var(format!("T{id}_sem")),
+            ];
+            args.extend(self.grid_place(tv, tid));
+            out.push(Stmt::Decl {
+                konst: true,
+                ty: CType::Data(DataType::Bool),
+                name: format!("T{id}_last"),
+                init: Expr::call(Func::GridAllreduceGroup, args),
+            });
+        }
+        if op == ReductionOp::Mean {
+            let mut count = Idx::Const(1);
+            for &r in &t.domain.root {
+                if t.domain.dom(r).kind == IterKind::Reduction {
+                    count = count.mul(ext(&t.domain.dom(r).extent));
+                }
+            }
+            let div = Expr::from(count).cast(dt);
+            out.push(self.flat_loop(n, |k| Stmt::Assign {
+                lhs: elem(k.clone()),
+                rhs: elem(k).bin(BinOp::Div, div.clone()),
+            }));
         }
         Ok(())
     }
@@ -329,6 +431,7 @@ impl Lower<'_> {
         let reduced = |p: ParallelType| red_parallel(d, p);
         let mut partials = Extent::Const(1);
         let mut segments = Extent::Const(1);
+        let mut slots = Extent::Const(1);
         for (&p, x) in &self.bound {
             if p.is_bid() {
                 partials = partials * x.clone();
@@ -337,7 +440,20 @@ impl Lower<'_> {
                 }
             } else if !reduced(p) {
                 partials = partials * x.clone();
+                slots = slots * x.clone();
             }
+        }
+        if let Some(n) = self.grouped(tv)? {
+            if welford {
+                return unsupported(format!(
+                    "T{}: a Welford accumulator kept across a loop of its own (compute_with)",
+                    tv.id()
+                ));
+            }
+            // One row of partials per block and one of results per segment (see
+            // `nvf_grid_allreduce_group`), `n` values per slot.
+            partials = (partials + segments.clone() * slots) * Extent::Const(n);
+            self.grid_sync = true;
         }
         let buffers: Vec<(String, DataType)> = if welford {
             vec![
@@ -417,10 +533,16 @@ impl Lower<'_> {
             .filter(|&&p| red_parallel(d, p))
             .map(|p| p.to_string())
             .collect();
+        let id = tv.id();
+        let finish = if what == "all-reduce" {
+            format!("the blocks wait for each other (T{id}_sem), each combines a share of the columns, they wait again and every block reads the results")
+        } else {
+            format!("counts itself in T{id}_sem; the last block to arrive combines the partials")
+        };
+        let and = if what == "all-reduce" { ";" } else { " and" };
         out.push(Stmt::Comment(format!(
-            "grid {what} of T{0} over {1}: each block stores its partial in {work} and counts itself in T{0}_sem; the last block to arrive combines the partials",
-            tv.id(),
-            reduced.join(", ")
+            "grid {what} of T{id} over {}: each block stores its partial in {work}{and} {finish}",
+            reduced.join(", "),
         )));
     }
 

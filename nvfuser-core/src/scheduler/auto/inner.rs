@@ -29,6 +29,7 @@
 use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 use std::collections::BTreeSet;
 
+use super::inner_outer::{self, Columns};
 use super::pointwise::index_type;
 use super::{
     ceil_div, const_factor, logical_kinds, mark_vector_dims, pow2_dividing, product_dims, round_up,
@@ -37,7 +38,7 @@ use super::{
 use crate::ir::{Extent, Fusion, IterKind, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
 use crate::scheduler::analysis::{
-    check_exactly_mapped, is_creation, is_input_squeeze, is_pointwise, reduction_axes,
+    check_exactly_mapped_except, is_creation, is_input_squeeze, is_pointwise, reduction_axes,
 };
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PersistentParams, ReductionParams};
@@ -66,6 +67,9 @@ pub(crate) struct InnerPlan {
     /// last one (an attention mask `[S, T]` added to scores `[B, S, T]`), so the row
     /// dims cannot be merged into one index.
     pub split_rows: bool,
+    /// Outer reductions beside the inner ones and the math on their results (an
+    /// inner-outer normalization: see `inner_outer`); empty otherwise.
+    pub columns: Columns,
 }
 
 pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
@@ -76,8 +80,9 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
     let mut grid_ok = true;
     let outputs: BTreeSet<ValId> = fusion.outputs().iter().map(|o| o.val).collect();
     let uses = fusion.uses();
+    let cols = inner_outer::find_columns(fusion);
     for (id, e) in fusion.exprs() {
-        if !live[id.index()] {
+        if !live[id.index()] || cols.contains(e.outputs[0]) {
             continue;
         }
         let Some(axes) = reduction_axes(&e.op) else {
@@ -124,12 +129,17 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
     };
     let outer = rank - k;
     let pushed = push_broadcasts(fusion);
+    let cols = if cols.is_empty() {
+        cols
+    } else {
+        inner_outer::find_columns(&pushed)
+    };
     let s = ScheduledFusion::new(pushed.clone()).map_err(super::unschedulable)?;
     let live = pushed.live_exprs();
     let mut normalization = false;
     let mut split_rows = false;
     for (id, e) in pushed.exprs() {
-        if !live[id.index()] {
+        if !live[id.index()] || cols.contains(e.outputs[0]) {
             continue;
         }
         let out = e.outputs[0];
@@ -176,7 +186,16 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
     // Every tensor takes the reference's loop structure (and a persistent kernel its
     // compiled hidden size): a row of another extent is not this schedule's row.
     let all: Vec<Extent> = t.domain.iter().map(|d| d.extent.clone()).collect();
-    check_exactly_mapped(&pushed, &all, &all[..outer])?;
+    check_exactly_mapped_except(&pushed, &all, &all[..outer], &cols.derived)?;
+    inner_outer::check(&cols, split_rows)?;
+    if !cols.is_empty() {
+        // Column tensors against the reduced dims.
+        let derived: Vec<ValId> = live_outputs(&pushed)
+            .into_iter()
+            .filter(|v| !cols.derived.contains(v))
+            .collect();
+        check_exactly_mapped_except(&pushed, &all[outer..], &all[outer..], &derived)?;
+    }
     let reduced = t.domain[outer..].iter().map(|d| d.extent.clone()).collect();
     let rows = t.domain[..outer].iter().map(|d| d.extent.clone()).collect();
     Ok(InnerPlan {
@@ -185,11 +204,21 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
         k,
         normalization,
         // A grid reduction splits rows over `blockIdx.y`, which split rows take.
-        grid_ok: grid_ok && !split_rows,
+        grid_ok: grid_ok && !split_rows && cols.is_empty(),
         reduced,
         rows,
         split_rows,
+        columns: cols,
     })
+}
+
+/// Every tensor a live expression of `f` computes.
+fn live_outputs(f: &Fusion) -> Vec<ValId> {
+    let live = f.live_exprs();
+    f.exprs()
+        .filter(|(id, _)| live[id.index()])
+        .flat_map(|(_, e)| e.outputs.iter().copied())
+        .collect()
 }
 
 fn eval_all(p: &InnerPlan, info: &RuntimeInfo, es: &[Extent]) -> Plan<i64> {
@@ -292,6 +321,7 @@ pub(crate) fn reduction_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<Re
         },
         compile: CompileParams {
             index_type: index_type(&p.fusion, info),
+            min_blocks_per_sm: None,
         },
     })
 }
@@ -357,8 +387,10 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
     // from them where it is used.
     let regs_per_thread = (info.device.registers_per_sm as i64 / (threads_x.max(256))).min(255);
     let (computed, projected) = kept_registers(p, batch * v);
-    let project_to_inputs = computed > regs_per_thread / 2;
-    if batch > MAX_BATCH || (project_to_inputs && projected > regs_per_thread / 2) {
+    // An inner-outer kernel also keeps its column sums' accumulators.
+    let acc = inner_outer::accumulator_registers(&p.fusion, &p.columns, batch * v);
+    let project_to_inputs = computed + acc > regs_per_thread / 2;
+    if batch > MAX_BATCH || (project_to_inputs && projected + acc > regs_per_thread / 2) {
         return Err(Unfit::RowTooLong {
             elements: h,
             batch,
@@ -366,12 +398,26 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
             threads: threads_x,
         });
     }
-    let rows_per_block = if p.rows.is_empty() {
+    let mut rows_per_block = if p.rows.is_empty() {
         1
     } else {
         (128 / threads_x).max(1)
     };
-    let (blocks, grid_y) = row_grid(p, info, rows_per_block)?;
+    let (mut blocks, grid_y) = row_grid(p, info, rows_per_block)?;
+    let (mut row_blocks, mut min_blocks_per_sm) = (0, None);
+    if !p.columns.is_empty() {
+        // One row per block at a time; the rows in a serial loop over a resident grid.
+        rows_per_block = 1;
+        let kept = if project_to_inputs {
+            projected
+        } else {
+            computed
+        };
+        let rows = eval_all(p, info, &p.rows)?;
+        let (g, b) = inner_outer::row_grid(info, threads_x, kept + acc, rows);
+        inner_outer::check_shape(&p.columns, rows, g)?;
+        (blocks, row_blocks, min_blocks_per_sm) = (g, g, Some(b));
+    }
     Ok(PersistentParams {
         hidden: h,
         vectorize: v,
@@ -379,12 +425,14 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
         rows_per_block,
         batch,
         project_to_inputs,
+        row_blocks,
         launch: LaunchParams {
             grid: [blocks.max(1), grid_y, 1],
             block: [threads_x, rows_per_block, 1],
         },
         compile: CompileParams {
             index_type: index_type(&p.fusion, info),
+            min_blocks_per_sm,
         },
     })
 }
@@ -437,6 +485,8 @@ struct Split {
     unroll: i64,
     grid: i64,
     persistent: bool,
+    /// Inner-outer: rows in a serial loop over this many blocks (0: one row per block).
+    row_blocks: i64,
 }
 
 pub(crate) fn schedule_reduction(
@@ -454,6 +504,7 @@ pub(crate) fn schedule_reduction(
             unroll: params.unroll,
             grid: params.grid_split,
             persistent: false,
+            row_blocks: 0,
         },
     )
 }
@@ -493,6 +544,7 @@ pub(crate) fn schedule_persistent(
             unroll: 1,
             grid: 1,
             persistent: true,
+            row_blocks: params.row_blocks,
         },
     )
 }
@@ -501,17 +553,26 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     let rank = p.rank;
     let outer = rank - p.k;
     let mut s = ScheduledFusion::new(f.clone())?;
+    // Inner-outer: the column tensors of this fusion (the rewrites keep their ids), the
+    // outer reductions in registers (an output gets a copy that stores it).
+    let cols = if sp.row_blocks > 0 {
+        inner_outer::find_columns(&f)
+    } else {
+        Columns::default()
+    };
+    let (outer_reds, column_tensors) = inner_outer::cache_outputs(&f, &mut s, &cols)?;
     let Roles {
         loads,
         reductions,
         per_row,
         full,
         stores,
-    } = roles(&f, &mut s, rank, sp)?;
+    } = roles(&f, &mut s, rank, sp, &cols)?;
     let reference = reductions[0];
     let names = split_reference(&mut s, p, sp, reference)?;
     let targets: Vec<ValId> = reductions[1..]
         .iter()
+        .chain(&outer_reds)
         .chain(&full)
         .chain(&loads)
         .chain(&stores)
@@ -526,6 +587,11 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     let all_full: Vec<ValId> = std::iter::once(reference)
         .chain(targets.iter().copied())
         .collect();
+    if sp.row_blocks > 0 && cols.is_empty() {
+        return Err(ScheduleError::Unsupported(
+            "inner-outer params for a fusion without outer reductions".into(),
+        ));
+    }
     for &tv in &all_full {
         for (i, name) in names.iter().enumerate() {
             let pt = match *name {
@@ -561,7 +627,10 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
         for _ in 1 + lead..outer {
             s.merge(tv, 0)?;
         }
-        if outer > 0 {
+        if outer > 0 && sp.row_blocks > 0 {
+            s.split(tv, 0, sp.row_blocks)?;
+            s.parallelize(tv, 1, ParallelType::BIDx)?;
+        } else if outer > 0 {
             let row = lead as i64;
             if sp.y > 1 {
                 s.split(tv, row, sp.y)?;
@@ -571,6 +640,13 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
             if lead == 1 {
                 s.parallelize(tv, 0, ParallelType::BIDy)?;
             }
+        }
+    }
+    if sp.row_blocks > 0 {
+        inner_outer::schedule_columns(&mut s, &column_tensors, p.k, sp.v, sp.tx)?;
+        // The column sums accumulate in the row loop: `[rows, row]` shared.
+        for &r in &outer_reds {
+            s.compute_with(r, reference, 2)?;
         }
     }
     s.inline_most()?;
@@ -598,8 +674,13 @@ fn roles(
     s: &mut ScheduledFusion,
     rank: usize,
     sp: &Split,
+    cols: &Columns,
 ) -> Result<Roles, ScheduleError> {
     let live = f.live_exprs();
+    let live: Vec<bool> = f
+        .exprs()
+        .map(|(id, e)| live[id.index()] && !cols.contains(e.outputs[0]))
+        .collect();
     let is_output = |v: ValId| f.outputs().iter().any(|o| o.val == v);
     let is_read = |v: ValId| {
         f.exprs()
@@ -739,7 +820,11 @@ fn split_reference(
         s.merge(reference, 0)?;
     }
     let mut names: Vec<&'static str> = Vec::new();
-    if outer > 0 {
+    if outer > 0 && sp.row_blocks > 0 {
+        // Inner-outer: `[rows (serial), row (blockIdx.x)]`.
+        s.split(reference, 0, sp.row_blocks)?;
+        names.extend(["rows", "row"]);
+    } else if outer > 0 {
         if lead == 1 {
             names.push("lead");
         }

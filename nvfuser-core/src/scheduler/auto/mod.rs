@@ -5,6 +5,7 @@
 //! schedule that applies params to the plan with the scheduling primitives.
 
 pub(crate) mod inner;
+pub(crate) mod inner_outer;
 pub(crate) mod outer;
 pub(crate) mod pointwise;
 mod rewrites;

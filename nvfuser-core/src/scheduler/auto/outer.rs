@@ -239,6 +239,7 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
         },
         compile: CompileParams {
             index_type: index_type(&p.fusion, info),
+            min_blocks_per_sm: None,
         },
     })
 }

@@ -270,6 +270,7 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
         },
         compile: CompileParams {
             index_type: index_type(f, info),
+            min_blocks_per_sm: None,
         },
     })
 }

@@ -177,6 +177,7 @@ pub(crate) fn heuristics(p: &ScanPlan, info: &RuntimeInfo) -> Plan<ScanParams> {
         .product();
     let compile = CompileParams {
         index_type: index_type(&p.fusion, info),
+        min_blocks_per_sm: None,
     };
     if !is_row_scan(p) {
         let blocks = ceil_div(kept, COLUMN_THREADS).max(1);

@@ -115,6 +115,7 @@ pub(crate) fn heuristics(p: &TransposePlan, info: &RuntimeInfo) -> Plan<Transpos
         },
         compile: CompileParams {
             index_type: index_type(&p.fusion, info),
+            min_blocks_per_sm: None,
         },
     })
 }
