@@ -80,15 +80,7 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "rmsnorm bwd (dx, dw)",
-        src: "fn f(dy: Tensor<bf16, [N, H]>, x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, rstd: Tensor<f32, [N, 1]>)
-            -> (Tensor<bf16, [N, H]>, Tensor<bf16, [H]>) {
-            let x = x as f32;
-            let dy = dy as f32;
-            let g = dy * (w as f32);
-            let c = (g * x).mean([1], keepdim = true);
-            let dx = (g - x * rstd * rstd * c) * rstd;
-            (dx as bf16, (dy * x * rstd).sum([0]) as bf16)
-        }",
+        src: nvfuser_core::workloads::RMS_NORM_BWD,
         dtypes: &[BF16, BF16, BF16, F32],
         shapes: &[
             &[&[7, 64], &[7, 64], &[64], &[7, 1]],
