@@ -660,3 +660,30 @@ fn hoist_in_nest_moves_a_load_to_the_start_of_its_own_nest() {
     assert_eq!(replayed.schedule(), s.schedule());
     s.validate().unwrap();
 }
+
+#[test]
+fn compute_with_refuses_a_reader_and_a_cycle() {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let a = fd.neg(x).unwrap();
+    let b = fd.exp(a).unwrap();
+    let c = fd.sin(x).unwrap();
+    fd.add_output(b).unwrap();
+    fd.add_output(c).unwrap();
+    let mut s = ScheduledFusion::new(fd.finish().unwrap()).unwrap();
+    // `b` reads `a`: its loops cannot hold `a`'s start.
+    assert!(matches!(
+        s.compute_with(a, b, 1),
+        Err(ScheduleError::ComputeAtMismatch { .. })
+    ));
+    // `c` runs in `b`'s loop; `b` cannot then run in `c`'s (the loop would be its own).
+    s.compute_with(c, b, 1).unwrap();
+    let err = s.compute_with(b, c, 1).unwrap_err();
+    assert!(
+        matches!(&err, ScheduleError::ComputeAtMismatch { reason, .. } if reason.contains("cycle")),
+        "{err:?}"
+    );
+    // A refused primitive changes nothing.
+    assert!(s.schedule().tensors[&b].compute_with.is_none());
+    assert!(s.schedule().tensors[&c].compute_with.is_some());
+}

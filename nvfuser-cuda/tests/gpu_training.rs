@@ -54,8 +54,8 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
-        // One inner-outer persistent kernel: dx with the row in registers, dw and db
-        // accumulated across the serial row loop and finished by a grid all-reduce.
+        // Segmented (two column sums: the inner-outer kernel measured slower): dx
+        // (inner persistent) and dw, db (one outer reduction) each read the inputs.
         name: "layernorm bwd (dx, dw, db)",
         src: nvfuser_core::workloads::LAYER_NORM_BWD,
         dtypes: &[BF16, BF16, BF16, F32, F32],
@@ -88,6 +88,11 @@ const CASES: &[Case] = &[
             &[&[65, 1000], &[65, 1000], &[1000], &[65, 1]],
             &[&[131, 16384], &[131, 16384], &[16384], &[131, 1]],
             &[&[20000, 96], &[20000, 96], &[96], &[20000, 1]],
+            // One inner-outer persistent kernel (enough rows per block; `nvfuser-core`'s
+            // `tests/inner_outer.rs` checks these shapes plan it): dw accumulated
+            // across the serial row loop, finished by the cooperative grid all-reduce.
+            &[&[40000, 256], &[40000, 256], &[256], &[40000, 1]],
+            &[&[36000, 640], &[36000, 640], &[640], &[36000, 1]],
         ],
     },
     Case {

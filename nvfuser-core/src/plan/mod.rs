@@ -470,9 +470,6 @@ impl FusionPlanner {
             seg = SegmentedFusion::with_creation_apart(&self.kernel).map_err(failed)?;
         }
         if seg.segments().len() < 2 {
-            seg = SegmentedFusion::with_outer_reductions_apart(&self.kernel).map_err(failed)?;
-        }
-        if seg.segments().len() < 2 {
             return Err(why);
         }
         let _ = self.segmented.set(seg);

@@ -175,7 +175,7 @@ pub fn validate(sf: &ScheduledFusion) -> SchedResult<()> {
                 // A grouped reduction (kept across another tensor's loops,
                 // `compute_with`) reduces its whole register array over the grid at
                 // once, serial iteration dims included.
-                if pt.is_bid() && t.compute_with.is_none() {
+                if pt.is_bid() && !is_grouped(s, tv, t) {
                     check_grid_reduction(tv, axis, d)?;
                 }
             }
@@ -378,13 +378,7 @@ fn check_reduction_dim(
 /// accumulators stay scalar.
 fn check_reduction_order(s: &Schedule, tv: ValId, t: &super::TensorSchedule) -> SchedResult<()> {
     let d = &t.domain;
-    let welford = s.definition(tv).is_some_and(|e| {
-        matches!(
-            s.exprs[e].op,
-            Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. }
-        )
-    });
-    let grouped = t.compute_with.is_some() && t.memory == MemoryType::Local && !welford;
+    let grouped = is_grouped(s, tv, t);
     let mut seen_red = false;
     for (axis, &l) in d.loop_dims.iter().enumerate() {
         let dom = d.dom(l);
@@ -406,6 +400,21 @@ fn check_reduction_order(s: &Schedule, tv: ValId, t: &super::TensorSchedule) -> 
         }
     }
     Ok(())
+}
+
+/// A *grouped* reduction: a register tensor (not of the Welford family) whose loops run
+/// in another tensor's (`compute_with`). Its register array holds one accumulator per
+/// element of its loops inside the reduction loop, reduced over the grid at once
+/// (`nvf_grid_allreduce_group`), so serial iteration dims inside its reduction loops and
+/// beside its grid dims are allowed.
+fn is_grouped(s: &Schedule, tv: ValId, t: &super::TensorSchedule) -> bool {
+    let welford = s.definition(tv).is_some_and(|e| {
+        matches!(
+            s.exprs[e].op,
+            Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. }
+        )
+    });
+    t.compute_with.is_some() && t.memory == MemoryType::Local && !welford
 }
 
 /// `tensor` runs its first `cw.pos` loops in those of `cw.consumer` (see
@@ -445,6 +454,26 @@ pub(crate) fn check_compute_with(s: &Schedule, tensor: ValId, cw: ComputeAt) -> 
                 i,
                 format!("parallel type {:?} vs {:?}", a.parallel, b.parallel),
             ));
+        }
+    }
+    // The loops of `cw.consumer` must not be `tensor`'s own (through the compute-at and
+    // compute-with positions of the tensors it is computed in): the nest would contain
+    // itself.
+    for i in 0..cw.pos {
+        let mut owner = cw.consumer;
+        for _ in 0..=s.tensors.len() {
+            if owner == tensor {
+                return Err(mismatch(
+                    i,
+                    format!("the loop is T{}'s own (a compute-with cycle)", tensor.id()),
+                ));
+            }
+            let t = &s.tensors[&owner];
+            owner = match (t.compute_at, t.compute_with) {
+                (Some(ca), _) if i < ca.pos => ca.consumer,
+                (_, Some(cw)) if i < cw.pos => cw.consumer,
+                _ => break,
+            };
         }
     }
     // `cw.consumer` must not be computed from `tensor`.

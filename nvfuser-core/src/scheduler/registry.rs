@@ -464,7 +464,20 @@ pub fn can_schedule(fusion: &Fusion) -> Result<SchedulerKind, Rejections> {
 /// What the segmenter asks of each candidate group: the first tuned scheduler that
 /// accepts it; the default schedule only for a group of one tensor expression that no
 /// tuned scheduler takes (so no merge ever pulls tuned work into a default kernel).
+///
+/// A group with column sums beside row reductions is refused: the inner-outer kernel
+/// is chosen, or not, for the whole fusion with the call's sizes (its heuristics refuse
+/// many shapes), so a segment never depends on it.
 pub fn can_schedule_segment(fusion: &Fusion) -> Result<SchedulerKind, Rejections> {
+    let cols = super::auto::inner_outer::find_columns(fusion);
+    if let Some(&column) = cols.outer.first() {
+        return Err(Rejections(vec![super::Rejection {
+            kind: SchedulerKind::InnerPersistent,
+            reason: Refusal::Fusion {
+                reason: super::Unfit::ColumnsInSegment { column },
+            },
+        }]));
+    }
     match Registry::standard()
         .without(SchedulerKind::Default)
         .can_schedule(fusion)

@@ -85,7 +85,12 @@ impl Scheduler for Reduction {
 
     fn analyze(&self, fusion: &Fusion) -> Result<Analysis, Refusal> {
         match auto::inner::plan(fusion) {
-            Ok(p) if p.normalization || !p.columns.is_empty() => Err(Refusal::Normalization),
+            Ok(p) if !p.columns.is_empty() => Err(Refusal::Fusion {
+                reason: Unfit::RowsAndColumns {
+                    column: p.columns.outer[0],
+                },
+            }),
+            Ok(p) if p.normalization => Err(Refusal::Normalization),
             Ok(p) => Ok(Analysis::new(ReductionPlan::Inner(p))),
             Err(inner) => match auto::outer::plan(fusion) {
                 Ok(p) => Ok(Analysis::new(ReductionPlan::Outer(p))),

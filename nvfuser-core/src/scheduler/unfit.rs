@@ -309,6 +309,26 @@ pub enum Unfit {
         /// Threads per row.
         threads: i64,
     },
+    /// Reductions over the rows beside reductions over the columns: not a reduction
+    /// scheduler's shape (the inner persistent scheduler's inner-outer form takes them).
+    #[error("{column} sums over the rows beside reductions over each row (inner-outer: the inner persistent scheduler takes it)")]
+    RowsAndColumns {
+        /// The first column sum.
+        column: ValId,
+    },
+    /// Column sums beside row reductions in a segment: the inner-outer kernel is decided
+    /// for a whole fusion with its sizes, so segments keep the two apart.
+    #[error("{column} sums over the rows beside reductions over each row: one kernel takes both only for the whole fusion (inner-outer), segments keep them apart")]
+    ColumnsInSegment {
+        /// The first column sum.
+        column: ValId,
+    },
+    /// Column sums beside rows that a broadcast splits over two block dims.
+    #[error("{sum} sums over the rows, but a tensor broadcast along the leading row dims splits them over blockIdx.x and blockIdx.y: the inner-outer schedule needs the rows merged")]
+    ColumnsWithSplitRows {
+        /// The first column sum.
+        sum: ValId,
+    },
     /// An inner-outer kernel measured slower than the segmented plan for this shape.
     #[error("{sums} column sum(s) over {rows} rows on {blocks} resident blocks: the inner-outer kernel takes one column sum and at least {min_rows} rows per block (two kernels are faster otherwise)")]
     InnerOuterShape {

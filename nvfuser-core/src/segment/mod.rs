@@ -407,25 +407,6 @@ impl SegmentedFusion {
         Self::with_scheduler(fusion, &accept, SegmentOptions::default())
     }
 
-    /// [`SegmentedFusion::new`] with outer reductions (over the rows) kept out of every
-    /// segment with an inner reduction (over the row): the planner's fallback when the
-    /// inner-outer persistent schedule accepted the whole fusion (a norm backward) and
-    /// then failed to schedule or lower it.
-    pub fn with_outer_reductions_apart(fusion: &Fusion) -> Result<SegmentedFusion, SegmentError> {
-        let accept = |f: &Fusion| {
-            if !crate::scheduler::auto::inner_outer::find_columns(f).is_empty() {
-                return Err(Rejections(vec![crate::scheduler::Rejection {
-                    kind: SchedulerKind::Default,
-                    reason: crate::scheduler::Refusal::Other {
-                        reason: "outer reductions are kept apart from inner ones (fallback)".into(),
-                    },
-                }]));
-            }
-            can_schedule_segment(f)
-        };
-        Self::with_scheduler(fusion, &accept, SegmentOptions::default())
-    }
-
     /// The fusion that was segmented.
     pub fn original(&self) -> &Fusion {
         &self.original

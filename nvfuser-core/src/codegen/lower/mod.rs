@@ -160,7 +160,9 @@ pub(super) fn lower(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<K
     // pulled to its first reader (see `order`). The first error stands if that fails
     // too or changes nothing.
     // Then with the expressions of each outermost loop kept together (`grouped_order`).
-    for order in [order::emission_order(s), order::grouped_order(s)] {
+    let pulled_order = order::emission_order(s);
+    let grouped = order::grouped_order(s, &pulled_order);
+    for order in [pulled_order, grouped] {
         if order.iter().enumerate().all(|(i, &e)| i == e) {
             continue;
         }

@@ -137,8 +137,7 @@ fn emit(
 /// [`emission_order`] on ties). A column sum computed with a row loop (`compute_with`)
 /// then stays inside it, ahead of the math that reads its result after the loop, and a
 /// load inlined into its cast inside the row loop stays next to the cast.
-pub(super) fn grouped_order(s: &Schedule) -> Vec<usize> {
-    let base = emission_order(s);
+pub(super) fn grouped_order(s: &Schedule, base: &[usize]) -> Vec<usize> {
     let n = base.len();
     let mut rank = vec![0usize; n];
     for (r, &e) in base.iter().enumerate() {

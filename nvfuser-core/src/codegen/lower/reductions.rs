@@ -253,15 +253,11 @@ impl Lower<'_> {
             last.push(self.emit_grid_reduce(tv, op, &acc, tid, out));
         }
         if op == ReductionOp::Mean {
-            let mut n = Idx::Const(1);
-            for &r in &t.domain.root {
-                if t.domain.dom(r).kind == IterKind::Reduction {
-                    n = n.mul(ext(&t.domain.dom(r).extent));
-                }
-            }
             out.push(Stmt::Assign {
                 lhs: acc.clone(),
-                rhs: acc.clone().bin(BinOp::Div, Expr::from(n).cast(dt)),
+                rhs: acc
+                    .clone()
+                    .bin(BinOp::Div, Expr::from(reduced_count(&t.domain)).cast(dt)),
             });
         }
         if t.memory == MemoryType::Global {
@@ -285,12 +281,21 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// The number of accumulators of a register reduction whose reduction loops run in
-    /// another tensor's loops (`compute_with`) with iteration loops inside them: one per
-    /// element of its register array (`None` for every other reduction).
+    /// The number of accumulators of a grouped reduction (`sched::validate`'s
+    /// `is_grouped`: a register reduction, not of the Welford family, whose loops run in
+    /// another tensor's, `compute_with`, with iteration loops inside its reduction
+    /// loop): one per element of its register array (`None` for every other reduction).
     pub(super) fn grouped(&self, tv: ValId) -> SchedResult<Option<i64>> {
         let t = self.t(tv);
-        if t.compute_with.is_none() || t.memory != MemoryType::Local || !is_reduction(&t.domain) {
+        let welford = self
+            .s
+            .definition(tv)
+            .is_some_and(|d| is_welford(&self.s.exprs[d].op));
+        if t.compute_with.is_none()
+            || t.memory != MemoryType::Local
+            || !is_reduction(&t.domain)
+            || welford
+        {
             return Ok(None);
         }
         let (_, exts) = t.alloc_dims(tv)?;
@@ -357,13 +362,7 @@ impl Lower<'_> {
             });
         }
         if op == ReductionOp::Mean {
-            let mut count = Idx::Const(1);
-            for &r in &t.domain.root {
-                if t.domain.dom(r).kind == IterKind::Reduction {
-                    count = count.mul(ext(&t.domain.dom(r).extent));
-                }
-            }
-            let div = Expr::from(count).cast(dt);
+            let div = Expr::from(reduced_count(&t.domain)).cast(dt);
             out.push(self.flat_loop(n, |k| Stmt::Assign {
                 lhs: elem(k.clone()),
                 rhs: elem(k).bin(BinOp::Div, div.clone()),
@@ -444,12 +443,6 @@ impl Lower<'_> {
             }
         }
         if let Some(n) = self.grouped(tv)? {
-            if welford {
-                return unsupported(format!(
-                    "T{}: a Welford accumulator kept across a loop of its own (compute_with)",
-                    tv.id()
-                ));
-            }
             // One row of partials per block and one of results per segment (see
             // `nvf_grid_allreduce_group`), `n` values per slot.
             partials = (partials + segments.clone() * slots) * Extent::Const(n);
@@ -648,6 +641,17 @@ pub(super) fn grid_dims(d: &TensorDomain) -> impl Iterator<Item = ParallelType> 
         .map(|&l| d.dom(l))
         .filter(|x| x.kind == IterKind::Reduction && x.parallel.is_bid())
         .map(|x| x.parallel)
+}
+
+/// The number of elements a reduction of `d` combines (a mean's divisor).
+fn reduced_count(d: &TensorDomain) -> Idx {
+    let mut n = Idx::Const(1);
+    for &r in &d.root {
+        if d.dom(r).kind == IterKind::Reduction {
+            n = n.mul(ext(&d.dom(r).extent));
+        }
+    }
+    n
 }
 
 pub(super) fn is_reduction(d: &TensorDomain) -> bool {

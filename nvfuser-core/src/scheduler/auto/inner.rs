@@ -414,7 +414,7 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
             computed
         };
         let rows = eval_all(p, info, &p.rows)?;
-        let (g, b) = inner_outer::row_grid(info, threads_x, kept + acc, rows);
+        let (g, b) = inner_outer::resident_grid(info, threads_x, kept + acc, rows);
         inner_outer::check_shape(&p.columns, rows, g)?;
         (blocks, row_blocks, min_blocks_per_sm) = (g, g, Some(b));
     }
@@ -560,6 +560,11 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     } else {
         Columns::default()
     };
+    if sp.row_blocks > 0 && cols.is_empty() {
+        return Err(ScheduleError::Unsupported(
+            "inner-outer params for a fusion without outer reductions".into(),
+        ));
+    }
     let (outer_reds, column_tensors) = inner_outer::cache_outputs(&f, &mut s, &cols)?;
     let Roles {
         loads,
@@ -587,11 +592,6 @@ fn schedule(p: &InnerPlan, f: Fusion, sp: &Split) -> Result<ScheduledFusion, Sch
     let all_full: Vec<ValId> = std::iter::once(reference)
         .chain(targets.iter().copied())
         .collect();
-    if sp.row_blocks > 0 && cols.is_empty() {
-        return Err(ScheduleError::Unsupported(
-            "inner-outer params for a fusion without outer reductions".into(),
-        ));
-    }
     for &tv in &all_full {
         for (i, name) in names.iter().enumerate() {
             let pt = match *name {

@@ -46,16 +46,21 @@ impl Columns {
 }
 
 /// Finds the outer reductions of `f` that an inner-outer schedule takes beside its
-/// inner reductions: plain reductions (not the Welford family) of a full-rank tensor over
-/// exactly the dims the inner reductions keep, whose results feed only elementwise math
-/// of their own rank (with fusion inputs and scalars) up to fusion outputs. Empty when
-/// there is no inner reduction or any of this does not hold (the caller's analysis then
-/// refuses the fusion as before).
+/// inner reductions: plain reductions (not the Welford family) over exactly the dims
+/// the inner reductions keep, of a tensor not computed from any reduction, whose results
+/// feed only elementwise math of their own rank (with fusion inputs and scalars) up to
+/// fusion outputs that nothing else reads. Empty when there is no inner reduction, a
+/// creation op, or any of this does not hold (the caller's analysis then refuses the
+/// fusion as before). One pass in the fusion's (topological) expression order.
 pub(crate) fn find_columns(f: &Fusion) -> Columns {
     let live = f.live_exprs();
     let rank_of = |v: ValId| f.tensor_type(v).map_or(0, |t| t.domain.len());
     let mut inner: Option<(usize, usize)> = None;
-    let mut candidates: Vec<(ValId, usize, usize)> = Vec::new();
+    let mut outer: Vec<(ValId, usize, usize)> = Vec::new();
+    let mut derived: Vec<ValId> = Vec::new();
+    // Values computed from some reduction (their column sums would run a row's loops
+    // inside their own: the sum of `dx`).
+    let mut reduced: BTreeSet<ValId> = BTreeSet::new();
     for (id, e) in f.exprs() {
         if !live[id.index()] {
             continue;
@@ -65,104 +70,61 @@ pub(crate) fn find_columns(f: &Fusion) -> Columns {
         if e.op.is_creation() {
             return Columns::default();
         }
-        let Some(axes) = reduction_axes(&e.op) else {
-            continue;
-        };
-        let r = rank_of(e.outputs[0]);
-        let k = axes.len();
-        let suffix = k > 0 && axes.iter().enumerate().all(|(i, &a)| a + k == r + i);
-        let prefix = k > 0 && axes.iter().enumerate().all(|(i, &a)| a == i);
-        if suffix {
-            inner.get_or_insert((r, k));
-        } else if prefix && matches!(e.op, Op::Reduction { .. }) {
-            candidates.push((e.outputs[0], r, k));
-        } else {
-            return Columns::default();
+        let column_input = e
+            .inputs
+            .iter()
+            .any(|i| derived.contains(i) || outer.iter().any(|o| o.0 == *i));
+        let from_reduction = e.inputs.iter().any(|i| reduced.contains(i));
+        let out = e.outputs[0];
+        if let Some(axes) = reduction_axes(&e.op) {
+            let (r, k) = (rank_of(out), axes.len());
+            let suffix = k > 0 && axes.iter().enumerate().all(|(i, &a)| a + k == r + i);
+            let prefix = k > 0 && axes.iter().enumerate().all(|(i, &a)| a == i);
+            if column_input {
+                return Columns::default();
+            } else if suffix {
+                inner.get_or_insert((r, k));
+            } else if prefix && matches!(e.op, Op::Reduction { .. }) && !from_reduction {
+                outer.push((out, r, k));
+            } else {
+                return Columns::default();
+            }
+            reduced.extend(e.outputs.iter().copied());
+        } else if column_input {
+            // Elementwise math of the columns' rank whose other operands are fusion
+            // inputs (a `[H]` tensor, a scalar) or columns.
+            let operands_ok = e.inputs.iter().all(|&i| {
+                derived.contains(&i)
+                    || outer.iter().any(|o| o.0 == i)
+                    || (f.input_position(i).is_some() && rank_of(i) <= rank_of(out))
+                    || !f.val(i).is_tensor()
+            });
+            if !is_pointwise(&e.op) || e.outputs.len() != 1 || !operands_ok {
+                return Columns::default();
+            }
+            derived.push(out);
+        } else if from_reduction {
+            reduced.extend(e.outputs.iter().copied());
         }
     }
     let Some((rank, k)) = inner else {
         return Columns::default();
     };
-    if candidates.is_empty()
-        || candidates
-            .iter()
-            .any(|&(_, r, m)| r != rank || m + k != rank)
-    {
+    let shapes_ok = outer.iter().all(|&(_, r, m)| r == rank && m + k == rank)
+        && derived.iter().all(|&d| rank_of(d) == k);
+    if outer.is_empty() || !shapes_ok {
         return Columns::default();
-    }
-    let outer: Vec<ValId> = candidates.iter().map(|c| c.0).collect();
-    // A column sum of something computed from a row's reduction (the sum of `dx`) would
-    // run the row's loops inside its own: not taken.
-    if outer.iter().any(|&o| depends_on_reduction(f, o)) {
-        return Columns::default();
-    }
-    let uses = f.uses();
-    let outputs: BTreeSet<ValId> = f.outputs().iter().map(|o| o.val).collect();
-    let mut derived: Vec<ValId> = Vec::new();
-    let mut stack = outer.clone();
-    while let Some(v) = stack.pop() {
-        for u in &uses[v.index()] {
-            if !live[u.index()] {
-                continue;
-            }
-            let e = f.expr(*u);
-            let o = e.outputs[0];
-            if derived.contains(&o) {
-                continue;
-            }
-            // Elementwise math of the columns' rank whose other operands are fusion
-            // inputs (a `[H]` tensor or a scalar) or columns.
-            let fits = is_pointwise(&e.op)
-                && e.outputs.len() == 1
-                && rank_of(o) == k
-                && e.inputs.iter().all(|&i| {
-                    outer.contains(&i)
-                        || derived.contains(&i)
-                        || stack.contains(&i)
-                        || (f.input_position(i).is_some() && rank_of(i) <= k)
-                        || !f.val(i).is_tensor()
-                });
-            if !fits {
-                return Columns::default();
-            }
-            derived.push(o);
-            stack.push(o);
-        }
     }
     // An output that column math reads again would be stored and read back.
+    let uses = f.uses();
+    let outer: Vec<ValId> = outer.into_iter().map(|o| o.0).collect();
     for &v in outer.iter().chain(&derived) {
-        if outputs.contains(&v) && uses[v.index()].iter().any(|u| live[u.index()]) {
+        let read = uses[v.index()].iter().any(|u| live[u.index()]);
+        if read && f.outputs().iter().any(|o| o.val == v) {
             return Columns::default();
         }
     }
     Columns { outer, derived }
-}
-
-/// Whether the input of reduction `o` is computed from another reduction.
-fn depends_on_reduction(f: &Fusion, o: ValId) -> bool {
-    let mut defs = std::collections::HashMap::new();
-    for (_, e) in f.exprs() {
-        for &out in &e.outputs {
-            defs.insert(out, e);
-        }
-    }
-    let Some(def) = defs.get(&o) else {
-        return false;
-    };
-    let mut stack: Vec<ValId> = def.inputs.to_vec();
-    let mut seen = BTreeSet::new();
-    while let Some(v) = stack.pop() {
-        if !seen.insert(v) {
-            continue;
-        }
-        if let Some(e) = defs.get(&v) {
-            if reduction_axes(&e.op).is_some() {
-                return true;
-            }
-            stack.extend(e.inputs.iter().copied());
-        }
-    }
-    false
 }
 
 /// Registers per thread the outer reductions' accumulators take.
@@ -176,7 +138,7 @@ pub(crate) fn accumulator_registers(f: &Fusion, cols: &Columns, elements: i64) -
 /// The grid of an inner-outer kernel: `(row_blocks, blocks_per_sm)`. Blocks per SM from
 /// the registers a thread needs (`regs`, kept rows and accumulators, plus the math's
 /// own), at most 8 and at most 2048 threads per SM; never more blocks than rows.
-pub(crate) fn row_grid(info: &RuntimeInfo, threads: i64, regs: i64, rows: i64) -> (i64, i64) {
+pub(crate) fn resident_grid(info: &RuntimeInfo, threads: i64, regs: i64, rows: i64) -> (i64, i64) {
     let d = &info.device;
     let per_thread = (regs + 40).clamp(32, 255);
     let by_regs = d.registers_per_sm as i64 / (per_thread * threads).max(1);
@@ -255,13 +217,11 @@ pub(crate) fn cache_outputs(
     Ok((reds, columns))
 }
 
-/// Checks the plan's extra conditions: no split rows (the row grid takes `blockIdx.x`
-/// alone), and outer reductions present.
+/// Column sums need the rows merged into one dim (the row grid takes `blockIdx.x`
+/// alone): not beside rows split over `blockIdx.x` and `blockIdx.y`.
 pub(crate) fn check(cols: &Columns, split_rows: bool) -> Plan<()> {
     if !cols.is_empty() && split_rows {
-        return Err(crate::scheduler::unfit::Unfit::MixedRowBroadcast {
-            tensor: cols.outer[0],
-        });
+        return Err(crate::scheduler::unfit::Unfit::ColumnsWithSplitRows { sum: cols.outer[0] });
     }
     Ok(())
 }
