@@ -3,7 +3,8 @@
 //! tuned. `param_sweep softmax bf16 32768 8192`; `column_var_mean` (batch norm's
 //! statistics over the rows), `column_dw_db` (LayerNorm backward's weight and bias
 //! gradients), `gelu_bwd_bias` (bf16 only) and `column_sum` are workloads of their own
-//! here.
+//! here, and so are `layer_norm_bwd` and `rms_norm_bwd` (bf16, their inner-outer
+//! variants when the heuristic picks the inner-outer kernel).
 use nvfuser_core::eval::HostTensor;
 use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::workloads::{self, WorkloadInput};
@@ -20,6 +21,27 @@ fn variants(auto: &HeuristicParams, shape: &(i64, i64)) -> Vec<HeuristicParams> 
                     q.unroll = unroll;
                     q.threads = threads;
                     out.push(HeuristicParams::Pointwise(q));
+                }
+            }
+        }
+        HeuristicParams::InnerPersistent(p) if p.row_blocks > 0 => {
+            // Inner-outer: threads per row and resident blocks per SM (the rows in a
+            // serial loop over `sm * b` blocks; `__launch_bounds__(tx, b)`).
+            let chunks = (p.hidden + p.vectorize - 1) / p.vectorize;
+            let sm: i64 = 132;
+            for tx in [128, 256, 512] {
+                for b in [1, 2, 3, 4, 6, 8] {
+                    if tx * b > 2048 || tx > chunks {
+                        continue;
+                    }
+                    let mut q = p.clone();
+                    q.threads_x = tx;
+                    q.batch = (chunks + tx - 1) / tx;
+                    q.row_blocks = (sm * b).min(shape.0);
+                    q.compile.min_blocks_per_sm = Some(b);
+                    q.launch.grid = [q.row_blocks, 1, 1];
+                    q.launch.block = [tx, 1, 1];
+                    out.push(HeuristicParams::InnerPersistent(q));
                 }
             }
         }
@@ -46,14 +68,23 @@ fn variants(auto: &HeuristicParams, shape: &(i64, i64)) -> Vec<HeuristicParams> 
         HeuristicParams::OuterReduction(p) => {
             // Columns per block, rows per block (threadIdx.y) and the grid split the
             // heuristic would pick for them (at least 64 rows per thread), and half that.
+            // With the heuristic's columns per thread (`vectorize`) and with one.
             let (rows, cols) = *shape;
             let sm: i64 = 132;
-            for tx in [32, 64, 128, 256, 512] {
-                for ty in [1, 2, 4, 8, 16] {
+            let mut widths = vec![p.vectorize];
+            if p.vectorize > 1 {
+                widths.push(1);
+            }
+            for (tx, ty, vec) in [32, 64, 128, 256, 512]
+                .into_iter()
+                .flat_map(|tx| [1, 2, 4, 8, 16].map(|ty| (tx, ty)))
+                .flat_map(|(tx, ty)| widths.iter().map(move |&v| (tx, ty, v)))
+            {
+                {
                     if tx * ty > 1024 || tx * ty < 128 {
                         continue;
                     }
-                    let blocks = (cols + tx - 1) / tx;
+                    let blocks = (cols + tx * vec - 1) / (tx * vec);
                     let g = ((80 * sm + blocks * ty - 1) / (blocks * ty))
                         .min(rows / (64 * ty))
                         .max(1);
@@ -64,6 +95,7 @@ fn variants(auto: &HeuristicParams, shape: &(i64, i64)) -> Vec<HeuristicParams> 
                         q.threads_y = ty;
                         q.grid_split = g;
                         q.unroll = unroll;
+                        q.vectorize = vec;
                         q.launch.grid = [blocks, g, 1];
                         q.launch.block = [tx, ty, 1];
                         out.push(HeuristicParams::OuterReduction(q));
@@ -126,6 +158,25 @@ fn main() {
                 WorkloadInput::Tensor(DataType::F32, vec![rows, 1]),
             ],
         )
+    } else if name == "layer_norm_bwd" || name == "rms_norm_bwd" {
+        // The norm backwards from the forward's saved statistics (bf16 dy, x, w).
+        let ln = name == "layer_norm_bwd";
+        let src = if ln {
+            workloads::LAYER_NORM_BWD
+        } else {
+            workloads::RMS_NORM_BWD
+        };
+        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+        let mut inputs = vec![
+            WorkloadInput::Tensor(DataType::BF16, vec![rows, hidden]),
+            WorkloadInput::Tensor(DataType::BF16, vec![rows, hidden]),
+            WorkloadInput::Tensor(DataType::BF16, vec![hidden]),
+            WorkloadInput::Tensor(DataType::F32, vec![rows, 1]),
+        ];
+        if ln {
+            inputs.push(WorkloadInput::Tensor(DataType::F32, vec![rows, 1]));
+        }
+        (fusion, inputs)
     } else if name == "gelu_bwd_bias" {
         // GELU backward with the bias gradient: an output stored beside its column sum.
         let fusion = nvfuser_core::dsl::build_str(workloads::GELU_BWD_BIAS)

@@ -549,6 +549,36 @@ __device__ inline bool nvf_grid_reduce(T& v, Op op, T init, T* work, unsigned in
   return true;
 }
 
+// The grid reduction of `n` values per thread (a thread's vector of columns, kept in a
+// register array), as nvf_grid_reduce without a grid barrier: each block stores its `n`
+// partials per slot in work[((segment * nblocks + rank) * nslots + slot) * n + k] (a
+// thread's values side by side), counts itself, and the block that arrives last combines
+// every block's partials, `n` loads in flight per step, spread over the reduced thread
+// dim (then a block all-reduce of each value over it). The results are left in `acc` of
+// the last block, which returns true.
+template <typename T, typename Op>
+__device__ inline bool nvf_grid_reduce_group(T* acc, int n, Op op, T init, T* work,
+    unsigned int* sem, nvfuser_index_t segment, nvfuser_index_t nblocks, nvfuser_index_t rank,
+    nvfuser_index_t slot, nvfuser_index_t nslots, int reduce_tid, T* smem) {
+  const nvfuser_index_t width = nslots * (nvfuser_index_t)n;
+  T* base = work + segment * nblocks * width + slot * (nvfuser_index_t)n;
+  if (nvf_grid_stores(reduce_tid)) {
+    for (int k = 0; k < n; ++k) base[rank * width + k] = acc[k];
+  }
+  if (!nvf_grid_arrive(sem, segment, nblocks)) return false;
+  for (int k = 0; k < n; ++k) acc[k] = init;
+  const nvfuser_index_t step = nvf_grid_step(reduce_tid);
+  for (nvfuser_index_t b = nvf_grid_first(reduce_tid); b < nblocks; b += step) {
+    for (int k = 0; k < n; ++k) acc[k] = op(acc[k], nvf_load_volatile(&base[b * width + k]));
+  }
+  for (int k = 0; k < n; ++k) {
+    if (reduce_tid == 1) acc[k] = nvf_block_allreduce_x(acc[k], op, init, smem);
+    if (reduce_tid == 2) acc[k] = nvf_block_allreduce_y(acc[k], op, smem);
+  }
+  if (nvf_thread_linear() == 0u) sem[segment] = 0u;
+  return true;
+}
+
 // A barrier of the `nblocks` blocks of one segment of the grid, which must all be resident
 // at once (the kernel is launched cooperatively). Each block adds 1 to the segment's
 // counter, the block of rank 0 adds 2^31 - (nblocks - 1): the top bit flips exactly when

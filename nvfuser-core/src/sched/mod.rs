@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 pub use domain::{Dom, DomId, DomTransform, TensorDomain};
 pub use error::{SchedResult, ScheduleError};
 pub(crate) use recompute::{is_recomputable, is_resize, reads_elsewhere};
+pub(crate) use validate::is_grouped;
 pub use validate::{validate, STATIC_SHARED_LIMIT};
 
 use crate::dtype::DataType;

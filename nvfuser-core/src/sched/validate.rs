@@ -402,19 +402,51 @@ fn check_reduction_order(s: &Schedule, tv: ValId, t: &super::TensorSchedule) -> 
     Ok(())
 }
 
-/// A *grouped* reduction: a register tensor (not of the Welford family) whose loops run
-/// in another tensor's (`compute_with`). Its register array holds one accumulator per
-/// element of its loops inside the reduction loop, reduced over the grid at once
-/// (`nvf_grid_allreduce_group`), so serial iteration dims inside its reduction loops and
-/// beside its grid dims are allowed.
-fn is_grouped(s: &Schedule, tv: ValId, t: &super::TensorSchedule) -> bool {
+/// A *grouped* reduction: a register tensor (not of the Welford family) that holds one
+/// accumulator per element of its loops inside its reduction loop, combined over the
+/// block and the grid at once. Either its loops run in another tensor's (`compute_with`:
+/// a column sum inside a row loop, reduced over the grid by `nvf_grid_allreduce_group`),
+/// or it has serial iteration loops, all of them inside its first serial reduction loop
+/// (a thread's vector of columns in an outer reduction, reduced over the grid by
+/// `nvf_grid_reduce_group`). Serial iteration dims inside its reduction loops and beside
+/// its grid dims are then allowed.
+pub(crate) fn is_grouped(s: &Schedule, tv: ValId, t: &super::TensorSchedule) -> bool {
     let welford = s.definition(tv).is_some_and(|e| {
         matches!(
             s.exprs[e].op,
             Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. }
         )
     });
-    t.compute_with.is_some() && t.memory == MemoryType::Local && !welford
+    if t.memory != MemoryType::Local || welford {
+        return false;
+    }
+    t.compute_with.is_some() || iteration_inside_reduction(&t.domain)
+}
+
+/// Whether `d` has a serial reduction loop and serial iteration loops, each of them
+/// inside the first serial reduction loop.
+fn iteration_inside_reduction(d: &super::TensorDomain) -> bool {
+    let serial = |l: super::DomId| {
+        let x = d.dom(l);
+        !x.parallel.is_thread() && x.extent != Extent::Const(1)
+    };
+    let first_red = d
+        .loop_dims
+        .iter()
+        .position(|&l| serial(l) && d.dom(l).kind == IterKind::Reduction);
+    let Some(first_red) = first_red else {
+        return false;
+    };
+    let mut inner = false;
+    for (i, &l) in d.loop_dims.iter().enumerate() {
+        if serial(l) && matches!(d.dom(l).kind, IterKind::Iteration | IterKind::Expanded) {
+            if i < first_red {
+                return false;
+            }
+            inner = true;
+        }
+    }
+    inner
 }
 
 /// `tensor` runs its first `cw.pos` loops in those of `cw.consumer` (see

@@ -105,6 +105,10 @@ pub struct OuterReductionParams {
     pub unroll: i64,
     /// Blocks that share one column (`blockIdx.y`); more than 1 is a grid reduction.
     pub grid_split: i64,
+    /// Adjacent columns per thread (1, 2, 4, 8 or 16), read with one vector load per
+    /// row and input, each with its own accumulator. Absent in older serialized params: 1.
+    #[serde(default = "one")]
+    pub vectorize: i64,
     /// Launch the parameters were computed for.
     pub launch: LaunchParams,
     /// Kernel options.
@@ -381,6 +385,7 @@ impl HeuristicParams {
             }
             HeuristicParams::OuterReduction(p) => {
                 at("threads_x", p.threads_x, Threads)?;
+                at("vectorize", p.vectorize, Vector)?;
                 check(
                     k,
                     "threads_y",

@@ -202,6 +202,7 @@ impl Display for Func {
             Func::GridReduce => "nvf_grid_reduce",
             Func::GridWelford => "nvf_grid_welford",
             Func::GridAllreduceGroup => "nvf_grid_allreduce_group",
+            Func::GridReduceGroup => "nvf_grid_reduce_group",
         };
         f.write_str(name)
     }

@@ -197,6 +197,10 @@ pub enum Func {
     /// sem, segment, blocks, rank, slot, slots, reduced thread dim)`; every block gets
     /// the results; true in the block of rank 0. Synchronizes the grid.
     GridAllreduceGroup,
+    /// The grid reduction of a register array: `(array, count, functor, init, work, sem,
+    /// segment, blocks, rank, slot, slots, reduced thread dim, smem)`; true in the block
+    /// that holds the final values (the last to arrive). No grid barrier.
+    GridReduceGroup,
 }
 
 impl Expr {

@@ -89,9 +89,10 @@ impl Names {
                 self.expr(rhs);
             }
             Stmt::VecCopy { dst, src, .. } => {
-                // `dst` is an address: everything it names may be written.
+                // `dst` is an address: everything it names may be written; `src` is
+                // only read through (a load of an input's vector reads the input).
                 self.effects(dst);
-                self.expr(src);
+                self.read_through(src);
             }
             Stmt::Sync(_) => self.collective = true,
             Stmt::Call { args, .. } => {
@@ -140,6 +141,21 @@ impl Names {
                 self.idx(i);
             }
             Expr::AddrOf(inner) | Expr::Paren(inner) => self.effects(inner),
+            other => self.expr(other),
+        }
+    }
+
+    /// An address that is only read through: the array it names is read, not written.
+    fn read_through(&mut self, e: &Expr) {
+        match e {
+            Expr::AddrOf(inner) | Expr::Paren(inner) => self.read_through(inner),
+            Expr::Var(n) => {
+                self.reads.insert(n.clone());
+            }
+            Expr::Elem(n, i) => {
+                self.reads.insert(n.clone());
+                self.idx(i);
+            }
             other => self.expr(other),
         }
     }
@@ -209,6 +225,7 @@ fn is_collective(f: Func) -> bool {
             | Func::GridReduce
             | Func::GridWelford
             | Func::GridAllreduceGroup
+            | Func::GridReduceGroup
     )
 }
 

@@ -281,25 +281,24 @@ impl Lower<'_> {
         Ok(())
     }
 
-    /// The number of accumulators of a grouped reduction (`sched::validate`'s
-    /// `is_grouped`: a register reduction, not of the Welford family, whose loops run in
-    /// another tensor's, `compute_with`, with iteration loops inside its reduction
-    /// loop): one per element of its register array (`None` for every other reduction).
+    /// The number of accumulators of a grouped reduction (`sched::is_grouped`: a
+    /// register reduction, not of the Welford family, with iteration loops inside its
+    /// reduction loop, its own or another tensor's through `compute_with`): one per
+    /// element of its register array (`None` for every other reduction).
     pub(super) fn grouped(&self, tv: ValId) -> SchedResult<Option<i64>> {
         let t = self.t(tv);
-        let welford = self
-            .s
-            .definition(tv)
-            .is_some_and(|d| is_welford(&self.s.exprs[d].op));
-        if t.compute_with.is_none()
-            || t.memory != MemoryType::Local
-            || !is_reduction(&t.domain)
-            || welford
-        {
+        if !is_reduction(&t.domain) || !crate::sched::is_grouped(self.s, tv, t) {
             return Ok(None);
         }
         let (_, exts) = t.alloc_dims(tv)?;
         Ok(Some(exts.iter().product::<i64>().max(1)))
+    }
+
+    /// Whether a grouped reduction's result is read by every block (its loops run in
+    /// another tensor's: a grid all-reduce with a grid barrier), rather than by the last
+    /// block only (a grid reduction).
+    fn all_reduced(&self, tv: ValId) -> bool {
+        self.t(tv).compute_with.is_some()
     }
 
     /// `for (k = 0; k < n; ++k) body(k)`, unrolled.
@@ -316,9 +315,11 @@ impl Lower<'_> {
 
     /// The finish of a grouped reduction (see [`Self::grouped`]) after its outermost
     /// reduction loop: each accumulator reduced over the block's reduced thread dim, then
-    /// all of them at once over the grid (`nvf_grid_allreduce_group`, which synchronizes
-    /// the grid: the kernel is launched cooperatively), then a mean's division. The
-    /// results stay in the register array for the tensor's readers.
+    /// all of them at once over the grid, then a mean's division. The results stay in
+    /// the register array for the tensor's readers. Over the grid: in every block when
+    /// the loops run in another tensor's (`nvf_grid_allreduce_group`, which synchronizes
+    /// the grid: the kernel is launched cooperatively), else in the last block to
+    /// arrive (`nvf_grid_reduce_group`; readers' stores are guarded by its flag).
     fn emit_grouped_finish(
         &mut self,
         tv: ValId,
@@ -343,7 +344,9 @@ impl Lower<'_> {
             }));
         }
         if grid_dims(&t.domain).next().is_some() {
-            self.grid_comment(tv, "all-reduce", &format!("T{}_work", tv.id()), out);
+            let all = self.all_reduced(tv);
+            let what = if all { "all-reduce" } else { "reduction" };
+            self.grid_comment(tv, what, &format!("T{}_work", tv.id()), out);
             let id = tv.id();
             let mut args = vec![
                 Expr::var(name.clone()),
@@ -354,11 +357,21 @@ impl Lower<'_> {
                 Expr::var(format!("T{id}_sem")),
             ];
             args.extend(self.grid_place(tv, tid));
+            let func = if all {
+                Func::GridAllreduceGroup
+            } else {
+                args.push(if tid != 0 {
+                    Expr::var(format!("T{id}_smem"))
+                } else {
+                    Expr::NullPtr(dt)
+                });
+                Func::GridReduceGroup
+            };
             out.push(Stmt::Decl {
                 konst: true,
                 ty: CType::Data(DataType::Bool),
                 name: format!("T{id}_last"),
-                init: Expr::call(Func::GridAllreduceGroup, args),
+                init: Expr::call(func, args),
             });
         }
         if op == ReductionOp::Mean {
@@ -443,10 +456,15 @@ impl Lower<'_> {
             }
         }
         if let Some(n) = self.grouped(tv)? {
-            // One row of partials per block and one of results per segment (see
-            // `nvf_grid_allreduce_group`), `n` values per slot.
-            partials = (partials + segments.clone() * slots) * Extent::Const(n);
-            self.grid_sync = true;
+            if self.all_reduced(tv) {
+                // One row of partials per block and one of results per segment (see
+                // `nvf_grid_allreduce_group`), `n` values per slot.
+                partials = (partials + segments.clone() * slots) * Extent::Const(n);
+                self.grid_sync = true;
+            } else {
+                // `n` partials per slot of each block (`nvf_grid_reduce_group`).
+                partials = partials * Extent::Const(n);
+            }
         }
         let buffers: Vec<(String, DataType)> = if welford {
             vec![

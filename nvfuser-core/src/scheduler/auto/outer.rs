@@ -9,24 +9,34 @@
 //! reduction), so per-column values may be broadcast back. Creation ops are taken as
 //! pointwise math, as in the inner schedules (dropout's mask in a bias gradient).
 //!
-//! Schedule: the kept (inner) dims are merged and split into `[blocks, threads_x]` on
+//! Schedule: the innermost kept dim is split by `vectorize` (a thread's vector of
+//! adjacent columns), the kept dims are merged and split into `[blocks, threads_x]` on
 //! `blockIdx.x`/`threadIdx.x`; the reduced (outer) dims are merged and split into
-//! `[grid_split, serial, unroll]`, reordered inside the column dims: each thread
-//! accumulates one column over its rows (a warp reads 32 adjacent elements of a row:
-//! coalesced), `unroll` rows in flight at a time. With too few column blocks to fill
-//! the GPU, the rows are also split over `grid_split` blocks on `blockIdx.y` (a grid
-//! reduction); then the rows are also split over `threads_y` threads (`threadIdx.y`,
-//! a block reduction), which divides the partials by `threads_y` and lets the last
-//! block combine them with all its rows of threads. No vector loads: the lowering
-//! keeps reduction loops innermost, so a thread cannot accumulate a vector of columns
-//! inside its row loop; instead each load of an input gets its own unrolled loop over
-//! the `unroll` rows, ahead of the math of its loop nest, so the loads of those rows are
+//! `[grid_split, serial, unroll]`, reordered inside the column dims and outside the
+//! vector: each thread accumulates its columns over its rows (a warp reads `32 ×
+//! vectorize` adjacent elements of a row: coalesced, 16-byte loads), `unroll` rows in
+//! flight at a time. With too few column blocks to fill the GPU, the rows are also split
+//! over `grid_split` blocks on `blockIdx.y` (a grid reduction); then the rows are also
+//! split over `threads_y` threads (`threadIdx.y`, a block reduction), which divides the
+//! partials by `threads_y` and lets the last block combine them with all its rows of
+//! threads. Each load of an input gets its own unrolled loop over the `unroll` rows
+//! (and the vector), ahead of the math of its loop nest, so the loads of those rows are
 //! issued together.
+//!
+//! With `vectorize > 1` each reduction keeps one accumulator per column of its vector:
+//! the vector dim is an iteration loop inside the serial reduction loops, which makes
+//! the reduction *grouped* (`sched::is_grouped`): the block and grid reductions combine
+//! the whole register array (`nvf_grid_reduce_group`). A reduction that is a fusion
+//! output is computed in registers and stored per column; full outputs (GELU backward's
+//! `dx`) are stored with vectors from a register copy. Welford statistics keep one
+//! column per thread (their accumulators stay scalar).
 
 use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 
 use super::pointwise::index_type;
-use super::{ceil_div, round_up, Plan};
+use super::{
+    ceil_div, pow2_dividing, round_up, tensor_inputs, vector_limit, vector_readable, Plan,
+};
 use crate::ir::{Extent, Fusion, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
 use crate::scheduler::analysis::{
@@ -168,11 +178,16 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     let cols = eval(&p.kept)?;
     let rows = eval(&p.reduced)?;
     let sm = info.device.sm_count as i64;
-    let mut threads_x = round_up(cols, 32).clamp(32, 128);
-    let mut blocks = ceil_div(cols, threads_x);
+    let vectorize = vector_width(p, info, eval(&p.kept[p.kept.len() - 1..])?);
+    // Threads over the columns count vectors of columns.
+    let chunks = ceil_div(cols, vectorize);
+    let mut threads_x = round_up(chunks, 32).clamp(32, 128);
+    let mut blocks = ceil_div(chunks, threads_x);
     let mut grid_split = 1;
     let mut threads_y = 1;
-    if blocks < 2 * sm && rows >= 256 {
+    if vectorize > 1 && blocks < 2 * sm && rows >= 256 {
+        (threads_x, threads_y, blocks, grid_split) = vector_split(p, chunks, rows, sm);
+    } else if blocks < 2 * sm && rows >= 256 {
         // Too few columns to fill the GPU: split the rows over threads (threadIdx.y, a
         // block reduction) and blocks (blockIdx.y, a grid reduction) too. About
         // 80 × threads_x threads per SM in total: each thread streams its column with
@@ -200,7 +215,7 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
         grid_split = split(blocks, 1);
         if grid_split > 64 {
             threads_x = threads_x.min(64);
-            blocks = ceil_div(cols, threads_x);
+            blocks = ceil_div(chunks, threads_x);
             let most_y = (512 / threads_x).min(rows / 64).max(1);
             threads_y = 1i64 << (63 - most_y.leading_zeros());
             grid_split = split(blocks, threads_y);
@@ -225,7 +240,7 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     // statistics with few rows per thread need it (`column_var_mean` [100352, 256] bf16
     // 55.2 us at 8, 63.2 at 4), though a bf16 column sum would gain 8% at 4
     // ([65536, 4096]: 222 against 241 us).
-    if row_inputs(p) > 1 {
+    if row_inputs(p) > 1 || vectorize > 1 {
         unroll = unroll.min(4);
     }
     Ok(OuterReductionParams {
@@ -233,6 +248,7 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
         threads_y,
         unroll,
         grid_split,
+        vectorize,
         launch: LaunchParams {
             grid: [blocks.max(1), grid_split, 1],
             block: [threads_x, threads_y, 1],
@@ -241,6 +257,99 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
             index_type: index_type(&p.fusion, info),
             min_blocks_per_sm: None,
         },
+    })
+}
+
+/// The split of a vectorized outer reduction with too few column blocks to fill the
+/// GPU: `(threads_x, threads_y, blocks, grid_split)`. One warp per row of the block (32
+/// vectors of columns: 512 bytes of a bf16 row), 16 rows of threads (8 with several
+/// inputs read along the rows, whose loads take more registers), and about 80 × 32
+/// threads per SM in total (half that with several inputs), at least 64 rows per
+/// thread. H200 sweeps (`param_sweep`, 4 rows unrolled, the best variant of ~100):
+/// `column_sum` bf16 [65536, 4096] 140.3 us at 32 x 16 threads and 42 blocks per column
+/// (3827 GB/s; 180.4 at the split for one column per thread, 64 x 8 and 128 blocks);
+/// `column_dw_db` [65536, 4096] 285.9 us at 32 x 8 and 41 (3758 GB/s; 441.2 at 64 x 8
+/// and 128), [8192, 4096] 53.4 us at 32 x 8 and 16 (64.7 at 64 x 8).
+fn vector_split(p: &OuterPlan, chunks: i64, rows: i64, sm: i64) -> (i64, i64, i64, i64) {
+    let threads_x = 32;
+    let blocks = ceil_div(chunks, threads_x);
+    let many = row_inputs(p) > 1;
+    let most_y = (if many { 8 } else { 16 }).min(rows / 64).max(1);
+    let threads_y = 1i64 << (63 - most_y.leading_zeros());
+    let per_sm = if many { 40 } else { 80 };
+    let grid_split = ceil_div(per_sm * sm, blocks * threads_y)
+        .min(rows / (64 * threads_y))
+        .clamp(1, 65535);
+    (threads_x, threads_y, blocks, grid_split)
+}
+
+/// Columns per thread: the widest vector (at most 16 bytes of the widest input read
+/// with vectors) that divides the innermost kept extent `inner` and that every such
+/// input's layout allows (`vector_limit`). Inputs read with vectors: full rows whose
+/// innermost dim is a column dim ([`column_input`]); per-row statistics (`[N, 1]`) are
+/// read one value per row. 1 with a Welford reduction (its accumulators stay scalar),
+/// with full outputs, or with an input whose declared layout is not
+/// innermost-contiguous.
+fn vector_width(p: &OuterPlan, info: &RuntimeInfo, inner: i64) -> i64 {
+    let f = &p.fusion;
+    let welford = f.exprs().any(|(_, e)| {
+        matches!(
+            e.op,
+            Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. }
+        )
+    });
+    // Full outputs beside the column sums (GELU backward's `dx` with its bias
+    // gradient) run faster with one column per thread: H200 `gelu_bwd_bias` [8192,
+    // 16384] 394 us at 256 x 2 threads, 473 at best with vectors of 8 (`param_sweep`).
+    let full_outputs = f
+        .outputs()
+        .iter()
+        .any(|o| has_reduced_elements(f, o.val, p.rank, p.k));
+    if welford || full_outputs || inner <= 1 {
+        return 1;
+    }
+    // Several kept dims merged around a broadcast one (a `[2, 1]` operand of `[2, N]`
+    // rows): the vector split of a broadcast innermost dim would index the merged loop
+    // differently from the rows it meets. Such fusions keep one column per thread.
+    let kept = p.rank - p.k;
+    let broadcast_kept = f.vals.iter().any(|v| {
+        v.tensor().is_some_and(|t| {
+            t.domain.len() == p.rank && t.domain[p.k..].iter().any(|d| d.is_broadcast_like())
+        })
+    });
+    if kept > 1 && broadcast_kept {
+        return 1;
+    }
+    let read: Vec<(ValId, &crate::scheduler::info::TensorInfo)> = tensor_inputs(f, info)
+        .filter(|&(v, _)| column_input(p, v))
+        .collect();
+    let widest = read
+        .iter()
+        .map(|(_, t)| t.dtype.size_bytes() as i64)
+        .max()
+        .unwrap_or(4);
+    let max_v = (16 / widest.max(1)).max(1);
+    let mut v = pow2_dividing(inner, max_v);
+    for (input, t) in read {
+        let last = *t.sizes.last().unwrap_or(&1);
+        if last > 1 {
+            v = v.min(vector_limit(t, last, max_v));
+        }
+        if !f.tensor_type(input).is_some_and(vector_readable) {
+            v = 1;
+        }
+    }
+    v
+}
+
+/// Whether input `v` is read with vectors: read in the fusion, of full rank, its
+/// innermost dim a column dim (not a broadcast). Per-column inputs (a `[H]` weight) are
+/// read element by element: little traffic, and no layout to check.
+fn column_input(p: &OuterPlan, v: ValId) -> bool {
+    let f = &p.fusion;
+    let read = f.exprs().any(|(_, e)| e.inputs.contains(&v));
+    read && f.tensor_type(v).is_some_and(|t| {
+        t.rank() == p.rank && t.shape().last().is_some_and(|d| !d.is_broadcast_like())
     })
 }
 
@@ -315,14 +424,50 @@ pub(crate) fn schedule(
             per_col.push(c);
         }
     }
-    let (u, g, tx, ty) = (
+    let (u, g, tx, ty, v) = (
         params.unroll,
         params.grid_split,
         params.threads_x,
         params.threads_y,
+        params.vectorize,
     );
-    // [R.., I..] -> [R, I] -> [R, I/tx, tx] -> rows split -> reorder.
+    // With vectors of columns, every reduction is kept in registers (one accumulator
+    // per column of the vector, `sched::is_grouped`), its output stored per column.
+    if v > 1 {
+        for r in reductions.iter_mut() {
+            if f.outputs().iter().any(|o| o.val == *r) {
+                let c = s.cache_before(*r)?;
+                per_col.push(*r);
+                *r = c;
+            }
+        }
+    }
+    // Full outputs stored with vectors from a register copy (when a vector of the
+    // output's dtype fits in 16 bytes; other outputs store element by element).
+    let mut stores = Vec::new();
+    if v > 1 {
+        for o in super::distinct_outputs(&f) {
+            let fits = f.val(o).dtype.size_bytes() as i64 * v <= 16;
+            let innermost = f
+                .tensor_type(o)
+                .is_some_and(|t| t.shape().last().is_some_and(|d| !d.is_broadcast_like()));
+            let unread = s.schedule().uses(o).is_empty();
+            if full.contains(&o) && fits && innermost && unread {
+                let c = s.cache_before(o)?;
+                full.push(c);
+                stores.push((c, o));
+            }
+        }
+    }
+    // [R.., I..] -> [R, I] -> [R, I/tx, tx] (-> [R, I/tx/v, tx, v]) -> rows split ->
+    // reorder (the vector dim stays innermost).
+    // The vector is an inner split of the innermost dim, taken before the kept dims
+    // merge (a vector access must stay within the innermost logical dim).
     let schedule_full = |s: &mut ScheduledFusion, tv: ValId| -> Result<(), ScheduleError> {
+        let vec = usize::from(v > 1);
+        if v > 1 {
+            s.split(tv, rank as i64 - 1, v)?;
+        }
         for _ in 1..kept {
             s.merge(tv, k as i64)?;
         }
@@ -330,29 +475,36 @@ pub(crate) fn schedule(
             s.merge(tv, 0)?;
         }
         s.split(tv, 1, tx)?;
-        // [R, Io, tx]
+        // [R, Io, tx, (v)]
         s.split(tv, 0, u)?;
-        // [R/u, u, Io, tx]
+        // [R/u, u, Io, tx, (v)]
         if ty > 1 {
             s.split(tv, 0, ty)?;
-            // [R/u/ty, ty, u, Io, tx]
+            // [R/u/ty, ty, u, Io, tx, (v)]
             s.split_outer(tv, 0, g)?;
-            // [g, R/u/ty/g, ty, u, Io, tx] -> [Io, g, ty, tx, R/u/ty/g, u]: a block
-            // reads ty × u consecutive rows per serial step.
-            s.reorder(tv, &[4, 0, 2, 5, 1, 3])?;
+            // [g, R/u/ty/g, ty, u, Io, tx, (v)] -> [Io, g, ty, tx, R/u/ty/g, u, (v)]: a
+            // block reads ty × u consecutive rows per serial step.
+            let order: [i64; 7] = [4, 0, 2, 5, 1, 3, 6];
+            s.reorder(tv, &order[..6 + vec])?;
             s.parallelize(tv, 2, ParallelType::TIDy)?;
             s.parallelize(tv, 3, ParallelType::TIDx)?;
         } else {
             s.split_outer(tv, 0, g)?;
-            // [g, R/u/g, u, Io, tx] -> [Io, g, tx, R/u/g, u]
-            s.reorder(tv, &[3, 0, 4, 1, 2])?;
+            // [g, R/u/g, u, Io, tx, (v)] -> [Io, g, tx, R/u/g, u, (v)]
+            let order: [i64; 6] = [3, 0, 4, 1, 2, 5];
+            s.reorder(tv, &order[..5 + vec])?;
             s.parallelize(tv, 2, ParallelType::TIDx)?;
+        }
+        if v > 1 {
+            s.parallelize(tv, -1, ParallelType::Unroll)?;
         }
         s.parallelize(tv, 0, ParallelType::BIDx)?;
         if g > 1 {
             s.parallelize(tv, 1, ParallelType::BIDy)?;
         }
-        if u > 1 {
+        // The rows' unroll dim (also of one row with vectors: the loads' own loops
+        // start there, `load_unrolled_rows_first`).
+        if u > 1 || v > 1 {
             s.parallelize(tv, if ty > 1 { 5 } else { 4 }, ParallelType::Unroll)?;
         }
         Ok(())
@@ -367,6 +519,10 @@ pub(crate) fn schedule(
         s.parallelize_like(reference, &others)?;
     }
     for &tv in &per_col {
+        if v > 1 {
+            s.split(tv, kept as i64 - 1, v)?;
+            s.parallelize(tv, -1, ParallelType::Unroll)?;
+        }
         for _ in 1..kept {
             s.merge(tv, 0)?;
         }
@@ -374,11 +530,47 @@ pub(crate) fn schedule(
         s.parallelize(tv, 0, ParallelType::BIDx)?;
         s.parallelize(tv, 1, ParallelType::TIDx)?;
     }
+    for &(_, o) in &stores {
+        s.parallelize(o, -1, ParallelType::Vectorize)?;
+    }
     s.inline_most()?;
-    if u > 1 {
-        load_unrolled_rows_first(&mut s, if ty > 1 { 5 } else { 4 })?;
+    let unroll_axis = if ty > 1 { 5 } else { 4 };
+    for &(c, o) in &stores {
+        s.compute_at(c, o, unroll_axis)?;
+    }
+    if u > 1 || v > 1 {
+        load_unrolled_rows_first(&mut s, unroll_axis, usize::from(v > 1))?;
+    }
+    if v > 1 {
+        vectorize_row_loads(&mut s, p)?;
     }
     Ok(s)
+}
+
+/// Marks the vector dim of every load of a full-row input ([`column_input`]) as a vector
+/// access (the loads are computed at their reader's unroll dim, their own loops the
+/// unrolled rows and the vector).
+fn vectorize_row_loads(s: &mut ScheduledFusion, p: &OuterPlan) -> Result<(), ScheduleError> {
+    let sched = s.schedule();
+    let mut loads = Vec::new();
+    for e in &sched.exprs {
+        let is_load = matches!(e.op, Op::Set)
+            && e.inputs.len() == 1
+            && sched.is_input(e.inputs[0])
+            && sched.tensors.contains_key(&e.output);
+        if !is_load || !column_input(p, e.inputs[0]) {
+            continue;
+        }
+        let t = &sched.tensors[&e.output];
+        let last = t.domain.loop_dom(t.domain.loop_dims.len() - 1);
+        if last.parallel == ParallelType::Unroll && last.kind == crate::ir::IterKind::Iteration {
+            loads.push(e.output);
+        }
+    }
+    for tv in loads {
+        s.parallelize(tv, -1, ParallelType::Vectorize)?;
+    }
+    Ok(())
 }
 
 /// Gives each copy of a fusion input (a load) its own unrolled loop over the `unroll`
@@ -390,6 +582,7 @@ pub(crate) fn schedule(
 fn load_unrolled_rows_first(
     s: &mut ScheduledFusion,
     unroll_axis: usize,
+    vec: usize,
 ) -> Result<(), ScheduleError> {
     let sched = s.schedule();
     let mut loads = Vec::new();
@@ -407,7 +600,7 @@ fn load_unrolled_rows_first(
         let consumer = sched.exprs[u].output;
         let unrolled = |tv: ValId| {
             sched.tensors.get(&tv).is_some_and(|t| {
-                t.domain.loop_dims.len() == unroll_axis + 1
+                t.domain.loop_dims.len() == unroll_axis + 1 + vec
                     && t.domain.loop_dom(unroll_axis).parallel == ParallelType::Unroll
             })
         };

@@ -222,3 +222,58 @@ fn a_load_is_not_reused_after_its_array_is_written_again() {
     dedup_loads(&mut body);
     assert_eq!(body, before);
 }
+
+/// `ARR[0..8] = input[row * 8 ..]` as one vector copy (a vectorized load).
+fn vector_load(arr: &str, input: &str, var: &str) -> Vec<Stmt> {
+    let at = Idx::Mul(Box::new(Idx::var(var)), Box::new(Idx::Const(8)));
+    vec![
+        Stmt::Alloc {
+            name: arr.into(),
+            dtype: DataType::F32,
+            size: 8,
+        },
+        Stmt::VecCopy {
+            dtype: DataType::F32,
+            width: 8,
+            dst: Expr::elem(arr, Idx::Const(0)).addr_of(),
+            src: Expr::elem(input, at).addr_of(),
+        },
+    ]
+}
+
+/// Vector loads read their source: two column sums loading the same input rows with
+/// vectors fuse, as with element loads (a vector copy's source counted as written kept
+/// the vectorized outer reduction's `dw` and `db` loops apart).
+#[test]
+fn sums_over_vector_loads_of_one_input_share_one_loop() {
+    let mut a_body = vector_load("T1", "T0", "i0");
+    a_body.push(accumulate("A_acc", "T1", Expr::var("w")));
+    let mut b_body = vector_load("T2", "T0", "i2");
+    b_body.push(accumulate("B_acc", "T2", Expr::var("v")));
+    let mut k = vec![
+        decl("A_acc", zero()),
+        serial("i0", "rows", a_body),
+        grid_reduce("A_acc"),
+        decl("B_acc", zero()),
+        serial("i2", "rows", b_body),
+        grid_reduce("B_acc"),
+    ];
+    assert_eq!(fuse_sibling_loops(&mut k), 1);
+    assert_eq!(loops(&k).len(), 1);
+    // A vector store into a global tensor the other loop reads still keeps them apart.
+    let mut a_body = vector_load("T1", "T0", "i0");
+    a_body.push(Stmt::VecCopy {
+        dtype: DataType::F32,
+        width: 8,
+        dst: Expr::elem("T5", Idx::var("i0")).addr_of(),
+        src: Expr::elem("T1", Idx::Const(0)).addr_of(),
+    });
+    let mut b_body = vector_load("T2", "T5", "i2");
+    b_body.push(accumulate("B_acc", "T2", Expr::var("v")));
+    let mut k = vec![
+        serial("i0", "rows", a_body),
+        decl("B_acc", zero()),
+        serial("i2", "rows", b_body),
+    ];
+    assert_eq!(fuse_sibling_loops(&mut k), 0);
+}
