@@ -225,3 +225,53 @@ fn inner_outer_norm_backward_compiles() {
         assert!(k.cuda_source().contains("__launch_bounds__(") && k.min_blocks_per_sm.is_some());
     }
 }
+
+/// GPU fuzz seed 10603257: a broadcast read by a full output and by an output of the
+/// broadcast's own shape (`[A, 1, C, 1]`) was refused by the pointwise and the default
+/// schedules ("T6 in Local memory spans loop axis 0 of symbolic extent"); each reader
+/// now computes its own copy, and the segment is one pointwise kernel.
+#[test]
+fn broadcast_read_by_outputs_of_two_shapes_is_one_kernel() {
+    planned_kernel_compiles_with(
+        r#"
+fn k(x: Tensor<f8e5m2, [_, _, _, _]>, t: Tensor<f8e5m2, [_, _]>) -> (Tensor<f8e5m2, [_, _, _, _]>, Tensor<i64, [_, 1, _, 1]>) {
+    let b = t.broadcast([false, true, false, true]);
+    (x + b, b as i64)
+}
+"#,
+        &[&[31, 2, 128, 256], &[31, 128]],
+        2,
+    );
+}
+
+/// GPU fuzz seed 10603008: a dead `reshape(-1)` of an empty input (its inferred dim
+/// divides by zero) refused the whole fusion ("extent ... overflows i64 (or divides by
+/// zero)"), though no kernel computes it. Size checks now cover live tensors only.
+#[test]
+fn a_dead_reshape_of_an_empty_input_refuses_nothing() {
+    use nvfuser_core::eval::HostTensor;
+    use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
+    let src = r#"
+fn k(t1: Tensor<f16, [_, _, _]>) -> Tensor<f16, [1, _, _, _]> {
+    let s1 = t1.size(1);
+    let s2 = t1.size(2);
+    let unused = t1.reshape([1, -1, s1, s2]);
+    t1.broadcast([true, false, false, false]).round().pad([(0, 0), (0, 0), (2, 1), (0, 0)], 0.5)
+}
+"#;
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let cpu = Device::cpu();
+    let exec = FusionExecutorCache::new(fusion);
+    for shape in [[5usize, 3, 31], [5, 0, 128]] {
+        let t = cpu
+            .tensor_from_host(&HostTensor::random(nvfuser_core::DataType::F16, &shape, 2))
+            .unwrap();
+        let kernels = exec
+            .plan_kernels(
+                nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
+                &[Arg::from(&t)],
+            )
+            .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+        assert_eq!(kernels.len(), 1, "{shape:?}");
+    }
+}

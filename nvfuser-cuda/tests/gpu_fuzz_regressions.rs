@@ -92,6 +92,24 @@ fn k(t1: Tensor<f32, [_]>, t2: Tensor<f64, [1, 1]>) -> (Tensor<f64, [1, _]>, Ten
     );
 }
 
+/// GPU fuzz seed 10603257 (refused, not wrong): a broadcast `[A, 1, C, 1]` of a
+/// `[A, C]` input read by a full output (`x + t`) and by an output of its own shape.
+/// Shared by readers with different loops, the broadcast could only be computed in
+/// the loops they share, over its symbolic dims ("T6 in Local memory spans loop axis
+/// 0 of symbolic extent"); now each reader gets its own copy (`broadcast_per_reader`).
+#[test]
+fn broadcast_read_by_outputs_of_two_shapes() {
+    check_calls(
+        r#"
+fn k(x: Tensor<f32, [_, _, _, _]>, t: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _, _, _]>, Tensor<f32, [_, 1, _, 1]>) {
+    let b = t.broadcast([false, true, false, true]);
+    (x + b, b * 2.0)
+}
+"#,
+        &[&[&[31, 2, 128, 256], &[31, 128]], &[&[3, 5, 7, 9], &[3, 7]]],
+    );
+}
+
 /// Seed 21616: an output read back by another output of the same pointwise kernel while
 /// its vector store was deferred past the math. Such outputs are now stored where they
 /// are computed.

@@ -134,7 +134,7 @@ impl RuntimeInfo {
     }
 
     /// Refuses sizes the schedulers' arithmetic is not made for, before any planning:
-    /// an input tensor, or a tensor of the fusion whose extents evaluate, with a dim or
+    /// an input tensor, or a live tensor of the fusion whose extents evaluate, with a dim or
     /// an element count above [`MAX_NUMEL`] (zeros counted as one), a negative size, a
     /// stride above `MAX_NUMEL` in magnitude on a dim longer than 1, or an extent whose
     /// computation overflows `i64` for these arguments.
@@ -165,9 +165,23 @@ impl RuntimeInfo {
                 }
             }
         }
+        // Tensors the fusion computes (or reads): a dead value's extent (a `reshape` of an
+        // empty tensor with an inferred dim, which divides by zero) refuses nothing.
+        let mut live = vec![false; fusion.num_vals()];
+        for &i in fusion.inputs() {
+            live[i.index()] = true;
+        }
+        let live_exprs = fusion.live_exprs();
+        for (id, e) in fusion.exprs() {
+            if live_exprs[id.index()] {
+                for &o in &e.outputs {
+                    live[o.index()] = true;
+                }
+            }
+        }
         for v in 0..fusion.num_vals() {
             let id = ValId::new(v as u32);
-            let Some(t) = fusion.tensor_type(id) else {
+            let Some(t) = fusion.tensor_type(id).filter(|_| live[v]) else {
                 continue;
             };
             let mut n: i64 = 1;

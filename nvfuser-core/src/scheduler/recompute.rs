@@ -182,6 +182,67 @@ pub(crate) fn push_broadcasts(f: &Fusion) -> Fusion {
     nf
 }
 
+/// `f` with each broadcast whose readers differ in which dims are broadcasts (an output
+/// `[A, 1, C, 1]` computed from `t[A, C]` broadcast, beside `x[A, B, C, D] + t`
+/// broadcast) given its own copy per reader (the broadcast pushed to its source again,
+/// [`push_broadcasts`]' `bcast`). One tensor could only be computed inside the loops the
+/// readers share, which do not cover its symbolic dims (GPU fuzz seed 10603257: "T6 in
+/// Local memory spans loop axis 0 of symbolic extent"); a copy per reader is inlined
+/// into its reader. Broadcasts read alike (a `[H]` weight in every row) stay shared.
+pub(crate) fn broadcast_per_reader(f: &Fusion) -> Fusion {
+    let uses = f.uses();
+    let live = f.live_exprs();
+    let pattern = |v: ValId| -> Vec<bool> {
+        f.tensor_type(v).map_or_else(Vec::new, |t| {
+            t.domain.iter().map(|d| d.is_broadcast_like()).collect()
+        })
+    };
+    let mut split: HashMap<ValId, (ValId, Vec<bool>)> = HashMap::new();
+    for (id, e) in f.exprs() {
+        let Op::Broadcast { mask } = &e.op else {
+            continue;
+        };
+        let out = e.outputs[0];
+        if !live[id.index()] || f.outputs().iter().any(|o| o.val == out) {
+            continue;
+        }
+        let mut patterns: Vec<Vec<bool>> = uses[out.index()]
+            .iter()
+            .filter(|u| live[u.index()])
+            .flat_map(|&u| f.expr(u).outputs.iter().map(|&o| pattern(o)))
+            .collect();
+        patterns.sort();
+        patterns.dedup();
+        if patterns.len() > 1 {
+            split.insert(out, (e.inputs[0], mask.clone()));
+        }
+    }
+    if split.is_empty() {
+        return f.clone();
+    }
+    let mut nf = f.without_exprs();
+    let none = HashMap::new();
+    for (id, e) in f.exprs() {
+        if !live[id.index()] || split.contains_key(&e.outputs[0]) {
+            continue;
+        }
+        let inputs = e
+            .inputs
+            .iter()
+            .map(|&i| match split.get(&i) {
+                Some((src, mask)) => bcast(f, &mut nf, &none, *src, mask, f.val(i)),
+                None => i,
+            })
+            .collect();
+        nf.push_expr(Expr {
+            op: e.op.clone(),
+            inputs,
+            outputs: e.outputs.clone(),
+        });
+    }
+    nf
+}
+
 fn is_elementwise(op: &Op) -> bool {
     matches!(
         op,

@@ -27,7 +27,7 @@ use crate::sched::{
 use crate::scheduler::analysis::{is_creation, is_input_squeeze, is_pointwise};
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, PointwiseParams};
-use crate::scheduler::recompute::push_broadcasts;
+use crate::scheduler::recompute::{broadcast_per_reader, push_broadcasts};
 use crate::scheduler::resize::recomputed_tensors;
 use crate::scheduler::unfit::Unfit;
 
@@ -75,7 +75,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
             });
         }
     }
-    let pushed = push_broadcasts(fusion);
+    let pushed = broadcast_per_reader(&push_broadcasts(fusion));
     // Resize and indexing ops read fusion inputs, or values recomputed where they read.
     let recomputed = recomputed_tensors(&pushed)?;
     let live = pushed.live_exprs();
