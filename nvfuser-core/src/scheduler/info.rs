@@ -179,9 +179,9 @@ impl RuntimeInfo {
                 }
             }
         }
-        for v in 0..fusion.num_vals() {
+        for (v, _) in live.iter().enumerate().filter(|(_, &l)| l) {
             let id = ValId::new(v as u32);
-            let Some(t) = fusion.tensor_type(id).filter(|_| live[v]) else {
+            let Some(t) = fusion.tensor_type(id) else {
                 continue;
             };
             let mut n: i64 = 1;
