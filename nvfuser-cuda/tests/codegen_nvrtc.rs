@@ -275,3 +275,86 @@ fn k(t1: Tensor<f16, [_, _, _]>) -> Tensor<f16, [1, _, _, _]> {
         assert_eq!(kernels.len(), 1, "{shape:?}");
     }
 }
+
+/// GPU fuzz seed 10603824: a per-row mask from two `iota`s (`[X]` broadcast to `[1, X]`,
+/// `[4]` to `[4, 1]`) beside a variance over the last dim of `[4, X, 8]` rows. The
+/// reduction merged the mask's rows into `X` and the reference's into `4 * X`, binding
+/// `blockIdx.x` to both; per-row tensors now split the rows as full ones do.
+#[test]
+fn iota_masks_beside_a_rank_3_reduction_plan() {
+    use nvfuser_core::eval::HostTensor;
+    use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
+    let src = r#"
+fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
+    let s = x.size(1);
+    let rows = x.reshape([4, -1, s]).slice([.., .., (0, i64::MAX, 2)]);
+    let (var, mean) = rows.var_mean([2], 0);
+    let a = iota(var.size(0), 0, 1, i64).broadcast([false, true]);
+    let b = iota(var.size(1), 0, 1, i64).broadcast([true, false]);
+    (where_(b - a <= -2, var, 0.0), mean)
+}
+"#;
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let cpu = Device::cpu();
+    let exec = FusionExecutorCache::new(fusion);
+    for n in [8usize, 128, 1000] {
+        let t = cpu
+            .tensor_from_host(&HostTensor::random(
+                nvfuser_core::DataType::F64,
+                &[n, 16],
+                3,
+            ))
+            .unwrap();
+        let kernels = exec
+            .plan_kernels(
+                nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
+                &[Arg::from(&t)],
+            )
+            .unwrap_or_else(|e| panic!("[{n}, 16]: {e}"));
+        assert!(!kernels.is_empty());
+        if require_nvrtc().is_some() {
+            for k in &kernels {
+                compile(&k.cuda_source(), &k.abi.name, GpuArch::SM90)
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+    }
+}
+
+/// GPU fuzz seed 10604126: an `iota` mask `[B, 1]` and `[1, C]` beside the `[B, C]`
+/// result of a Welford over dim 0 of `[A, B, C]`. The outer reduction merged the mask's
+/// kept dims into `B` or `C` and the columns into `B * C`, binding `blockIdx.x` to both;
+/// such per-column tensors are now refused there and planned in a segment of their own.
+#[test]
+fn iota_masks_beside_a_rank_3_column_reduction_plan() {
+    use nvfuser_core::eval::HostTensor;
+    use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
+    let src = r#"
+fn k(x: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _]> {
+    let (avg, m2, n) = x.welford([0]);
+    let a = iota(m2.size(0), 0, 1, i64).broadcast([false, true]);
+    let b = iota(m2.size(1), 0, 1, i64).broadcast([true, false]);
+    where_(b - a >= -2, avg, 0.0)
+}
+"#;
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let cpu = Device::cpu();
+    let exec = FusionExecutorCache::new(fusion);
+    for shape in [[7usize, 31, 17], [31, 31, 100]] {
+        let t = cpu
+            .tensor_from_host(&HostTensor::random(nvfuser_core::DataType::F32, &shape, 4))
+            .unwrap();
+        let kernels = exec
+            .plan_kernels(
+                nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
+                &[Arg::from(&t)],
+            )
+            .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+        if require_nvrtc().is_some() {
+            for k in &kernels {
+                compile(&k.cuda_source(), &k.abi.name, GpuArch::SM90)
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+    }
+}

@@ -110,6 +110,46 @@ fn k(x: Tensor<f32, [_, _, _, _]>, t: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _
     );
 }
 
+/// GPU fuzz seed 10603824 (refused, not wrong): a mask from two `iota`s broadcast to
+/// the rows `[4, X]` of a variance over the last dim of `[4, X, 8]`. The streaming
+/// reduction bound `blockIdx.x` to `X` for the mask and to `4 * X` for the rows; per-row
+/// tensors that mix broadcast and row dims now split the rows (`split_rows`).
+#[test]
+fn iota_masks_beside_a_rank_3_variance() {
+    check_calls(
+        r#"
+fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
+    let s = x.size(1);
+    let rows = x.reshape([4, -1, s]).slice([.., .., (0, i64::MAX, 2)]);
+    let (var, mean) = rows.var_mean([2], 0);
+    let a = iota(var.size(0), 0, 1, i64).broadcast([false, true]);
+    let b = iota(var.size(1), 0, 1, i64).broadcast([true, false]);
+    (where_(b - a <= -2, var, 0.0), mean)
+}
+"#,
+        &[&[&[8, 16]], &[&[128, 16]], &[&[1000, 16]]],
+    );
+}
+
+/// GPU fuzz seed 10604126 (refused, not wrong): an `iota` mask beside the `[B, C]`
+/// result of a Welford over dim 0; the outer reduction merged the mask's kept dims into
+/// another extent than the columns'. Such per-column tensors now go to a segment of
+/// their own (`Unfit::MixedKeptBroadcast`).
+#[test]
+fn iota_masks_beside_a_rank_3_column_welford() {
+    check_calls(
+        r#"
+fn k(x: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _]> {
+    let (avg, m2, n) = x.welford([0]);
+    let a = iota(m2.size(0), 0, 1, i64).broadcast([false, true]);
+    let b = iota(m2.size(1), 0, 1, i64).broadcast([true, false]);
+    where_(b - a >= -2, avg, 0.0)
+}
+"#,
+        &[&[&[7, 31, 17]], &[&[31, 31, 100]]],
+    );
+}
+
 /// Seed 21616: an output read back by another output of the same pointwise kernel while
 /// its vector store was deferred past the math. Such outputs are now stored where they
 /// are computed.

@@ -179,6 +179,14 @@ pub enum Unfit {
         /// The broadcast.
         tensor: ValId,
     },
+    /// A tensor mixing broadcast and iteration dims among several kept dims (outer
+    /// reductions merge the kept dims: a `[B, 1]` mask beside `[B, C]` columns would bind
+    /// the column blocks to `B` and to `B * C`).
+    #[error("{tensor} mixes broadcast and iteration dims among the merged kept dims")]
+    MixedKeptBroadcast {
+        /// The tensor.
+        tensor: ValId,
+    },
     /// A tensor of another rank than the full and the reduced rank.
     #[error("{tensor} has {rank} dims; expected {full} (full) or {reduced} (reduced)")]
     TensorRank {

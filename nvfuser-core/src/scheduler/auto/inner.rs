@@ -163,10 +163,12 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
                 reduced: outer,
             });
         }
-        if r == rank && outer > 1 && reduction_axes(&e.op).is_none() {
+        if (r == rank || r == outer) && outer > 1 && reduction_axes(&e.op).is_none() {
             // Row dims are merged: a tensor must not mix broadcast and iteration dims
             // among them. Mixed only in the last one, the leading dims are merged
-            // apart from it (`split_rows`).
+            // apart from it (`split_rows`). Per-row tensors too (every dim a row dim:
+            // `iota(X)` broadcast to `[1, X]` beside `[4, X]` rows bound `blockIdx.x`
+            // to `X` and to `4 * X`, GPU fuzz seed 10603824).
             let kinds = logical_kinds(&s, out);
             let broadcast =
                 |ks: &[IterKind]| ks.iter().filter(|&&x| x == IterKind::Broadcast).count();

@@ -113,6 +113,22 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<OuterPlan> {
                 return Err(Unfit::BroadcastAlongKept { tensor: out });
             }
         }
+        // Kept dims merge into one: a per-column tensor must not mix broadcast and
+        // iteration dims (GPU fuzz seed 10604126: an `iota` mask `[B, 1]` beside the
+        // `[B, C]` result of a Welford over dim 0); the segmenter keeps it apart.
+        if r == rank - k && r > 1 && reduction_axes(&e.op).is_none() {
+            let dims = pushed
+                .tensor_type(out)
+                .map(|t| t.domain.clone())
+                .unwrap_or_default();
+            let b = dims
+                .iter()
+                .filter(|d| d.kind == crate::ir::IterKind::Broadcast)
+                .count();
+            if b != 0 && b != dims.len() {
+                return Err(Unfit::MixedKeptBroadcast { tensor: out });
+            }
+        }
         if r != rank && r != rank - k {
             return Err(Unfit::TensorRank {
                 tensor: out,
