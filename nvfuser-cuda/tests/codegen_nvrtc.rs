@@ -244,13 +244,39 @@ fn k(x: Tensor<f8e5m2, [_, _, _, _]>, t: Tensor<f8e5m2, [_, _]>) -> (Tensor<f8e5
     );
 }
 
+/// The kernels planned for an H100 (on the CPU device's arguments, random values of
+/// `dtype`) for each call's input shapes, compiled for sm_90 when NVRTC is present.
+fn plans_on_cpu(src: &str, dtype: nvfuser_core::DataType, calls: &[&[usize]]) {
+    use nvfuser_core::eval::HostTensor;
+    use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let cpu = Device::cpu();
+    let exec = FusionExecutorCache::new(fusion);
+    for shape in calls {
+        let t = cpu
+            .tensor_from_host(&HostTensor::random(dtype, shape, 2))
+            .unwrap();
+        let kernels = exec
+            .plan_kernels(
+                nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
+                &[Arg::from(&t)],
+            )
+            .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+        assert!(!kernels.is_empty(), "{shape:?}");
+        if require_nvrtc().is_some() {
+            for k in &kernels {
+                compile(&k.cuda_source(), &k.abi.name, GpuArch::SM90)
+                    .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+            }
+        }
+    }
+}
+
 /// GPU fuzz seed 10603008: a dead `reshape(-1)` of an empty input (its inferred dim
 /// divides by zero) refused the whole fusion ("extent ... overflows i64 (or divides by
 /// zero)"), though no kernel computes it. Size checks now cover live tensors only.
 #[test]
 fn a_dead_reshape_of_an_empty_input_refuses_nothing() {
-    use nvfuser_core::eval::HostTensor;
-    use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
     let src = r#"
 fn k(t1: Tensor<f16, [_, _, _]>) -> Tensor<f16, [1, _, _, _]> {
     let s1 = t1.size(1);
@@ -259,21 +285,11 @@ fn k(t1: Tensor<f16, [_, _, _]>) -> Tensor<f16, [1, _, _, _]> {
     t1.broadcast([true, false, false, false]).round().pad([(0, 0), (0, 0), (2, 1), (0, 0)], 0.5)
 }
 "#;
-    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
-    let cpu = Device::cpu();
-    let exec = FusionExecutorCache::new(fusion);
-    for shape in [[5usize, 3, 31], [5, 0, 128]] {
-        let t = cpu
-            .tensor_from_host(&HostTensor::random(nvfuser_core::DataType::F16, &shape, 2))
-            .unwrap();
-        let kernels = exec
-            .plan_kernels(
-                nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
-                &[Arg::from(&t)],
-            )
-            .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
-        assert_eq!(kernels.len(), 1, "{shape:?}");
-    }
+    plans_on_cpu(
+        src,
+        nvfuser_core::DataType::F16,
+        &[&[5, 3, 31], &[5, 0, 128]],
+    );
 }
 
 /// GPU fuzz seed 10603824: a per-row mask from two `iota`s (`[X]` broadcast to `[1, X]`,
@@ -282,8 +298,6 @@ fn k(t1: Tensor<f16, [_, _, _]>) -> Tensor<f16, [1, _, _, _]> {
 /// `blockIdx.x` to both; per-row tensors now split the rows as full ones do.
 #[test]
 fn iota_masks_beside_a_rank_3_reduction_plan() {
-    use nvfuser_core::eval::HostTensor;
-    use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
     let src = r#"
 fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
     let s = x.size(1);
@@ -294,31 +308,11 @@ fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
     (where_(b - a <= -2, var, 0.0), mean)
 }
 "#;
-    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
-    let cpu = Device::cpu();
-    let exec = FusionExecutorCache::new(fusion);
-    for n in [8usize, 128, 1000] {
-        let t = cpu
-            .tensor_from_host(&HostTensor::random(
-                nvfuser_core::DataType::F64,
-                &[n, 16],
-                3,
-            ))
-            .unwrap();
-        let kernels = exec
-            .plan_kernels(
-                nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
-                &[Arg::from(&t)],
-            )
-            .unwrap_or_else(|e| panic!("[{n}, 16]: {e}"));
-        assert!(!kernels.is_empty());
-        if require_nvrtc().is_some() {
-            for k in &kernels {
-                compile(&k.cuda_source(), &k.abi.name, GpuArch::SM90)
-                    .unwrap_or_else(|e| panic!("{e}"));
-            }
-        }
-    }
+    plans_on_cpu(
+        src,
+        nvfuser_core::DataType::F64,
+        &[&[8, 16], &[128, 16], &[1000, 16]],
+    );
 }
 
 /// GPU fuzz seed 10604126: an `iota` mask `[B, 1]` and `[1, C]` beside the `[B, C]`
@@ -327,8 +321,6 @@ fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
 /// such per-column tensors are now refused there and planned in a segment of their own.
 #[test]
 fn iota_masks_beside_a_rank_3_column_reduction_plan() {
-    use nvfuser_core::eval::HostTensor;
-    use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
     let src = r#"
 fn k(x: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _]> {
     let (avg, m2, n) = x.welford([0]);
@@ -337,24 +329,9 @@ fn k(x: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _]> {
     where_(b - a >= -2, avg, 0.0)
 }
 "#;
-    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
-    let cpu = Device::cpu();
-    let exec = FusionExecutorCache::new(fusion);
-    for shape in [[7usize, 31, 17], [31, 31, 100]] {
-        let t = cpu
-            .tensor_from_host(&HostTensor::random(nvfuser_core::DataType::F32, &shape, 4))
-            .unwrap();
-        let kernels = exec
-            .plan_kernels(
-                nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
-                &[Arg::from(&t)],
-            )
-            .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
-        if require_nvrtc().is_some() {
-            for k in &kernels {
-                compile(&k.cuda_source(), &k.abi.name, GpuArch::SM90)
-                    .unwrap_or_else(|e| panic!("{e}"));
-            }
-        }
-    }
+    plans_on_cpu(
+        src,
+        nvfuser_core::DataType::F32,
+        &[&[7, 31, 17], &[31, 31, 100]],
+    );
 }

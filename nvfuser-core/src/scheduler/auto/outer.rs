@@ -569,15 +569,13 @@ pub(crate) fn schedule(
 fn vectorize_row_loads(s: &mut ScheduledFusion, p: &OuterPlan) -> Result<(), ScheduleError> {
     let sched = s.schedule();
     let mut loads = Vec::new();
-    for e in &sched.exprs {
-        let is_load = matches!(e.op, Op::Set)
-            && e.inputs.len() == 1
-            && sched.is_input(e.inputs[0])
-            && sched.tensors.contains_key(&e.output);
-        if !is_load || !column_input(p, e.inputs[0]) {
+    for e in input_loads(sched) {
+        if !column_input(p, e.inputs[0]) {
             continue;
         }
-        let t = &sched.tensors[&e.output];
+        let Some(t) = sched.tensors.get(&e.output) else {
+            continue;
+        };
         let last = t.domain.loop_dom(t.domain.loop_dims.len() - 1);
         if last.parallel == ParallelType::Unroll && last.kind == crate::ir::IterKind::Iteration {
             loads.push(e.output);
@@ -587,6 +585,17 @@ fn vectorize_row_loads(s: &mut ScheduledFusion, p: &OuterPlan) -> Result<(), Sch
         s.parallelize(tv, -1, ParallelType::Vectorize)?;
     }
     Ok(())
+}
+
+/// The copies of fusion tensor inputs into registers (loads) among the schedule's
+/// expressions.
+fn input_loads(sched: &crate::sched::Schedule) -> impl Iterator<Item = &crate::sched::SExpr> {
+    sched.exprs.iter().filter(|e| {
+        matches!(e.op, Op::Set)
+            && e.inputs.len() == 1
+            && sched.is_input(e.inputs[0])
+            && sched.tensors.contains_key(&e.inputs[0])
+    })
 }
 
 /// Gives each copy of a fusion input (a load) its own unrolled loop over the `unroll`
@@ -602,14 +611,7 @@ fn load_unrolled_rows_first(
 ) -> Result<(), ScheduleError> {
     let sched = s.schedule();
     let mut loads = Vec::new();
-    for e in &sched.exprs {
-        let is_load = matches!(e.op, Op::Set)
-            && e.inputs.len() == 1
-            && sched.is_input(e.inputs[0])
-            && sched.tensors.contains_key(&e.inputs[0]);
-        if !is_load {
-            continue;
-        }
+    for e in input_loads(sched) {
         let Some(&u) = sched.uses(e.output).first() else {
             continue;
         };
