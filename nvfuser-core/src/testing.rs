@@ -295,3 +295,29 @@ fn k(t1: Tensor<i32, [_]>) -> (Tensor<i64, [1]>, Tensor<i64, [_]>) {
     (t11, t9)
 }
 "#;
+
+/// GPU fuzz seed 10603824 (`fusion!` source): an `iota` mask beside a variance over the
+/// last dim of `[4, X, 8]` rows (the mask's rows merged into another extent than the
+/// reference's).
+pub const FUZZ_IOTA_MASK_BESIDE_ROW_VARIANCE: &str = r#"
+fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
+    let s = x.size(1);
+    let rows = x.reshape([4, -1, s]).slice([.., .., (0, i64::MAX, 2)]);
+    let (var, mean) = rows.var_mean([2], 0);
+    let a = iota(var.size(0), 0, 1, i64).broadcast([false, true]);
+    let b = iota(var.size(1), 0, 1, i64).broadcast([true, false]);
+    (where_(b - a <= -2, var, 0.0), mean)
+}
+"#;
+
+/// GPU fuzz seed 10604126 (`fusion!` source): an `iota` mask beside the `[B, C]` result
+/// of a Welford over dim 0 of `[A, B, C]` (the mask's kept dims merged into another
+/// extent than the columns').
+pub const FUZZ_IOTA_MASK_BESIDE_COLUMN_WELFORD: &str = r#"
+fn k(x: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _]> {
+    let (avg, m2, n) = x.welford([0]);
+    let a = iota(m2.size(0), 0, 1, i64).broadcast([false, true]);
+    let b = iota(m2.size(1), 0, 1, i64).broadcast([true, false]);
+    where_(b - a >= -2, avg, 0.0)
+}
+"#;

@@ -298,16 +298,7 @@ fn k(t1: Tensor<f16, [_, _, _]>) -> Tensor<f16, [1, _, _, _]> {
 /// `blockIdx.x` to both; per-row tensors now split the rows as full ones do.
 #[test]
 fn iota_masks_beside_a_rank_3_reduction_plan() {
-    let src = r#"
-fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
-    let s = x.size(1);
-    let rows = x.reshape([4, -1, s]).slice([.., .., (0, i64::MAX, 2)]);
-    let (var, mean) = rows.var_mean([2], 0);
-    let a = iota(var.size(0), 0, 1, i64).broadcast([false, true]);
-    let b = iota(var.size(1), 0, 1, i64).broadcast([true, false]);
-    (where_(b - a <= -2, var, 0.0), mean)
-}
-"#;
+    let src = nvfuser_core::testing::FUZZ_IOTA_MASK_BESIDE_ROW_VARIANCE;
     plans_on_cpu(
         src,
         nvfuser_core::DataType::F64,
@@ -321,14 +312,7 @@ fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
 /// such per-column tensors are now refused there and planned in a segment of their own.
 #[test]
 fn iota_masks_beside_a_rank_3_column_reduction_plan() {
-    let src = r#"
-fn k(x: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _]> {
-    let (avg, m2, n) = x.welford([0]);
-    let a = iota(m2.size(0), 0, 1, i64).broadcast([false, true]);
-    let b = iota(m2.size(1), 0, 1, i64).broadcast([true, false]);
-    where_(b - a >= -2, avg, 0.0)
-}
-"#;
+    let src = nvfuser_core::testing::FUZZ_IOTA_MASK_BESIDE_COLUMN_WELFORD;
     plans_on_cpu(
         src,
         nvfuser_core::DataType::F32,

@@ -117,16 +117,7 @@ fn k(x: Tensor<f32, [_, _, _, _]>, t: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _
 #[test]
 fn iota_masks_beside_a_rank_3_variance() {
     check_calls(
-        r#"
-fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
-    let s = x.size(1);
-    let rows = x.reshape([4, -1, s]).slice([.., .., (0, i64::MAX, 2)]);
-    let (var, mean) = rows.var_mean([2], 0);
-    let a = iota(var.size(0), 0, 1, i64).broadcast([false, true]);
-    let b = iota(var.size(1), 0, 1, i64).broadcast([true, false]);
-    (where_(b - a <= -2, var, 0.0), mean)
-}
-"#,
+        nvfuser_core::testing::FUZZ_IOTA_MASK_BESIDE_ROW_VARIANCE,
         &[&[&[8, 16]], &[&[128, 16]], &[&[1000, 16]]],
     );
 }
@@ -138,14 +129,7 @@ fn k(x: Tensor<f64, [_, 16]>) -> (Tensor<f64, [4, _]>, Tensor<f64, [4, _]>) {
 #[test]
 fn iota_masks_beside_a_rank_3_column_welford() {
     check_calls(
-        r#"
-fn k(x: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _]> {
-    let (avg, m2, n) = x.welford([0]);
-    let a = iota(m2.size(0), 0, 1, i64).broadcast([false, true]);
-    let b = iota(m2.size(1), 0, 1, i64).broadcast([true, false]);
-    where_(b - a >= -2, avg, 0.0)
-}
-"#,
+        nvfuser_core::testing::FUZZ_IOTA_MASK_BESIDE_COLUMN_WELFORD,
         &[&[&[7, 31, 17]], &[&[31, 31, 100]]],
     );
 }
