@@ -80,26 +80,23 @@ fn variants(auto: &HeuristicParams, shape: &(i64, i64)) -> Vec<HeuristicParams> 
                 .flat_map(|tx| [1, 2, 4, 8, 16].map(|ty| (tx, ty)))
                 .flat_map(|(tx, ty)| widths.iter().map(move |&v| (tx, ty, v)))
             {
-                {
-                    if tx * ty > 1024 || tx * ty < 128 {
-                        continue;
-                    }
-                    let blocks = (cols + tx * vec - 1) / (tx * vec);
-                    let g = ((80 * sm + blocks * ty - 1) / (blocks * ty))
-                        .min(rows / (64 * ty))
-                        .max(1);
-                    for (g, unroll) in [(g, p.unroll), ((g / 2).max(1), p.unroll), (g, 4), (g, 16)]
-                    {
-                        let mut q = p.clone();
-                        q.threads_x = tx;
-                        q.threads_y = ty;
-                        q.grid_split = g;
-                        q.unroll = unroll;
-                        q.vectorize = vec;
-                        q.launch.grid = [blocks, g, 1];
-                        q.launch.block = [tx, ty, 1];
-                        out.push(HeuristicParams::OuterReduction(q));
-                    }
+                if tx * ty > 1024 || tx * ty < 128 {
+                    continue;
+                }
+                let blocks = (cols + tx * vec - 1) / (tx * vec);
+                let g = ((80 * sm + blocks * ty - 1) / (blocks * ty))
+                    .min(rows / (64 * ty))
+                    .max(1);
+                for (g, unroll) in [(g, p.unroll), ((g / 2).max(1), p.unroll), (g, 4), (g, 16)] {
+                    let mut q = p.clone();
+                    q.threads_x = tx;
+                    q.threads_y = ty;
+                    q.grid_split = g;
+                    q.unroll = unroll;
+                    q.vectorize = vec;
+                    q.launch.grid = [blocks, g, 1];
+                    q.launch.block = [tx, ty, 1];
+                    out.push(HeuristicParams::OuterReduction(q));
                 }
             }
         }

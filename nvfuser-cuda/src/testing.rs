@@ -174,6 +174,28 @@ pub fn input_args<'a>(
         .collect()
 }
 
+/// GPU 0 for a test that needs a GPU ([`require_gpu`]: `None` skips, or fails the test
+/// under `NVFUSER_REQUIRE_GPU=1`); panics when the driver sees a GPU it cannot open.
+pub fn gpu_device() -> Option<crate::Device> {
+    require_gpu()?;
+    Some(crate::Device::cuda(0).unwrap_or_else(|e| panic!("the driver sees a GPU, but: {e}")))
+}
+
+/// The tolerance of reduction outputs against the CPU reference: f32 results of sums
+/// over up to 256K elements accumulate in another order than the f64 reference (2e-4
+/// relative to the magnitude); half-precision outputs may round to the neighbour of the
+/// reference's value (two units in the last place).
+pub fn reduction_tolerance(dtype: nvfuser_core::DataType) -> nvfuser_core::eval::Tolerance {
+    use nvfuser_core::eval::Tolerance;
+    use nvfuser_core::DataType;
+    match dtype {
+        DataType::F32 => Tolerance::new(2e-4, 2e-4),
+        DataType::F16 => Tolerance::new(2e-3, 1e-3),
+        DataType::BF16 => Tolerance::new(1.6e-2, 2e-3),
+        other => Tolerance::for_dtype(other),
+    }
+}
+
 /// Runs `exec` on `device` with `inputs` uploaded (optionally with user heuristic
 /// params) and compares every output with the CPU reference evaluator under `tol`.
 /// Returns the number of outputs compared, or the first mismatch or error, in words.

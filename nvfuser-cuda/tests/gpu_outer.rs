@@ -10,27 +10,13 @@
 //! NVFUSER_REQUIRE_GPU=1 cargo test -p nvfuser-cuda --test gpu_outer -- --nocapture
 //! ```
 
-use nvfuser_core::eval::{EvalInput, HostTensor, Tolerance};
+use nvfuser_core::eval::{EvalInput, HostTensor};
 use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::DataType;
-use nvfuser_cuda::testing::{input_args, require_gpu, run_and_compare, upload_inputs};
-use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
-
-fn gpu() -> Option<Device> {
-    require_gpu()?;
-    Some(Device::cuda(0).unwrap_or_else(|e| panic!("the driver sees a GPU, but: {e}")))
-}
-
-/// f32 sums over up to 64K rows accumulate in another order than the reference; half
-/// outputs may round to a neighbour.
-fn tolerance(dtype: DataType) -> Tolerance {
-    match dtype {
-        DataType::F32 => Tolerance::new(2e-4, 2e-4),
-        DataType::F16 => Tolerance::new(2e-3, 1e-3),
-        DataType::BF16 => Tolerance::new(1.6e-2, 2e-3),
-        other => Tolerance::for_dtype(other),
-    }
-}
+use nvfuser_cuda::testing::{
+    gpu_device, input_args, reduction_tolerance, run_and_compare, upload_inputs,
+};
+use nvfuser_cuda::{Arg, FusionExecutorCache};
 
 /// `(source, shapes)`: the reduction of each fusion, over its leading dims.
 fn cases() -> Vec<(String, Vec<Vec<usize>>)> {
@@ -80,7 +66,7 @@ fn cases() -> Vec<(String, Vec<Vec<usize>>)> {
 
 #[test]
 fn vectorized_column_reductions_match_the_cpu_reference() {
-    let Some(device) = gpu() else { return };
+    let Some(device) = gpu_device() else { return };
     let (mut compared, mut vectorized) = (0, 0);
     let mut mismatches = Vec::new();
     for (i, (src, shapes)) in cases().into_iter().enumerate() {
@@ -105,7 +91,7 @@ fn vectorized_column_reductions_match_the_cpu_reference() {
         if let Ok(HeuristicParams::OuterReduction(p)) = exec.heuristics(&device, &args) {
             vectorized += usize::from(p.vectorize > 1);
         }
-        match run_and_compare(&device, &exec, &inputs, None, &tolerance) {
+        match run_and_compare(&device, &exec, &inputs, None, &reduction_tolerance) {
             Ok(n) => compared += n,
             Err(m) => mismatches.push(format!("{src} at {shapes:?}: {m}")),
         }

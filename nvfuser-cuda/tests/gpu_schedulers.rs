@@ -11,30 +11,12 @@
 
 use std::collections::BTreeMap;
 
-use nvfuser_core::eval::{EvalInput, HostTensor, Tolerance};
+use nvfuser_core::eval::{EvalInput, HostTensor};
 use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::workloads::{self, WorkloadInput};
 use nvfuser_core::DataType;
-use nvfuser_cuda::testing::{require_gpu, run_and_compare};
-use nvfuser_cuda::{Device, FusionExecutorCache};
-
-fn gpu() -> Option<Device> {
-    require_gpu()?;
-    Some(Device::cuda(0).unwrap_or_else(|e| panic!("the driver sees a GPU, but: {e}")))
-}
-
-/// Outputs are rounded from f32 math: f32 results of reductions over up to 256K
-/// elements accumulate in a different order than the f64 reference (rtol/atol 1e-4
-/// relative to the row's magnitude); half-precision outputs may round to the neighbour
-/// of the reference's value (two units in the last place).
-fn tolerance(dtype: DataType) -> Tolerance {
-    match dtype {
-        DataType::F32 => Tolerance::new(2e-4, 2e-4),
-        DataType::F16 => Tolerance::new(2e-3, 1e-3),
-        DataType::BF16 => Tolerance::new(1.6e-2, 2e-3),
-        other => Tolerance::for_dtype(other),
-    }
-}
+use nvfuser_cuda::testing::{gpu_device, reduction_tolerance, run_and_compare};
+use nvfuser_cuda::FusionExecutorCache;
 
 fn eval_inputs(
     name: &str,
@@ -61,7 +43,7 @@ const HIDDEN: &[usize] = &[1, 7, 64, 1000, 1024, 4096, 12289, 32768, 262144];
 
 #[test]
 fn tuned_schedulers_match_the_cpu_reference() {
-    let Some(device) = gpu() else { return };
+    let Some(device) = gpu_device() else { return };
     let mut compared = 0;
     let mut mismatches = Vec::new();
     let mut per_scheduler: BTreeMap<String, usize> = BTreeMap::new();
@@ -77,7 +59,7 @@ fn tuned_schedulers_match_the_cpu_reference() {
                     seed += 1;
                     let case = format!("{name} {dtype} [{rows}, {hidden}]");
                     let inputs = eval_inputs(name, dtype, rows, hidden, seed);
-                    match run_and_compare(&device, &exec, &inputs, None, &tolerance) {
+                    match run_and_compare(&device, &exec, &inputs, None, &reduction_tolerance) {
                         Ok(n) => compared += n,
                         Err(m) => mismatches.push(format!("{case}: {m}")),
                     }
@@ -118,7 +100,7 @@ fn tuned_schedulers_match_the_cpu_reference() {
 /// edited params, and get the same values as the automatic path.
 #[test]
 fn edited_pointwise_params_give_the_same_values() {
-    let Some(device) = gpu() else { return };
+    let Some(device) = gpu_device() else { return };
     let fusion = workloads::gelu_tanh(DataType::BF16).unwrap();
     let exec = FusionExecutorCache::new(fusion);
     let x = HostTensor::random(DataType::BF16, &[513, 1000], 42);
@@ -160,7 +142,7 @@ fn edited_pointwise_params_give_the_same_values() {
 fn unschedulable_fusions_run_segmented_through_the_executor() {
     use nvfuser_core::builder::Size;
     use nvfuser_core::{FusionDefinition, ScalarValue};
-    let Some(device) = gpu() else { return };
+    let Some(device) = gpu_device() else { return };
     let mut cases = Vec::new();
     // y = x - mean(x, rows) broadcast, z = max(x, cols): two reductions of different
     // shapes.
@@ -232,7 +214,7 @@ fn unschedulable_fusions_run_segmented_through_the_executor() {
     ));
     for (name, fusion, inputs) in cases {
         let exec = FusionExecutorCache::new(fusion);
-        let n = run_and_compare(&device, &exec, &inputs, None, &tolerance)
+        let n = run_and_compare(&device, &exec, &inputs, None, &reduction_tolerance)
             .unwrap_or_else(|m| panic!("{name}: {m}"));
         let seg = exec
             .segmentation()
@@ -248,7 +230,7 @@ fn unschedulable_fusions_run_segmented_through_the_executor() {
         );
         // A second call reuses the segmented runtime: nothing is planned or compiled.
         let misses = exec.stats().misses;
-        run_and_compare(&device, &exec, &inputs, None, &tolerance).unwrap();
+        run_and_compare(&device, &exec, &inputs, None, &reduction_tolerance).unwrap();
         assert_eq!(
             exec.stats().misses,
             misses,
