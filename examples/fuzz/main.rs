@@ -161,7 +161,7 @@ impl Tally {
             }
             Verdict::Refused(r) => {
                 self.fusions += 1;
-                *self.refusals.entry(r.clone()).or_default() += 1;
+                *self.refusals.entry(run::reason_class(r)).or_default() += 1;
             }
             Verdict::Fail(k, _) => {
                 self.fusions += 1;

@@ -20,7 +20,8 @@ use crate::gen::{Layout, Recipe};
 pub enum Verdict {
     /// Every call matched the reference (or both refused it).
     Pass,
-    /// The automatic path refused the fusion (a typed error), with the reason's class.
+    /// The automatic path refused the fusion (a typed error): the whole refusal on one
+    /// line; [`reason_class`] groups them for the counts.
     Refused(String),
     /// The recipe built no fusion (every output was dropped).
     Empty,
@@ -169,7 +170,7 @@ pub fn run_gpu(case: &Case, device: &Device) -> Verdict {
                     Some(Verdict::Fail(FailKind::Fault, format!("call {c}: {e}")))
                 }
                 (Ok(_), Err(e)) if is_refusal(&e) => {
-                    refused.get_or_insert(reason_class(&e.to_string()));
+                    refused.get_or_insert(e.to_string().replace('\n', " "));
                     None
                 }
                 (Ok(_), Err(e)) => Some(Verdict::Fail(FailKind::Error, format!("call {c}: {e}"))),
@@ -307,7 +308,7 @@ pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
             let kernels = match exec.plan_kernels(device.clone(), &arg_list) {
                 Ok(k) => k,
                 Err(e) if is_refusal(&e) => {
-                    refused.get_or_insert(reason_class(&e.to_string()));
+                    refused.get_or_insert(e.to_string().replace('\n', " "));
                     return Ok(None);
                 }
                 Err(e) => {

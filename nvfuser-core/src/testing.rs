@@ -321,3 +321,27 @@ fn k(x: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _]> {
     where_(b - a >= -2, avg, 0.0)
 }
 "#;
+
+/// CPU fuzz seed 10902137 (`fusion!` source, its pointwise segment): `sigmoid(x)` read
+/// by two outputs of a `[A, 1, C, D]` shape, one of them `x - w` with `w` broadcast over
+/// the leading dims. The pointwise schedule loops over `A` serially; each output had a
+/// loop nest of its own, so the shared producer needed all of `A` in registers.
+pub const FUZZ_SHARED_PRODUCER_KEEPDIM: &str = r#"
+fn k(x: Tensor<f32, [_, 1, _, _]>, w: Tensor<f32, [_]>) -> (Tensor<f32, [_, 1, _, _]>, Tensor<f32, [_, 1, _, _]>) {
+    let a = x.sigmoid();
+    let b = a.sigmoid();
+    let c = a - w.broadcast([true, true, true, false]);
+    (b, c)
+}
+"#;
+
+/// The class of [`FUZZ_SHARED_PRODUCER_KEEPDIM`] without a size-1 dim: `w` broadcast
+/// over dims 0 and 2 of four makes four groups of dims, and the first is a serial loop.
+pub const FUZZ_SHARED_PRODUCER_ALTERNATING: &str = r#"
+fn k(x: Tensor<f32, [_, _, _, _]>, w: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _, _, _]>, Tensor<f32, [_, _, _, _]>) {
+    let a = x.sigmoid();
+    let b = a.sigmoid();
+    let c = a - w.broadcast([true, false, true, false]);
+    (b, c)
+}
+"#;

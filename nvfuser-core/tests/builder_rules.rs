@@ -110,7 +110,8 @@ fn shape_ops_compute_extents() {
     assert_eq!(t.domain[0].extent, Extent::Const(4));
     assert_eq!(
         t.domain[1].extent.to_string(),
-        format!("(((8 * {x}.size(1)) * 6) / 4)")
+        // 8 * n * 6 / 4, with the constants cancelled (the launcher checks the division).
+        format!("({x}.size(1) * 12)")
     );
     let s = fd
         .slice(

@@ -677,11 +677,17 @@ impl FusionExecutorCache {
     fn lower(&self, decided: &Decisions) -> Result<ExecutionPlan, Error> {
         let dump = self.dump();
         dump.section(DumpFlags::IR, "ir", "fusion", self.kernel_fusion());
+        // The segments before lowering them, so that a segment that fails to schedule
+        // can be read.
+        if let Some(seg) = self
+            .planner
+            .segmentation()
+            .filter(|_| decided.is_segmented())
+        {
+            dump.section(DumpFlags::IR, "ir", "segments", seg);
+        }
         let plan = self.planner.lower(decided).map_err(plan_error)?;
         if !dump.flags().is_empty() {
-            if let Some(seg) = self.planner.segmentation().filter(|_| plan.segmented) {
-                dump.section(DumpFlags::IR, "ir", "segments", seg);
-            }
             dump.section(DumpFlags::PLAN, "plan", "execution plan", &plan);
             for s in &plan.segments {
                 if let Some(why) = &s.fallback {

@@ -247,27 +247,96 @@ fn k(x: Tensor<f8e5m2, [_, _, _, _]>, t: Tensor<f8e5m2, [_, _]>) -> (Tensor<f8e5
 /// The kernels planned for an H100 (on the CPU device's arguments, random values of
 /// `dtype`) for each call's input shapes, compiled for sm_90 when NVRTC is present.
 fn plans_on_cpu(src: &str, dtype: nvfuser_core::DataType, calls: &[&[usize]]) {
+    let calls: Vec<Vec<&[usize]>> = calls.iter().map(|&c| vec![c]).collect();
+    plans_on_cpu_with(src, dtype, &calls);
+}
+
+/// [`plans_on_cpu`] for fusions of several tensor inputs: each call gives one shape per
+/// input, in order.
+fn plans_on_cpu_with(src: &str, dtype: nvfuser_core::DataType, calls: &[Vec<&[usize]>]) {
     use nvfuser_core::eval::HostTensor;
     use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
     let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
     let cpu = Device::cpu();
     let exec = FusionExecutorCache::new(fusion);
-    for shape in calls {
-        let t = cpu
-            .tensor_from_host(&HostTensor::random(dtype, shape, 2))
-            .unwrap();
+    for shapes in calls {
+        let ts: Vec<_> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, shape)| {
+                cpu.tensor_from_host(&HostTensor::random(dtype, shape, 2 + i as u64))
+                    .unwrap()
+            })
+            .collect();
+        let args: Vec<Arg> = ts.iter().map(Arg::from).collect();
         let kernels = exec
-            .plan_kernels(
-                nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
-                &[Arg::from(&t)],
-            )
-            .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
-        assert!(!kernels.is_empty(), "{shape:?}");
+            .plan_kernels(nvfuser_core::scheduler::DeviceInfo::h100_for_tests(), &args)
+            .unwrap_or_else(|e| panic!("{shapes:?}: {e}"));
+        assert!(!kernels.is_empty(), "{shapes:?}");
         if require_nvrtc().is_some() {
             for k in &kernels {
                 compile(&k.cuda_source(), &k.abi.name, GpuArch::SM90)
-                    .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+                    .unwrap_or_else(|e| panic!("{shapes:?}: {e}"));
             }
+        }
+    }
+}
+
+/// CPU fuzz seed 10902137: outputs that share a producer across the pointwise
+/// schedule's serial loops ("T2 in Local memory spans loop axis 0 of symbolic extent").
+#[test]
+fn outputs_sharing_a_producer_across_serial_loops_plan() {
+    use nvfuser_core::testing::{FUZZ_SHARED_PRODUCER_ALTERNATING, FUZZ_SHARED_PRODUCER_KEEPDIM};
+    plans_on_cpu_with(
+        FUZZ_SHARED_PRODUCER_KEEPDIM,
+        nvfuser_core::DataType::F32,
+        &[
+            vec![&[63, 1, 62, 3], &[3]],
+            vec![&[17, 1, 2048, 4], &[4]],
+            vec![&[4, 1, 255, 2], &[2]],
+        ],
+    );
+    plans_on_cpu_with(
+        FUZZ_SHARED_PRODUCER_ALTERNATING,
+        nvfuser_core::DataType::F32,
+        &[
+            vec![&[63, 5, 62, 3], &[5, 3]],
+            vec![&[17, 3, 2048, 4], &[3, 4]],
+        ],
+    );
+}
+
+/// GPU fuzz seed 11010968: NVRTC 13.0 crashed (SIGSEGV, about every other compile) on a
+/// kernel reading `x.reshape([s0, s1, -1])` of a `[s0, s1, s2, s3]` input, whose
+/// inferred size was `s0 * s1 * s2 * s3 / (s0 * s1)` in every index. The inferred size
+/// is now `s2 * s3`.
+#[test]
+fn an_inferred_reshape_size_cancels_the_known_sizes() {
+    use nvfuser_core::eval::HostTensor;
+    use nvfuser_cuda::{Arg, Device, FusionExecutorCache};
+    let src = r#"
+fn k(x: Tensor<f32, [_, _, _, _]>) -> Tensor<f32, [_, _, _]> {
+    let s0 = x.size(0);
+    let s1 = x.size(1);
+    x.reshape([s0, s1, -1]).sigmoid()
+}
+"#;
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let out = fusion.outputs()[0].val;
+    let ty = fusion.tensor_type(out).unwrap();
+    let last = ty.shape().last().unwrap().extent.to_string();
+    assert_eq!(last, "(v0.size(2) * v0.size(3))");
+    let cpu = Device::cpu();
+    let exec = FusionExecutorCache::new(fusion);
+    let x = HostTensor::random(nvfuser_core::DataType::F32, &[4, 128, 64, 64], 3);
+    let t = cpu.tensor_from_host(&x).unwrap();
+    let h100 = nvfuser_core::scheduler::DeviceInfo::h100_for_tests();
+    let kernels = exec.plan_kernels(h100, &[Arg::from(&t)]).unwrap();
+    assert!(!kernels.is_empty());
+    for k in &kernels {
+        let src = k.cuda_source();
+        if require_nvrtc().is_some() {
+            compile(&src, &k.abi.name, GpuArch::SM90).unwrap();
         }
     }
 }

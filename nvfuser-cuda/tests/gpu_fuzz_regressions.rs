@@ -619,3 +619,69 @@ fn k(t0: Tensor<bf16, [_, _]>) -> (Tensor<bf16, [_, _]>, Tensor<bf16, [_, _]>, T
         &[&[&[64, 1024]], &[&[3, 5]]],
     );
 }
+
+/// CPU fuzz seed 10902137: outputs sharing a producer across the pointwise schedule's
+/// serial loops now share those loops (`compute_with` the reference).
+#[test]
+fn outputs_sharing_a_producer_across_serial_loops() {
+    use nvfuser_core::testing::{FUZZ_SHARED_PRODUCER_ALTERNATING, FUZZ_SHARED_PRODUCER_KEEPDIM};
+    check_calls(
+        FUZZ_SHARED_PRODUCER_KEEPDIM,
+        &[
+            &[&[63, 1, 62, 3], &[3]],
+            &[&[17, 1, 2048, 4], &[4]],
+            &[&[4, 1, 255, 2], &[2]],
+        ],
+    );
+    check_calls(
+        FUZZ_SHARED_PRODUCER_ALTERNATING,
+        &[
+            &[&[63, 5, 62, 3], &[5, 3]],
+            &[&[17, 3, 2048, 4], &[3, 4]],
+            &[&[2, 7, 3, 1000], &[7, 1000]],
+        ],
+    );
+}
+
+/// Seed 11032140: `sign` of -0 was -0 on the GPU and +0 on the CPU reference (and in
+/// PyTorch); `atan2(sign(x), x)` showed it as -pi against pi.
+#[test]
+fn sign_of_a_signed_zero_is_positive_zero() {
+    let fusion = fusion_of(
+        r#"
+fn k(a: Tensor<f32, [_]>, h: Tensor<f16, [_]>) -> (Tensor<f32, [_]>, Tensor<f32, [_]>, Tensor<f16, [_]>) {
+    let s = a.sign();
+    (1.0f32 / s, s.atan2(a), h.sign())
+}
+"#,
+    );
+    let Some(_) = require_gpu() else { return };
+    let dev = Device::cuda(0).unwrap();
+    let exec = FusionExecutorCache::new(fusion);
+    let vals = [0.0f32, -0.0, 1.5, -2.0, f32::NAN, -0.0, 0.0, 3.0];
+    let a: Vec<f32> = (0..64).map(|i| vals[i % vals.len()]).collect();
+    let h: Vec<half::f16> = a.iter().map(|&x| half::f16::from_f32(x)).collect();
+    let a: EvalInput = HostTensor::from_vec(a, &[64]).unwrap().into();
+    let h: EvalInput = HostTensor::from_vec(h, &[64]).unwrap().into();
+    run_and_compare(&dev, &exec, &[a, h], None, &Tolerance::for_dtype).unwrap();
+}
+
+/// Seed 11010968: a reshape with an inferred size, on the GPU (NVRTC 13.0 crashed on
+/// the kernel's uncancelled inferred size; `codegen_nvrtc` checks the cancelled one).
+#[test]
+fn reshape_with_an_inferred_size() {
+    check_calls(
+        r#"
+fn k(x: Tensor<f32, [_, _, _, _]>) -> Tensor<f32, [_, _, _]> {
+    let s0 = x.size(0);
+    let s1 = x.size(1);
+    x.reshape([s0, s1, -1]).sigmoid()
+}
+"#,
+        &[
+            &[&[4, 128, 64, 64]],
+            &[&[17, 100, 4, 100]],
+            &[&[4, 4, 1, 8]],
+        ],
+    );
+}

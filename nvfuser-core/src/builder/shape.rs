@@ -246,7 +246,13 @@ impl FusionDefinition {
                     ));
                 }
             }
-            extents[i] = numel.clone() / known;
+            let dims: Vec<Extent> = shape.iter().map(|d| d.extent.clone()).collect();
+            let given: Vec<Extent> = extents
+                .iter()
+                .filter(|e| e.as_const() != Some(-1))
+                .cloned()
+                .collect();
+            extents[i] = Extent::exact_quotient(&dims, &given);
         } else if let (Some(n), Some(k)) = (numel.as_const(), known.as_const()) {
             if n != k {
                 return Err(Error::shape(

@@ -246,7 +246,9 @@ template <typename T> __device__ inline T nvf_abs(T x) { return x < (T)0 ? (T)-x
 __device__ inline bool nvf_abs(bool x) { return x; }
 template <typename T> __device__ inline T nvf_neg(T x) { return -x; }
 template <typename T> __device__ inline T nvf_relu(T x) { return x <= (T)0 ? (T)0 : x; }
-template <typename T> __device__ inline T nvf_sign(T x) { return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : x); }
+// sign(±0) is +0 and sign(NaN) is NaN, as on the CPU reference (`eval::math::sign_f`):
+// the sign of a zero would show through atan2 or a division (fuzz seed 11032140).
+template <typename T> __device__ inline T nvf_sign(T x) { return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : (x == x ? (T)0 : x)); }
 __device__ inline bool nvf_sign(bool x) { return x; }
 template <typename T> __device__ inline bool nvf_isnan(T x) { return x != x; }
 template <typename T> __device__ inline bool nvf_isinf(T x) { return x == (T)(1.0 / 0.0) || x == (T)(-1.0 / 0.0); }

@@ -122,6 +122,56 @@ impl Extent {
         Extent::binary(ExtentOp::Min, self, other)
     }
 
+    /// `prod(num) / prod(den)` for a quotient that the caller knows to be exact with a
+    /// nonzero divisor, with the factors the two products share cancelled:
+    /// `(a * b * c * d) / (a * b)` is `c * d`, and `(6 * a) / (4 * a)` is `3 / 2`. A
+    /// reshape's inferred size is such a quotient: the launcher and the CPU reference
+    /// refuse a reshape whose known sizes multiply to 0 or do not divide the element
+    /// count. Products are flattened through nested `*`; factors cancel when they are
+    /// structurally equal. The cancelled form is what the kernel evaluates, and the
+    /// longer one once made NVRTC 13.0 crash (fuzz seed 11010968).
+    pub fn exact_quotient(num: &[Extent], den: &[Extent]) -> Extent {
+        fn factors(e: &Extent, consts: &mut i64, out: &mut Vec<Extent>) -> bool {
+            match e {
+                Extent::Const(c) => match consts.checked_mul(*c) {
+                    Some(v) => {
+                        *consts = v;
+                        true
+                    }
+                    None => false,
+                },
+                Extent::Op(ExtentOp::Mul, a, b) => {
+                    factors(a, consts, out) && factors(b, consts, out)
+                }
+                other => {
+                    out.push(other.clone());
+                    true
+                }
+            }
+        }
+        let product = |xs: &[Extent]| xs.iter().fold(Extent::Const(1), |acc, e| acc * e.clone());
+        let (mut cn, mut cd) = (1i64, 1i64);
+        let (mut fnum, mut fden) = (Vec::new(), Vec::new());
+        let flat = num.iter().all(|e| factors(e, &mut cn, &mut fnum))
+            && den.iter().all(|e| factors(e, &mut cd, &mut fden));
+        if !flat || cn <= 0 || cd <= 0 {
+            return product(num) / product(den);
+        }
+        let mut rest_den = Vec::new();
+        for f in fden {
+            match fnum.iter().position(|g| *g == f) {
+                Some(i) => {
+                    fnum.remove(i);
+                }
+                None => rest_den.push(f),
+            }
+        }
+        let g = gcd(cn, cd);
+        fnum.push(Extent::Const(cn / g));
+        rest_den.push(Extent::Const(cd / g));
+        product(&fnum) / product(&rest_den)
+    }
+
     /// True when the extent mentions no value (only constants): an `Op` of this kind is
     /// a constant operation that overflowed while folding.
     pub fn is_closed(&self) -> bool {
@@ -180,6 +230,14 @@ impl Extent {
     }
 }
 
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 macro_rules! extent_ops {
     ($($trait:ident $method:ident => $op:ident),*) => {
         $(
@@ -233,6 +291,31 @@ mod tests {
         assert_eq!(e.to_string(), "ceildiv((v0.size(1) - 2), 3)");
         let v = e.eval(&|_, axis| Some(10 + axis as i64), &|_| None);
         assert_eq!(v, Some(3)); // ceil((11 - 2) / 3)
+    }
+
+    #[test]
+    fn exact_quotients_cancel_shared_factors() {
+        let d = |axis| Extent::Dim {
+            tensor: ValId(0),
+            axis,
+        };
+        let num = [d(0), d(1), d(2), d(3)];
+        // [a, b, c, d] -> [a, b, -1]: the inferred size is c * d, with no division.
+        let q = Extent::exact_quotient(&num, &[d(0), d(1)]);
+        assert_eq!(q.to_string(), "(v0.size(2) * v0.size(3))");
+        // Constants cancel through their gcd; unmatched factors stay in the divisor.
+        let q = Extent::exact_quotient(
+            &[Extent::Const(6), d(0) * d(1)],
+            &[Extent::Const(4), d(1), d(2)],
+        );
+        assert_eq!(q.to_string(), "((v0.size(0) * 3) / (v0.size(2) * 2))");
+        let at = |sizes: [i64; 3]| q.eval(&|_, a| Some(sizes[a]), &|_| None);
+        assert_eq!(at([4, 5, 3]), Some(2)); // 6*4*5 / (4*5*3) = 2
+                                            // Everything cancels: the quotient is 1.
+        assert_eq!(Extent::exact_quotient(&num, &num), Extent::Const(1));
+        // A zero constant is left to the plain quotient (and to the launcher's check).
+        let z = Extent::exact_quotient(&[d(0), Extent::Const(0)], &[d(0), Extent::Const(0)]);
+        assert_eq!(z.to_string(), "((v0.size(0) * 0) / (v0.size(0) * 0))");
     }
 
     #[test]

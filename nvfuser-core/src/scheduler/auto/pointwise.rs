@@ -356,6 +356,42 @@ pub(crate) fn index_type(f: &Fusion, info: &RuntimeInfo) -> IndexType {
     }
 }
 
+/// Runs every output's leading serial loops in the reference's. The groups left of the
+/// two bound to blocks (`blockIdx.z`, then `blockIdx.x`) are serial loops of symbolic
+/// extent; two outputs in loop nests of their own would each need the whole of a tensor
+/// both read (`sigmoid(x)` read by `sigmoid(sigmoid(x))` and by `sigmoid(x) - w`, with
+/// `w` broadcast over dims 0 and 2 of four: CPU fuzz seed 10902137) in registers across
+/// those loops. Sharing them inlines it per iteration.
+fn share_serial_loops(s: &mut ScheduledFusion, reference: ValId) -> Result<(), ScheduleError> {
+    let serial = s.schedule().tensors[&reference]
+        .domain
+        .loop_dims
+        .iter()
+        .enumerate()
+        .take_while(|&(i, _)| {
+            !s.schedule().tensors[&reference]
+                .domain
+                .loop_dom(i)
+                .parallel
+                .is_thread()
+        })
+        .count();
+    if serial == 0 {
+        return Ok(());
+    }
+    let leaves: Vec<ValId> = s
+        .fusion()
+        .outputs()
+        .iter()
+        .map(|o| o.val)
+        .filter(|&o| o != reference && s.schedule().uses(o).is_empty())
+        .collect();
+    for o in leaves {
+        s.compute_with(o, reference, serial)?;
+    }
+    Ok(())
+}
+
 /// The reference's dims grouped for scheduling with the inner part starting at dim
 /// `bp`: the plan's groups with the inner group cut at `bp` (its dims before `bp` form
 /// their own outer group), and the index of the inner part; `None` when `bp` is not
@@ -665,6 +701,7 @@ pub(crate) fn schedule(
             s.transform_like(reference, &others)?;
             s.parallelize_like(reference, &others)?;
         }
+        share_serial_loops(&mut s, reference)?;
         let computed: Vec<ValId> = others
             .iter()
             .copied()
