@@ -2,7 +2,8 @@
 //! neg, cat) in rank 2 and rank 4, SiLU-mul on the halves of one `[N, 2H]` tensor, a
 //! KV-cache append, pads of computed values, gathers and `take_along_axis` of casts
 //! (cross-entropy's label logit), an embedding lookup with scaling, and a select of a
-//! computed row. Each plans one tuned kernel for an H100 (never the default schedule;
+//! computed row, and permutes (an attention head split, a rank-4 reversal, a rank-3
+//! permute of the innermost dim) of inputs and of computed values. Each plans one tuned kernel for an H100 (never the default schedule;
 //! this part runs everywhere), and runs on the GPU against the CPU reference at odd and
 //! even shapes, slice starts that allow vectors and ones that do not (skipped without a
 //! GPU, required with `NVFUSER_REQUIRE_GPU=1`).
@@ -155,6 +156,43 @@ const CASES: &[Case] = &[
             &[Rand(F32, &[255, 1, 32]), Index(&[16], 255)],
             &[Rand(F32, &[7, 1, 3]), Index(&[300], 7)],
         ],
+    },
+    Case {
+        // Permutes read their input at the permuted position, in the pointwise kernel
+        // (they went to the default schedule, or split the fusion at a computed value).
+        name: "attention head split [B, S, H, D] -> [B, H, S, D] of scaled values",
+        src: "fn f(x: Tensor<bf16, [B, S, H, D]>) -> Tensor<bf16, [B, H, S, D]> {
+            ((x as f32) * 0.125f32).permute([0, 2, 1, 3]) as bf16
+        }",
+        calls: &[
+            &[Rand(BF16, &[2, 128, 8, 64])],
+            &[Rand(BF16, &[3, 5, 7, 9])],
+        ],
+    },
+    Case {
+        name: "permuted input times an input of the permuted shape",
+        src: "fn f(x: Tensor<f32, [B, S, H, D]>, y: Tensor<f32, [B, H, S, D]>) -> Tensor<f32, [B, H, S, D]> {
+            x.permute([0, 2, 1, 3]) * y + 1.0f32
+        }",
+        calls: &[
+            &[Rand(F32, &[2, 64, 4, 32]), Rand(F32, &[2, 4, 64, 32])],
+            &[Rand(F32, &[1, 3, 2, 5]), Rand(F32, &[1, 2, 3, 5])],
+        ],
+    },
+    Case {
+        name: "rank-4 reversal of a computed value",
+        src: "fn f(x: Tensor<f32, [A, B, C, D]>) -> Tensor<f32, [D, B, C, A]> {
+            let s = x.sigmoid();
+            s.permute([3, 1, 2, 0]) * s.permute([3, 1, 2, 0])
+        }",
+        calls: &[&[Rand(F32, &[63, 5, 62, 3])], &[Rand(F32, &[4, 1, 255, 2])]],
+    },
+    Case {
+        name: "rank-3 permute moving the innermost dim",
+        src: "fn f(x: Tensor<f32, [A, B, C]>) -> Tensor<f32, [C, A, B]> {
+            x.exp().permute([2, 0, 1]) - 1.0f32
+        }",
+        calls: &[&[Rand(F32, &[16, 33, 130])], &[Rand(F32, &[1, 2, 3])]],
     },
 ];
 

@@ -36,7 +36,7 @@ pub(crate) fn is_resize(op: &Op) -> bool {
 /// the resize and indexing ops, and squeezes (which read a tensor of another rank). A
 /// tensor only these read is recomputed inside them rather than given loops of its own.
 pub(crate) fn reads_elsewhere(op: &Op) -> bool {
-    is_resize(op) || matches!(op, Op::Squeeze { .. })
+    is_resize(op) || matches!(op, Op::Squeeze { .. } | Op::Permute { .. })
 }
 
 /// True for the ops whose value at any position can be computed from their inputs at

@@ -450,7 +450,7 @@ fn cached_input(p: &PointwisePlan, inp: ValId) -> bool {
     let mut any = false;
     readers.all(|(_, e)| {
         any |= !matches!(e.op, crate::ir::Op::Broadcast { .. });
-        !is_resize(&e.op)
+        !is_resize(&e.op) && !matches!(e.op, crate::ir::Op::Permute { .. })
     }) && any
 }
 
