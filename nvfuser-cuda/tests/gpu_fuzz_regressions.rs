@@ -685,3 +685,28 @@ fn k(x: Tensor<f32, [_, _, _, _]>) -> Tensor<f32, [_, _, _]> {
         ],
     );
 }
+
+/// GPU fuzz seed 11227029: a pad's guarded read `T1[i - 1]` was loaded at `i = 0` too
+/// (the select's other side), where the unsigned index wrapped to `2^32 - 1`: an illegal
+/// address. Guarded reads of pad, cat and the indexing ops are clamped into their input.
+#[test]
+fn guarded_pad_and_cat_reads_stay_in_bounds() {
+    check_calls(
+        r#"
+fn k(t0: Tensor<f32, [_, _, _]>, t1: Tensor<f16, [_]>) -> (Tensor<f32, [_, _, _]>, Tensor<f16, [_]>) {
+    let t4 = (t1 as i64).broadcast([true, true, false]);
+    let t5 = t0 + t4;
+    (t5.pad([(0, 0), (0, 0), (1, 0)], 0.5), t1)
+}
+"#,
+        &[&[&[100, 7, 2048], &[2048]], &[&[1, 31, 64], &[64]]],
+    );
+    check_calls(
+        r#"
+fn k(a: Tensor<f32, [_, _]>, b: Tensor<f32, [_, _]>) -> Tensor<f32, [_, _]> {
+    cat([a.exp(), b.sigmoid(), a.neg()], 1).pad([(0, 0), (3, 2)], 1.0)
+}
+"#,
+        &[&[&[64, 1000], &[64, 24]], &[&[3, 1], &[3, 2]]],
+    );
+}

@@ -140,7 +140,13 @@ impl Lower<'_> {
             if hi > 0 {
                 conds.push(Expr::from(i.clone()).bin(BinOp::Lt, ext(size).into()));
             }
-            xi.push(i);
+            // The read index, clamped where the select does not use it.
+            let at = if lo > 0 {
+                clamped_read(o.clone(), Some(Idx::Const(lo)), None)
+            } else {
+                i
+            };
+            xi.push(clamped_read(at, None, (hi > 0).then(|| ext(size))));
         }
         let fill = self.operand(e, e.inputs[1], out_dt, at)?;
         let v = self.read_at(e, e.inputs[0], &xi)?;
@@ -150,20 +156,21 @@ impl Lower<'_> {
         })
     }
 
-    /// `cat`: the input whose range along `axis` holds the output index.
+    /// `cat`: the input whose range along `axis` holds the output index. Each input's
+    /// index is clamped into its range ([`clamped_read`]).
     fn cat_value(&self, e: &SExpr, axis: usize, oi: &[Idx]) -> SchedResult<Expr> {
         let mut offset = Extent::Const(0);
         let mut pieces = Vec::new();
-        for &p in e.inputs.iter() {
+        let n = e.inputs.len();
+        for (k, &p) in e.inputs.iter().enumerate() {
             let Some(len) = self.shape_extents(p).get(axis).cloned() else {
                 return unsupported(format!("cat: T{} has no dim {axis}", p.id()));
             };
             let mut xi = oi.to_vec();
-            xi[axis] = if offset == Extent::Const(0) {
-                oi[axis].clone()
-            } else {
-                Idx::Sub(Box::new(oi[axis].clone()), Box::new(ext(&offset)))
-            };
+            let first = offset == Extent::Const(0);
+            let start = (!first).then(|| ext(&offset));
+            let end = (k + 1 < n).then(|| ext(&len));
+            xi[axis] = clamped_read(oi[axis].clone(), start, end);
             offset = offset + len;
             pieces.push((ext(&offset), self.read_at(e, p, &xi)?));
         }
@@ -246,7 +253,12 @@ impl Lower<'_> {
         let size = ext(&xext[axis]);
         let i = idx_of(raw.clone());
         let mut xi = oi.to_vec();
-        xi[axis] = i.clone();
+        // Clamped into the input, as a guarded read must be ([`clamped_read`]): a bad
+        // index (which the check reports) never becomes a read out of bounds.
+        xi[axis] = Idx::Min(
+            Box::new(Idx::Max(Box::new(i.clone()), Box::new(Idx::Const(0)))),
+            Box::new(Idx::Sub(Box::new(size.clone()), Box::new(Idx::Const(1)))),
+        );
         // An index outside the input reads nothing (the element is zero) and sets the
         // error flag, checked in the index's own type (before the narrowing to the index
         // type); the CPU reference rejects such an index.
@@ -266,5 +278,29 @@ impl Lower<'_> {
             self.read_at(e, e.inputs[0], &xi)?,
             Expr::int(0).cast(out_dt),
         ))
+    }
+}
+
+/// The index of a read that a select guards (a pad's input inside the padding, a cat's
+/// input outside the output range it covers): `i - start` (no less than 0) and no more
+/// than `size - 1`. The select leaves the value unused outside the range, but the
+/// compiler may load it anyway: NVRTC hoisted a pad's guarded load of `T1[i - 1]`, and
+/// at `i = 0` the unsigned thread index wrapped to `T1[2^32 - 1]`, an illegal address
+/// (GPU fuzz seed 11227029). So the subtraction is `max(i, start) - start`, never
+/// below zero in unsigned arithmetic either.
+fn clamped_read(i: Idx, start: Option<Idx>, size: Option<Idx>) -> Idx {
+    let i = match start {
+        Some(s) => Idx::Sub(
+            Box::new(Idx::Max(Box::new(i), Box::new(s.clone()))),
+            Box::new(s),
+        ),
+        None => i,
+    };
+    match size {
+        Some(n) => Idx::Min(
+            Box::new(i),
+            Box::new(Idx::Sub(Box::new(n), Box::new(Idx::Const(1)))),
+        ),
+        None => i,
     }
 }
