@@ -179,6 +179,12 @@ fusion! {
         (e / e.sum([2], keepdim = true)) as bf16
     }
 
+    /// Attention's head split: projected queries `[B, S, H, D]` scaled by 1/sqrt(D)
+    /// and permuted to `[B, H, S, D]`, bf16 in and out, f32 math.
+    pub fn head_split(x: Tensor<bf16, [B, S, H, D]>) -> Tensor<bf16, [B, H, S, D]> {
+        ((x as f32) * 0.088388346f32).permute([0, 2, 1, 3]) as bf16
+    }
+
     /// A KV-cache append: the new step's keys after the cache, along the sequence.
     pub fn kv_append(cache: Tensor<bf16, [B, S, D]>, new: Tensor<bf16, [B, 1, D]>) -> Tensor<bf16, [B, _, D]> {
         cat([cache, new], 1)
@@ -726,6 +732,17 @@ pub fn movement_cases(shrink: usize) -> Result<Vec<Case>, Error> {
             ..rows(0, 0, 4, BF16_TOL)
         },
         "dropout(x, 0.1) (Philox uniform mask) + residual, then LayerNorm (weight + bias); h and y out",
+    ));
+    // Llama-7B's queries: 4 sequences of 4096 tokens, 32 heads of 128.
+    let (b, t, h) = (s(4, shrink), s(4096, shrink), s(32, shrink));
+    cases.push(case(
+        "head_split",
+        head_split_fusion()?,
+        vec![b, t, h, 128],
+        vec![tensor(DataType::BF16, &[b, t, h, 128])],
+        (b * t * h * 128 * 2) as u64,
+        rows(0, 0, 4, BF16_TOL),
+        "(x [B, S, H, 128] * 1/sqrt(128)).permute(0, 2, 1, 3): [B, H, S, 128], bf16",
     ));
     let (b, len) = (s(256, shrink), s(2048, shrink));
     cases.push(case(

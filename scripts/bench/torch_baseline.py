@@ -89,6 +89,7 @@ def make_cases(shrink):
             logits.float(), labels.view(-1), reduction="none"),
         "embedding": lambda table, ids: F.embedding(ids, table) * 64.0,
         "kv_append": lambda cache, new: torch.cat((cache, new), 1),
+        "head_split": lambda x: (x.float() * 0.088388346).to(torch.bfloat16).permute(0, 2, 1, 3).contiguous(),
         "dropout_residual_layernorm": dropout_residual_layernorm,
         "causal_softmax": causal_softmax,
         "cumsum_f32": lambda x: torch.cumsum(x, 1),
@@ -169,6 +170,9 @@ def make_cases(shrink):
     add("dropout_residual_layernorm", "dropout_residual_layernorm", [n, h], bf16,
         [([n, h], bf16), ([n, h], bf16), ([h], bf16), ([h], bf16)], 2 * n * h,
         "h = F.dropout(x, 0.1) + residual; y = F.layer_norm(h) (weight + bias); h and y out")
+    b, t, heads = s(4), s(4096), s(32)
+    add("head_split", "head_split", [b, t, heads, 128], bf16, [([b, t, heads, 128], bf16)], b * t * heads * 128,
+        "(x.float() * 1/sqrt(128)).bfloat16().permute(0, 2, 1, 3).contiguous()")
     b, length = s(256), s(2048)
     add("kv_append", "kv_append", [b, length, 128], bf16, [([b, length - 1, 128], bf16), ([b, 1, 128], bf16)],
         b * length * 128, "torch.cat((cache, new), 1)")

@@ -296,11 +296,12 @@ fn clamped_read(i: Idx, start: Option<Idx>, size: Option<Idx>) -> Idx {
         ),
         None => i,
     };
+    let last = |n: Idx| match n {
+        Idx::Const(c) => Idx::Const(c - 1),
+        n => Idx::Sub(Box::new(n), Box::new(Idx::Const(1))),
+    };
     match size {
-        Some(n) => Idx::Min(
-            Box::new(i),
-            Box::new(Idx::Sub(Box::new(n), Box::new(Idx::Const(1)))),
-        ),
+        Some(n) => Idx::Min(Box::new(i), Box::new(last(n))),
         None => i,
     }
 }
