@@ -345,3 +345,14 @@ fn k(x: Tensor<f32, [_, _, _, _]>, w: Tensor<f32, [_, _]>) -> (Tensor<f32, [_, _
     (b, c)
 }
 "#;
+
+/// GPU fuzz seed 11337506 (`fusion!` source): a variance over a size-1 dim (the rows'
+/// `[A, B]` results) plus a per-row `[A, 1]` sum. Its segment bound `blockIdx.x` to
+/// `A * B / 4` for the rows and to `A / 4` for the per-row input.
+pub const FUZZ_PER_ROW_INPUT_BESIDE_ROWS: &str = r#"
+fn k(t0: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_, _]> {
+    let t4 = t0.sum([1]);
+    let (t6, _t7) = t0.var_mean([2], 0);
+    (t4 + t6).atan()
+}
+"#;

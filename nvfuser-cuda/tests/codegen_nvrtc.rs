@@ -341,6 +341,18 @@ fn k(x: Tensor<f32, [_, _, _, _]>) -> Tensor<f32, [_, _, _]> {
     }
 }
 
+/// GPU fuzz seed 11337506: a per-row input (`[A, 1]`) beside `[A, B]` row results in
+/// an inner reduction segment splits the rows (`split_rows`), as per-row computed
+/// tensors do.
+#[test]
+fn a_per_row_input_beside_row_results_plans() {
+    plans_on_cpu(
+        nvfuser_core::testing::FUZZ_PER_ROW_INPUT_BESIDE_ROWS,
+        nvfuser_core::DataType::F32,
+        &[&[256, 128, 1], &[100, 256, 1], &[2048, 31, 1]],
+    );
+}
+
 /// GPU fuzz seed 10603008: a dead `reshape(-1)` of an empty input (its inferred dim
 /// divides by zero) refused the whole fusion ("extent ... overflows i64 (or divides by
 /// zero)"), though no kernel computes it. Size checks now cover live tensors only.

@@ -710,3 +710,12 @@ fn k(a: Tensor<f32, [_, _]>, b: Tensor<f32, [_, _]>) -> Tensor<f32, [_, _]> {
         &[&[&[64, 1000], &[64, 24]], &[&[3, 1], &[3, 2]]],
     );
 }
+
+/// GPU fuzz seed 11337506: a per-row `[A, 1]` input beside `[A, B]` row results.
+#[test]
+fn a_per_row_input_beside_row_results() {
+    check_calls(
+        nvfuser_core::testing::FUZZ_PER_ROW_INPUT_BESIDE_ROWS,
+        &[&[&[256, 128, 1]], &[&[100, 256, 1]], &[&[2048, 31, 1]]],
+    );
+}

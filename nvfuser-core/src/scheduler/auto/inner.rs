@@ -72,6 +72,25 @@ pub(crate) struct InnerPlan {
     pub columns: Columns,
 }
 
+/// Whether `tv` mixes broadcast and iteration dims among the `outer` row dims, which
+/// are merged into one index. Mixed only in the last one, the leading dims are merged
+/// apart from it (`split_rows`: true); mixed in the leading ones, refused. Per-row
+/// tensors too (every dim a row dim: `iota(X)` broadcast to `[1, X]` beside `[4, X]`
+/// rows bound `blockIdx.x` to `X` and to `4 * X`, GPU fuzz seed 10603824).
+fn mixes_row_broadcast(s: &ScheduledFusion, tv: ValId, outer: usize) -> Plan<bool> {
+    let kinds = logical_kinds(s, tv);
+    let broadcast = |ks: &[IterKind]| ks.iter().filter(|&&x| x == IterKind::Broadcast).count();
+    let b = broadcast(&kinds[..outer]);
+    if b == 0 || b == outer {
+        return Ok(false);
+    }
+    let lead = broadcast(&kinds[..outer - 1]);
+    if lead != 0 && lead != outer - 1 {
+        return Err(Unfit::MixedRowBroadcast { tensor: tv });
+    }
+    Ok(true)
+}
+
 pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
     super::check_fusion(fusion)?;
     let live = fusion.live_exprs();
@@ -164,22 +183,15 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
             });
         }
         if (r == rank || r == outer) && outer > 1 && reduction_axes(&e.op).is_none() {
-            // Row dims are merged: a tensor must not mix broadcast and iteration dims
-            // among them. Mixed only in the last one, the leading dims are merged
-            // apart from it (`split_rows`). Per-row tensors too (every dim a row dim:
-            // `iota(X)` broadcast to `[1, X]` beside `[4, X]` rows bound `blockIdx.x`
-            // to `X` and to `4 * X`, GPU fuzz seed 10603824).
-            let kinds = logical_kinds(&s, out);
-            let broadcast =
-                |ks: &[IterKind]| ks.iter().filter(|&&x| x == IterKind::Broadcast).count();
-            let b = broadcast(&kinds[..outer]);
-            if b != 0 && b != outer {
-                let lead = broadcast(&kinds[..outer - 1]);
-                if lead != 0 && lead != outer - 1 {
-                    return Err(Unfit::MixedRowBroadcast { tensor: out });
-                }
-                split_rows = true;
-            }
+            split_rows |= mixes_row_broadcast(&s, out, outer)?;
+        }
+    }
+    // Inputs too: a per-row `[A, 1]` input added to `[A, B]` row results (GPU fuzz
+    // seed 11337506: `blockIdx.x` bound to `A * B / 4` and to `A / 4`).
+    for &i in pushed.inputs() {
+        let r = pushed.tensor_type(i).map_or(0, |t| t.domain.len());
+        if (r == rank || r == outer) && outer > 1 && s.schedule().tensors.contains_key(&i) {
+            split_rows |= mixes_row_broadcast(&s, i, outer)?;
         }
     }
     let t = pushed
