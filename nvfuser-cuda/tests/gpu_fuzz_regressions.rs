@@ -719,3 +719,22 @@ fn a_per_row_input_beside_row_results() {
         &[&[&[256, 128, 1]], &[&[100, 256, 1]], &[&[2048, 31, 1]]],
     );
 }
+
+/// GPU fuzz seed 11337506: `x[A, B, 1].sum([1])` is reduced without its size-1 dim by a
+/// tuned scheduler (`scheduler::squeeze_reduction_broadcasts`); the default schedule took
+/// it before.
+#[test]
+fn reductions_beside_size_one_dims() {
+    check_calls(
+        "fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_, 1]> { x.sum([1]) }",
+        &[&[&[2048, 31, 1]], &[&[3, 5000, 1]], &[&[1, 1, 1]]],
+    );
+    check_calls(
+        "fn k(x: Tensor<f32, [_, _, 1]>) -> (Tensor<f32, [_, 1]>, Tensor<f32, [_, 1]>) { x.var_mean([1], 1) }",
+        &[&[&[64, 100000, 1]], &[&[7, 3, 1]]],
+    );
+    check_calls(
+        "fn k(x: Tensor<f32, [_, 1, _, 1]>) -> Tensor<f32, [_, 1, 1]> { (x * 2.0).max([2]) + 1.0 }",
+        &[&[&[100, 1, 1024, 1]], &[&[5, 1, 3, 1]]],
+    );
+}

@@ -169,6 +169,57 @@ fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_]> {
     }
 }
 
+/// A reduction whose reduced dims are in the middle only because size-1 dims sit beside
+/// them (`x[A, B, 1].sum([1])`, GPU fuzz seed 11337506) is reduced without those dims
+/// (`scheduler::squeeze_reduction_broadcasts`): a tuned scheduler takes it, where the
+/// default schedule did.
+#[test]
+fn reductions_beside_size_one_dims_take_the_tuned_schedulers() {
+    use nvfuser_core::scheduler::SchedulerKind;
+    let cases: [(&str, &[&[i64]], SchedulerKind); 3] = [
+        (
+            "fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_, 1]> { x.sum([1]) }",
+            &[&[2048, 31, 1]],
+            SchedulerKind::InnerPersistent,
+        ),
+        (
+            "fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_, 1]> { (x * 2.0).sum([1]) + 1.0 }",
+            &[&[256, 4096, 1]],
+            SchedulerKind::InnerPersistent,
+        ),
+        (
+            "fn k(x: Tensor<f32, [_, _, 1]>) -> (Tensor<f32, [_, 1]>, Tensor<f32, [_, 1]>) { x.var_mean([1], 1) }",
+            &[&[64, 100000, 1]],
+            SchedulerKind::Reduction,
+        ),
+    ];
+    let nvrtc = nvfuser_cuda::testing::require_nvrtc().is_some();
+    for (src, sizes, kind) in cases {
+        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+        let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
+            .inputs()
+            .iter()
+            .zip(sizes)
+            .map(|(&v, s)| (fusion.val(v).dtype, *s))
+            .collect();
+        let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
+        let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+        let (params, kernel) = exec
+            .generate_for(&info, None)
+            .unwrap_or_else(|e| panic!("{src}: {e}"));
+        assert_eq!(params.kind(), kind, "{src}");
+        let kernel = kernel.expect("a kernel");
+        if nvrtc {
+            nvfuser_cuda::compile(
+                &kernel.cuda_source(),
+                &kernel.abi.name,
+                nvfuser_cuda::GpuArch::SM90,
+            )
+            .unwrap_or_else(|e| panic!("{src}: {e}"));
+        }
+    }
+}
+
 /// Fuzz seeds 1700304 and 1700982 (CPU mode): a segment whose output is a squeeze of its
 /// input. The squeeze was taken as a vector load and its (absent) first reader indexed:
 /// a panic. Outputs written by a squeeze are stored, not loaded. (As a whole fusion the

@@ -594,6 +594,11 @@ impl Fusion {
         id
     }
 
+    /// The value `id`, to change in place (a rewrite giving a kept id a new type).
+    pub(crate) fn val_mut(&mut self, id: ValId) -> &mut Val {
+        &mut self.vals[id.index()]
+    }
+
     pub(crate) fn push_expr(&mut self, expr: Expr) -> ExprId {
         let id = ExprId(self.exprs.len() as u32);
         for &o in &expr.outputs {

@@ -62,6 +62,7 @@ pub mod params;
 pub mod pointwise;
 mod presets;
 mod recompute;
+mod reduce_squeeze;
 pub mod reduction;
 pub mod registry;
 pub(crate) mod resize;
@@ -78,6 +79,7 @@ pub use params::{
     PersistentParams, PointwiseParams, ReductionParams, ScanParams, TransposeParams,
 };
 pub use presets::{GpuModel, GpuSpec, UnknownGpu};
+pub use reduce_squeeze::squeeze_reduction_broadcasts;
 pub use registry::{
     can_schedule, can_schedule_kind, can_schedule_segment, check_fits, compute_heuristics,
     compute_heuristics_for, index_type_for, lower_with, schedule_with, Analysis, Decision,

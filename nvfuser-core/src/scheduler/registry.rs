@@ -134,11 +134,15 @@ impl fmt::Debug for Decision {
     }
 }
 
-/// `fusion` with squeezes moved to the values they read (what every scheduler sees).
+/// `fusion` with reductions beside size-1 dims reduced without them
+/// (`squeeze_reduction_broadcasts`) and squeezes moved to the values they read (what
+/// every scheduler sees).
 fn prepared(fusion: &Fusion) -> Cow<'_, Fusion> {
-    match super::push_squeezes(fusion) {
-        Some(f) => Cow::Owned(f),
-        None => Cow::Borrowed(fusion),
+    let reduced = super::squeeze_reduction_broadcasts(fusion);
+    let f = reduced.as_ref().unwrap_or(fusion);
+    match (super::push_squeezes(f), reduced) {
+        (Some(f), _) | (None, Some(f)) => Cow::Owned(f),
+        (None, None) => Cow::Borrowed(fusion),
     }
 }
 
