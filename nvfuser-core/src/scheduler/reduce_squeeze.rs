@@ -13,7 +13,9 @@
 //!
 //! Only reductions that no scheduler would take as they are, and that become inner
 //! reductions without their size-1 dims, are rewritten (the outer reduction scheduler
-//! refuses the broadcast of its result back over the size-1 dims); the rest of the fusion is
+//! refuses the broadcast of its result back over the size-1 dims). The registry offers
+//! the rewritten fusion to the tuned schedulers first and the fusion as it is after
+//! (`registry::forms`), so a rewrite none of them takes changes nothing; the rest of the fusion is
 //! unchanged (same inputs and outputs, same ids; the reduction's outputs keep their ids
 //! as the broadcasts' results, their types lose the reduced dims, as a broadcast's
 //! result has none).

@@ -134,16 +134,35 @@ impl fmt::Debug for Decision {
     }
 }
 
-/// `fusion` with reductions beside size-1 dims reduced without them
-/// (`squeeze_reduction_broadcasts`) and squeezes moved to the values they read (what
-/// every scheduler sees).
+/// `fusion` with squeezes moved to the values they read.
 fn prepared(fusion: &Fusion) -> Cow<'_, Fusion> {
-    let reduced = super::squeeze_reduction_broadcasts(fusion);
-    let f = reduced.as_ref().unwrap_or(fusion);
-    match (super::push_squeezes(f), reduced) {
-        (Some(f), _) | (None, Some(f)) => Cow::Owned(f),
-        (None, None) => Cow::Borrowed(fusion),
+    match super::push_squeezes(fusion) {
+        Some(f) => Cow::Owned(f),
+        None => Cow::Borrowed(fusion),
     }
+}
+
+/// The forms of `fusion` the schedulers are offered, in order: with reductions beside
+/// size-1 dims reduced without them (`squeeze_reduction_broadcasts`), when there are
+/// any, then the fusion as it is (squeezes moved, [`prepared`]). The tuned schedulers
+/// try the first form first; the default schedule only sees the last, so a rewrite no
+/// tuned scheduler takes changes nothing (CPU fuzz seeds 11401038 and 11401392: the
+/// rewritten form alone was refused by every scheduler).
+fn forms(fusion: &Fusion) -> Vec<Cow<'_, Fusion>> {
+    let plain = prepared(fusion);
+    match super::squeeze_reduction_broadcasts(fusion) {
+        Some(r) => {
+            let r = super::push_squeezes(&r).unwrap_or(r);
+            vec![Cow::Owned(r), plain]
+        }
+        None => vec![plain],
+    }
+}
+
+/// The schedulers offered form `k` of `n` ([`forms`]): all of them for the last form,
+/// the tuned ones for the others.
+fn offered(s: &&'static dyn Scheduler, k: usize, n: usize) -> bool {
+    k + 1 == n || s.kind() != SchedulerKind::Default
 }
 
 /// True when every output of `fusion` is empty for these inputs (nothing to launch).
@@ -187,15 +206,19 @@ impl Registry {
 
     /// The first scheduler whose compile-time check accepts `fusion`, or every refusal.
     pub fn can_schedule(&self, fusion: &Fusion) -> Result<SchedulerKind, Rejections> {
-        let fusion = prepared(fusion);
+        let forms = forms(fusion);
+        let n = forms.len();
         let mut rejections = Vec::new();
-        for s in self.schedulers() {
-            match s.analyze(&fusion) {
-                Ok(_) => return Ok(s.kind()),
-                Err(reason) => rejections.push(Rejection {
-                    kind: s.kind(),
-                    reason,
-                }),
+        for (k, fusion) in forms.iter().enumerate() {
+            rejections.clear();
+            for s in self.schedulers().filter(|s| offered(s, k, n)) {
+                match s.analyze(fusion) {
+                    Ok(_) => return Ok(s.kind()),
+                    Err(reason) => rejections.push(Rejection {
+                        kind: s.kind(),
+                        reason,
+                    }),
+                }
             }
         }
         Err(Rejections(rejections))
@@ -204,38 +227,42 @@ impl Registry {
     /// The first scheduler that takes `fusion` with these inputs, with its analysis and
     /// params; or every refusal. A fusion whose outputs are all empty is a no-op.
     pub fn decide(&self, fusion: &Fusion, info: &RuntimeInfo) -> Result<Decision, Rejections> {
-        let fusion = prepared(fusion);
+        let forms = forms(fusion);
+        let n = forms.len();
         let mut rejections = Vec::new();
-        if all_outputs_empty(&fusion, info) {
-            return Ok(Decision {
-                scheduler: &schedulers::NoOp,
-                analysis: Analysis::new(()),
-                params: HeuristicParams::NoOp,
-                refused: Rejections::default(),
-            });
-        }
-        let sizes = info
-            .check_sizes(&fusion)
-            .map_err(|reason| Refusal::Sizes { reason });
-        for s in self.schedulers() {
-            let decided = s.analyze(&fusion).and_then(|analysis| {
-                sizes.clone()?;
-                let params = s.heuristics(&analysis, info)?;
-                Ok((analysis, params))
-            });
-            match decided {
-                Ok((analysis, params)) => {
-                    return Ok(Decision {
-                        scheduler: s,
-                        analysis,
-                        params,
-                        refused: Rejections(rejections),
-                    })
+        for (k, fusion) in forms.iter().enumerate() {
+            rejections.clear();
+            if all_outputs_empty(fusion, info) {
+                return Ok(Decision {
+                    scheduler: &schedulers::NoOp,
+                    analysis: Analysis::new(()),
+                    params: HeuristicParams::NoOp,
+                    refused: Rejections::default(),
+                });
+            }
+            let sizes = info
+                .check_sizes(fusion)
+                .map_err(|reason| Refusal::Sizes { reason });
+            for s in self.schedulers().filter(|s| offered(s, k, n)) {
+                let decided = s.analyze(fusion).and_then(|analysis| {
+                    sizes.clone()?;
+                    let params = s.heuristics(&analysis, info)?;
+                    Ok((analysis, params))
+                });
+                match decided {
+                    Ok((analysis, params)) => {
+                        return Ok(Decision {
+                            scheduler: s,
+                            analysis,
+                            params,
+                            refused: Rejections(rejections),
+                        })
+                    }
+                    Err(reason) => rejections.push(Rejection {
+                        kind: s.kind(),
+                        reason,
+                    }),
                 }
-                Err(reason) => rejections.push(Rejection {
-                    kind: s.kind(),
-                    reason,
-                }),
             }
         }
         Err(Rejections(rejections))
@@ -249,22 +276,30 @@ impl Registry {
         params: &HeuristicParams,
     ) -> Result<ScheduledFusion, SchedulerError> {
         params.validate()?;
-        let (s, a) = self.taker(&prepared(fusion), params)?;
+        let (s, a) = self.taker(fusion, params)?;
         finish(s.schedule(&a, params)?, params)
     }
 
-    /// The first scheduler that takes `params` and accepts `fusion` (prepared), with its
-    /// analysis; otherwise why not, as an error of the params' scheduler.
+    /// The first scheduler that takes `params` and accepts a form of `fusion` ([`forms`],
+    /// in order), with its analysis; otherwise why not, as an error of the params'
+    /// scheduler.
     fn taker(
         &self,
         fusion: &Fusion,
         params: &HeuristicParams,
     ) -> Result<(&'static dyn Scheduler, Analysis), SchedulerError> {
         let mut refusal = None;
-        for s in self.schedulers().filter(|s| s.takes(params)) {
-            match s.analyze(fusion) {
-                Ok(a) => return Ok((s, a)),
-                Err(r) => refusal = refusal.or(Some(r)),
+        let forms = forms(fusion);
+        let n = forms.len();
+        for (k, fusion) in forms.iter().enumerate() {
+            for s in self
+                .schedulers()
+                .filter(|s| s.takes(params) && offered(s, k, n))
+            {
+                match s.analyze(fusion) {
+                    Ok(a) => return Ok((s, a)),
+                    Err(r) => refusal = refusal.or(Some(r)),
+                }
             }
         }
         Err(SchedulerError::NotApplicable {
@@ -363,7 +398,7 @@ pub fn lower_with(
     }
     params.validate().map_err(|e| PlanError::Params(e.into()))?;
     let (s, a) = Registry::standard()
-        .taker(&prepared(fusion), params)
+        .taker(fusion, params)
         .map_err(PlanError::Params)?;
     let (scheduled, kernel) = s
         .schedule(&a, params)
@@ -456,7 +491,15 @@ pub fn can_schedule_kind(kind: SchedulerKind, fusion: &Fusion) -> Result<(), Ref
     let s = Registry::standard()
         .first_of(kind)
         .ok_or(Refusal::NotRegistered)?;
-    s.analyze(&prepared(fusion)).map(|_| ())
+    let forms = forms(fusion);
+    let mut result = Ok(());
+    for f in &forms {
+        result = s.analyze(f).map(|_| ());
+        if result.is_ok() {
+            break;
+        }
+    }
+    result
 }
 
 /// The first scheduler (in [`SchedulerKind::ORDER`]) whose compile-time check accepts
@@ -513,11 +556,18 @@ pub fn compute_heuristics_for(
     let s = Registry::standard()
         .first_of(kind)
         .ok_or(Refusal::NotRegistered)?;
-    let fusion = prepared(fusion);
-    let analysis = s.analyze(&fusion)?;
-    info.check_sizes(&fusion)
-        .map_err(|reason| Refusal::Sizes { reason })?;
-    s.heuristics(&analysis, info)
+    let mut result = Err(Refusal::NotRegistered);
+    for fusion in forms(fusion) {
+        result = s.analyze(&fusion).and_then(|analysis| {
+            info.check_sizes(&fusion)
+                .map_err(|reason| Refusal::Sizes { reason })?;
+            s.heuristics(&analysis, info)
+        });
+        if result.is_ok() {
+            break;
+        }
+    }
+    result
 }
 
 /// The first scheduler in [`SchedulerKind::ORDER`] that accepts `fusion` with these
@@ -558,7 +608,7 @@ pub fn check_fits(
         return Ok(());
     }
     // NoOp params are checked too: the no-op scheduler refuses a fusion that computes.
-    let (s, a) = Registry::standard().taker(&prepared(fusion), params)?;
+    let (s, a) = Registry::standard().taker(fusion, params)?;
     s.fits(&a, params, info)
 }
 
