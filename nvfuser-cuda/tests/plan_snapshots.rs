@@ -347,6 +347,26 @@ fn k(logits: Tensor<bf16, [_, _]>, labels: Tensor<i64, [_, 1]>) -> Tensor<f32, [
                 (DataType::I64, vec![4095, 1]),
             ],
         ),
+        (
+            // A permute read at the permuted position by the pointwise kernel.
+            "head_split",
+            r#"
+fn k(x: Tensor<bf16, [_, _, _, 128]>) -> Tensor<bf16, [_, _, _, 128]> {
+    ((x as f32) * 0.088388346f32).permute([0, 2, 1, 3]) as bf16
+}
+"#,
+            vec![(DataType::BF16, vec![4, 4096, 32, 128])],
+        ),
+        (
+            // Reduced without its size-1 dim (`squeeze_reduction_broadcasts`).
+            "middle_sum_beside_size_one",
+            r#"
+fn k(x: Tensor<bf16, [_, _, 1]>) -> Tensor<f32, [_, 1]> {
+    (x as f32).sum([1])
+}
+"#,
+            vec![(DataType::BF16, vec![4096, 4096, 1])],
+        ),
     ];
     snapshot_cases(cases);
 }

@@ -144,29 +144,7 @@ fn k(x: Tensor<f32, [_, _, 1]>) -> Tensor<f32, [_]> {
             SchedulerKind::Reduction,
         ),
     ];
-    let nvrtc = nvfuser_cuda::testing::require_nvrtc().is_some();
-    for (src, sizes, kind) in cases {
-        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
-        let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
-            .inputs()
-            .iter()
-            .zip(sizes)
-            .map(|(&v, s)| (fusion.val(v).dtype, *s))
-            .collect();
-        let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
-        let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
-        let (params, kernel) = exec.generate_for(&info, None).unwrap();
-        assert_eq!(params.kind(), kind, "{src}");
-        let kernel = kernel.expect("a kernel");
-        if nvrtc {
-            nvfuser_cuda::compile(
-                &kernel.cuda_source(),
-                &kernel.abi.name,
-                nvfuser_cuda::GpuArch::SM90,
-            )
-            .unwrap_or_else(|e| panic!("{src}: {e}"));
-        }
-    }
+    plans_one_kernel_of(&cases);
 }
 
 /// A reduction whose reduced dims are in the middle only because size-1 dims sit beside
@@ -193,31 +171,7 @@ fn reductions_beside_size_one_dims_take_the_tuned_schedulers() {
             SchedulerKind::Reduction,
         ),
     ];
-    let nvrtc = nvfuser_cuda::testing::require_nvrtc().is_some();
-    for (src, sizes, kind) in cases {
-        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
-        let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
-            .inputs()
-            .iter()
-            .zip(sizes)
-            .map(|(&v, s)| (fusion.val(v).dtype, *s))
-            .collect();
-        let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
-        let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
-        let (params, kernel) = exec
-            .generate_for(&info, None)
-            .unwrap_or_else(|e| panic!("{src}: {e}"));
-        assert_eq!(params.kind(), kind, "{src}");
-        let kernel = kernel.expect("a kernel");
-        if nvrtc {
-            nvfuser_cuda::compile(
-                &kernel.cuda_source(),
-                &kernel.abi.name,
-                nvfuser_cuda::GpuArch::SM90,
-            )
-            .unwrap_or_else(|e| panic!("{src}: {e}"));
-        }
-    }
+    plans_one_kernel_of(&cases);
 }
 
 /// Fuzz seeds 1700304 and 1700982 (CPU mode): a segment whose output is a squeeze of its
@@ -314,4 +268,34 @@ fn fuzz_case(t0: Tensor<f32, [17, _]>, t1: Tensor<f64, [_]>) -> (Tensor<f16, [_]
         .plan_kernels(DeviceInfo::h100_for_tests(), &[(&t0).into(), (&t1).into()])
         .unwrap();
     assert!(!kernels.is_empty());
+}
+
+/// Each `(source, input sizes, kind)` plans one kernel of that scheduler for an H100
+/// (contiguous inputs), which compiles with NVRTC where it is present.
+fn plans_one_kernel_of(cases: &[(&str, &[&[i64]], nvfuser_core::scheduler::SchedulerKind)]) {
+    let nvrtc = nvfuser_cuda::testing::require_nvrtc().is_some();
+    for &(src, sizes, kind) in cases {
+        let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+        let shapes: Vec<(nvfuser_core::DataType, &[i64])> = fusion
+            .inputs()
+            .iter()
+            .zip(sizes)
+            .map(|(&v, s)| (fusion.val(v).dtype, *s))
+            .collect();
+        let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
+        let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+        let (params, kernel) = exec
+            .generate_for(&info, None)
+            .unwrap_or_else(|e| panic!("{src}: {e}"));
+        assert_eq!(params.kind(), kind, "{src}");
+        let kernel = kernel.expect("a kernel");
+        if nvrtc {
+            nvfuser_cuda::compile(
+                &kernel.cuda_source(),
+                &kernel.abi.name,
+                nvfuser_cuda::GpuArch::SM90,
+            )
+            .unwrap_or_else(|e| panic!("{src}: {e}"));
+        }
+    }
 }
