@@ -363,18 +363,9 @@ pub(crate) fn index_type(f: &Fusion, info: &RuntimeInfo) -> IndexType {
 /// `w` broadcast over dims 0 and 2 of four: CPU fuzz seed 10902137) in registers across
 /// those loops. Sharing them inlines it per iteration.
 fn share_serial_loops(s: &mut ScheduledFusion, reference: ValId) -> Result<(), ScheduleError> {
-    let serial = s.schedule().tensors[&reference]
-        .domain
-        .loop_dims
-        .iter()
-        .enumerate()
-        .take_while(|&(i, _)| {
-            !s.schedule().tensors[&reference]
-                .domain
-                .loop_dom(i)
-                .parallel
-                .is_thread()
-        })
+    let dom = &s.schedule().tensors[&reference].domain;
+    let serial = (0..dom.loop_dims.len())
+        .take_while(|&i| !dom.loop_dom(i).parallel.is_thread())
         .count();
     if serial == 0 {
         return Ok(());
