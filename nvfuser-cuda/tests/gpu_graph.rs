@@ -171,3 +171,66 @@ fn capture_refuses_what_it_cannot_hold() {
     assert_eq!(out[0].sizes(), &[4, 5]);
     device.synchronize().unwrap();
 }
+
+/// A cooperative kernel (the inner-outer RMSNorm backward: `dx` per row and `dw` from a
+/// grid all-reduce, `cuLaunchCooperativeKernel`) captured into a graph replays to the
+/// reference values, also after its inputs are rewritten in place. `tests/inner_outer.rs`
+/// checks on the CPU that these shapes plan that kernel.
+#[test]
+fn a_captured_cooperative_kernel_replays() {
+    let fusion = nvfuser_core::dsl::build_str(nvfuser_core::workloads::RMS_NORM_BWD)
+        .unwrap()
+        .remove(0)
+        .0;
+    let Some(device) = own_stream() else { return };
+    let _serial = gpu_lock();
+    let exec = FusionExecutorCache::new(fusion.clone());
+    let (n, h) = (40000, 256);
+    let host = [
+        HostTensor::random(DataType::BF16, &[n, h], 31),
+        HostTensor::random(DataType::BF16, &[n, h], 32),
+        HostTensor::random(DataType::BF16, &[h], 33),
+        HostTensor::random(DataType::F32, &[n, 1], 34),
+    ];
+    let inputs: Vec<Tensor> = host
+        .iter()
+        .map(|t| device.tensor_from_host(t).unwrap())
+        .collect();
+    let args: Vec<Arg> = inputs.iter().map(Arg::from).collect();
+    // Warm up (compile), and check the kernel is the cooperative one.
+    exec.run(&device, &args).unwrap();
+    let info = nvfuser_cuda::executor::device_info(device.properties().unwrap());
+    let kernels = exec.plan_kernels(info, &args).unwrap();
+    assert!(
+        kernels.len() == 1 && kernels[0].grid_sync,
+        "expected one cooperative kernel"
+    );
+    let (graph, outs) = device.capture(|| exec.run(&device, &args)).unwrap();
+    let tol = |d: DataType| match d {
+        DataType::BF16 => Tolerance::new(2e-2, 2e-2),
+        other => Tolerance::for_dtype(other),
+    };
+    for round in 0..2 {
+        let mut host = host.clone();
+        if round == 1 {
+            host[0] = HostTensor::random(DataType::BF16, &[n, h], 41);
+            inputs[0]
+                .write_from_slice(&host[0].to_vec::<half::bf16>().unwrap())
+                .unwrap();
+        }
+        graph.replay().unwrap();
+        let want = evaluate(
+            &fusion,
+            &host
+                .iter()
+                .cloned()
+                .map(EvalInput::Tensor)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        for (k, (got, want)) in outs.iter().zip(&want).enumerate() {
+            compare(&got.to_host_tensor().unwrap(), want, tol(want.dtype()))
+                .unwrap_or_else(|m| panic!("round {round}: output {k}: {m}"));
+        }
+    }
+}
