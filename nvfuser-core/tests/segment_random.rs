@@ -3,65 +3,19 @@
 //! and evaluates, segment by segment through the maps, to the whole fusion's values.
 
 use nvfuser_core::eval::{compare, evaluate, EvalInput, HostTensor, Tolerance};
-use nvfuser_core::ir::{Fusion, Op};
+use nvfuser_core::ir::Fusion;
 use nvfuser_core::prelude::*;
-use nvfuser_core::scheduler::{can_schedule, Refusal, Rejection, Rejections, SchedulerKind};
+use nvfuser_core::scheduler::{can_schedule, SchedulerKind};
 use nvfuser_core::segment::{SegmentOptions, SegmentValue, SegmentedFusion};
 
-type Verdict = Result<SchedulerKind, Rejections>;
+mod segment_common;
+use segment_common::{accept_all, no_broadcast_of_reduction, one_reduction_shape, reject, Verdict};
+
 type Rule<'a> = &'a dyn Fn(&Fusion) -> Verdict;
 
-fn reject(reason: &str) -> Verdict {
-    Err(Rejections(vec![Rejection {
-        kind: SchedulerKind::Default,
-        reason: Refusal::Other {
-            reason: reason.into(),
-        },
-    }]))
-}
-
+/// The kind the toy rules give an accepted fusion.
 fn kind(f: &Fusion) -> SchedulerKind {
-    if f.exprs().any(|(_, e)| e.op.reduction_axes().is_some()) {
-        SchedulerKind::Reduction
-    } else {
-        SchedulerKind::Pointwise
-    }
-}
-
-fn accept_all(f: &Fusion) -> Verdict {
-    Ok(kind(f))
-}
-
-fn one_reduction_shape(f: &Fusion) -> Verdict {
-    let mut shape = None;
-    for (_, e) in f.exprs() {
-        if let Some(axes) = e.op.reduction_axes() {
-            let rank = f.tensor_type(e.inputs[0]).map_or(0, |t| t.rank());
-            let s = (rank, axes.to_vec());
-            match &shape {
-                None => shape = Some(s),
-                Some(x) if *x != s => return reject("two reduction shapes"),
-                Some(_) => {}
-            }
-        }
-    }
-    Ok(kind(f))
-}
-
-fn no_broadcast_of_reduction(f: &Fusion) -> Verdict {
-    let mut derived = vec![false; f.num_vals()];
-    for (_, e) in f.exprs() {
-        let from = e.inputs.iter().any(|i| derived[i.index()]);
-        if from && matches!(e.op, Op::Broadcast { .. }) {
-            return reject("a reduction result is broadcast");
-        }
-        if from || e.op.reduction_axes().is_some() {
-            for o in &e.outputs {
-                derived[o.index()] = true;
-            }
-        }
-    }
-    Ok(kind(f))
+    accept_all(f).unwrap_or(SchedulerKind::Pointwise)
 }
 
 fn at_most_four(f: &Fusion) -> Verdict {
