@@ -144,12 +144,7 @@ fn reproducers_rebuild_each_segment() {
     let (f, _) = two_reduction_chain();
     let seg = segment_with(&f, &one_reduction_shape);
     let inputs = random_inputs(&f, &[&[5, 4]], &[]);
-    let mut env: std::collections::HashMap<ValId, EvalInput> = f
-        .inputs()
-        .iter()
-        .copied()
-        .zip(inputs.iter().cloned())
-        .collect();
+    let mut env = input_env(&f, &inputs);
     for (k, src) in seg.to_reproducers("chain").iter().enumerate() {
         println!("{src}");
         let s = &seg.segments()[k];

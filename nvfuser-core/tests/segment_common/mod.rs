@@ -120,12 +120,7 @@ pub fn check_against_whole(
     let whole = evaluate(f, inputs).unwrap();
 
     // By hand: an environment of original values, filled segment by segment.
-    let mut env: std::collections::HashMap<ValId, EvalInput> = f
-        .inputs()
-        .iter()
-        .copied()
-        .zip(inputs.iter().cloned())
-        .collect();
+    let mut env = input_env(f, inputs);
     for s in seg.segments() {
         let args = s.gather_inputs(&|v| env.get(&v).cloned()).unwrap();
         let outs = evaluate(s.fusion(), &args).unwrap();
@@ -181,4 +176,14 @@ pub fn two_reduction_chain() -> (Fusion, [ValId; 7]) {
     let out = fd.add(r2, one).unwrap();
     fd.add_output(out).unwrap();
     (fd.finish().unwrap(), [x, a, r1, m, r2, out, two])
+}
+
+/// The fusion's inputs bound to `inputs`, as the environment of original values that
+/// segments are run in one by one.
+pub fn input_env(f: &Fusion, inputs: &[EvalInput]) -> std::collections::HashMap<ValId, EvalInput> {
+    f.inputs()
+        .iter()
+        .copied()
+        .zip(inputs.iter().cloned())
+        .collect()
 }
