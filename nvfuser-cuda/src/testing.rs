@@ -1,4 +1,4 @@
-//! Skip-or-require helpers for tests that need NVRTC or a GPU. Every such test uses them.
+//! Require-or-skip helpers for tests that need NVRTC or a GPU. Every such test uses them.
 //!
 //! A test that needs NVRTC starts with
 //!
@@ -11,15 +11,21 @@
 //! ```
 //!
 //! and a test that runs kernels starts with `let Some(gpu) = require_gpu() else { return };`.
-//! When the library or the GPU is missing, the helper prints why (`skipped <test>: ...`) and
-//! returns `None`, so the test returns early and counts as passed: cargo's test harness has
-//! no "skipped" state. The message goes straight to the process's stderr, past the
-//! harness's output capture, so it shows in a plain `cargo test` run.
 //!
-//! Skipping is for machines that are not set up for the test. Where the library or the GPU
-//! must be there, set [`REQUIRE_NVRTC_VAR`] or [`REQUIRE_GPU_VAR`] to `1`: then the helper
-//! panics with the reason and the test fails loudly instead of passing silently. CI sets
-//! `NVFUSER_REQUIRE_NVRTC=1` (`.ci/run`); a GPU machine sets both.
+//! A skipped test must not count as passed, so such tests are gated by this crate's
+//! test-only features:
+//! - a whole test that needs NVRTC carries
+//!   `#[cfg_attr(not(feature = "nvrtc-tests"), ignore = "...")]`: a plain `cargo test`
+//!   reports it as ignored, with the reason; `--features nvrtc-tests` runs it (CI);
+//! - the GPU test targets (`tests/gpu_*.rs`) have `required-features = ["gpu-tests"]`,
+//!   and a GPU test elsewhere carries the same `cfg_attr` on `gpu-tests`;
+//! - under those features the helpers never skip: a missing library or GPU panics, so the
+//!   test fails loudly. So do [`REQUIRE_NVRTC_VAR`] and [`REQUIRE_GPU_VAR`] set to `1`.
+//!
+//! Without the features, a helper that finds nothing prints why (`skipped <test>: ...`,
+//! straight to stderr, past the harness's capture) and returns `None`. Only tests that
+//! check something on every machine reach that: their NVRTC or GPU part is then left
+//! out (for example a plan checked everywhere, and also compiled where NVRTC is).
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -28,23 +34,31 @@ use crate::driver::DriverInfo;
 use crate::error::Error;
 use crate::nvrtc::NvrtcLibrary;
 
-/// Set to `1` to make [`require_nvrtc`] (and [`require_gpu`]) fail instead of skip.
+/// Set to `1` to make [`require_nvrtc`] (and [`require_gpu`]) fail instead of skip (as
+/// the `nvrtc-tests` feature does).
 pub const REQUIRE_NVRTC_VAR: &str = "NVFUSER_REQUIRE_NVRTC";
 
-/// Set to `1` to make [`require_gpu`] fail instead of skip.
+/// Set to `1` to make [`require_gpu`] fail instead of skip (as the `gpu-tests` feature
+/// does).
 pub const REQUIRE_GPU_VAR: &str = "NVFUSER_REQUIRE_GPU";
 
 /// The NVRTC library, or `None` after printing why the calling test is skipped.
 ///
 /// # Panics
 ///
-/// When NVRTC is missing and `NVFUSER_REQUIRE_NVRTC=1`, or when that variable holds a
+/// When NVRTC is missing and the crate is built with `nvrtc-tests` (or
+/// `NVFUSER_REQUIRE_NVRTC=1`), or when that variable holds a
 /// value that is neither on (`1`, `true`, `yes`, `on`) nor off (`0`, `false`, `no`, `off`,
 /// empty).
 pub fn require_nvrtc() -> Option<&'static NvrtcLibrary> {
     match crate::nvrtc::probe() {
         Ok(library) => Some(library),
-        Err(err) => skip_or_fail(&[REQUIRE_NVRTC_VAR], "libnvrtc not found", &err),
+        Err(err) => skip_or_fail(
+            &[REQUIRE_NVRTC_VAR],
+            cfg!(feature = "nvrtc-tests").then_some("nvrtc-tests"),
+            "libnvrtc not found",
+            &err,
+        ),
     }
 }
 
@@ -62,18 +76,27 @@ pub struct GpuTestEnv {
 ///
 /// # Panics
 ///
-/// When either is missing and `NVFUSER_REQUIRE_GPU=1` (or, for a missing NVRTC,
+/// When either is missing and the crate is built with `gpu-tests` or
+/// `NVFUSER_REQUIRE_GPU=1` (or, for a missing NVRTC, `nvrtc-tests` or
 /// `NVFUSER_REQUIRE_NVRTC=1`), or when a variable has an unrecognised value.
 pub fn require_gpu() -> Option<GpuTestEnv> {
     let driver = match crate::driver::probe() {
         Ok(driver) => driver,
-        Err(err) => return skip_or_fail(&[REQUIRE_GPU_VAR], "no usable GPU", &err),
+        Err(err) => {
+            return skip_or_fail(
+                &[REQUIRE_GPU_VAR],
+                cfg!(feature = "gpu-tests").then_some("gpu-tests"),
+                "no usable GPU",
+                &err,
+            )
+        }
     };
     let nvrtc = match crate::nvrtc::probe() {
         Ok(nvrtc) => nvrtc,
         Err(err) => {
             return skip_or_fail(
                 &[REQUIRE_GPU_VAR, REQUIRE_NVRTC_VAR],
+                cfg!(feature = "nvrtc-tests").then_some("nvrtc-tests"),
                 "libnvrtc not found",
                 &err,
             )
@@ -111,11 +134,21 @@ pub fn env_flag(var: &str) -> bool {
 /// Whether this process already printed the full reason for a skip, per kind of skip.
 static EXPLAINED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
-fn skip_or_fail<T>(require_vars: &[&str], what: &'static str, err: &Error) -> Option<T> {
+/// `None` after a note, or a panic when a feature this crate's tests were built with
+/// (`required_by`) or one of `require_vars` requires what is missing.
+fn skip_or_fail<T>(
+    require_vars: &[&str],
+    required_by: Option<&str>,
+    what: &'static str,
+    err: &Error,
+) -> Option<T> {
     let test = std::thread::current()
         .name()
         .unwrap_or("<unnamed test>")
         .to_owned();
+    if let Some(feature) = required_by {
+        panic!("{test}: {what}, but the tests were built with the `{feature}` feature, which requires it: {err}");
+    }
     if let Some(var) = require_vars.iter().find(|var| env_flag(var)) {
         panic!("{test}: {what}, but {var}=1 requires it: {err}");
     }
@@ -133,11 +166,14 @@ fn skip_or_fail<T>(require_vars: &[&str], what: &'static str, err: &Error) -> Op
     };
     if first {
         note(&format!(
-            "{what}: {err}\n(tests that need it are skipped; set {}=1 to make that a failure)",
+            "{what}: {err}\n(tests that need it are ignored without the `nvrtc-tests`/`gpu-tests` features; \
+             the parts of other tests that need it are left out; set {}=1 to make that a failure)",
             require_vars[0]
         ));
     }
-    note(&format!("skipped {test}: {what}"));
+    note(&format!(
+        "{test}: {what}; the part of the test that needs it is left out"
+    ));
     None
 }
 

@@ -59,6 +59,10 @@ fn runtime_info(
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn tuned_schedulers_take_the_workloads_and_compile() {
     let device = DeviceInfo::h100_for_tests();
     let mut kernels: BTreeMap<String, String> = BTreeMap::new();

@@ -28,6 +28,10 @@ fn the_driver_probe_answers_without_panicking() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: run with --features gpu-tests on a GPU machine"
+)]
 fn require_gpu_skips_or_finds_a_gpu() {
     let Some(gpu) = require_gpu() else {
         return;

@@ -53,6 +53,10 @@ fn fusions() -> Vec<(String, Fusion)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn default_schedule_kernels_compile_with_nvrtc() {
     let all = fusions();
     let mut kernels = Vec::new();

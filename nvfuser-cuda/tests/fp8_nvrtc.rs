@@ -21,6 +21,10 @@ fn planned_source(src: &str, sizes: &[&[i64]]) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn casts_to_and_from_fp8_compile() {
     let cuda = planned_source(
         "fn f(x: Tensor<f32, [N, H]>) -> (Tensor<f32, [N, H]>, Tensor<f32, [N, H]>, Tensor<f8e4m3, [N, H]>) {\n    let a = x as f8e4m3;\n    let b = x as f8e5m2;\n    (a as f32, b as f32, a)\n}\n",
@@ -44,6 +48,10 @@ fn one_byte_tensors_use_sixteen_wide_vectors() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn reductions_and_scans_of_fp8_compile() {
     for dt in ["f8e4m3", "f8e5m2"] {
         for (body, out) in [
@@ -74,6 +82,10 @@ fn reductions_and_scans_of_fp8_compile() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn an_fp8_scalar_parameter_compiles() {
     planned_source(
         "fn f(x: Tensor<f8e5m2, [N]>, s: f8e5m2) -> Tensor<f8e5m2, [N]> {\n    x * s - 0.5f8e5m2\n}\n",

@@ -286,6 +286,10 @@ fn runtime_info(inputs: &[EvalInput]) -> RuntimeInfo {
 /// Without a GPU: each case splits (the kernel fusion takes the computed scalars after
 /// the original inputs), generates a kernel for every input set, and NVRTC compiles it.
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn computed_scalars_generate_kernels_that_compile() {
     let nvrtc = require_nvrtc().is_some();
     for (name, case) in CASES {
@@ -326,6 +330,10 @@ fn computed_scalars_generate_kernels_that_compile() {
 /// On a GPU: each case against the CPU reference, one executor called with every input
 /// set in turn (computed lengths select their own runtimes).
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: run with --features gpu-tests on a GPU machine"
+)]
 fn computed_scalars_match_the_cpu_reference_on_a_gpu() {
     let Some(_) = require_gpu() else { return };
     let dev = Device::cuda(0).unwrap();

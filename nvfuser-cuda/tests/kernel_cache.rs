@@ -36,6 +36,10 @@ fn scratch() -> tempfile::TempDir {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn a_second_compile_hits_memory() {
     if require_nvrtc().is_none() {
         return;
@@ -66,6 +70,10 @@ fn a_second_compile_hits_memory() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn a_new_cache_object_hits_disk_without_calling_nvrtc() {
     if require_nvrtc().is_none() {
         return;
@@ -168,6 +176,10 @@ fn damaged_entries_are_rebuilt(
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn a_corrupted_entry_is_rebuilt() {
     damaged_entries_are_rebuilt(
         3,
@@ -181,6 +193,10 @@ fn a_corrupted_entry_is_rebuilt() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn a_truncated_entry_is_rebuilt() {
     damaged_entries_are_rebuilt(
         4,
@@ -190,6 +206,10 @@ fn a_truncated_entry_is_rebuilt() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn an_empty_entry_is_rebuilt() {
     damaged_entries_are_rebuilt(5, Vec::clear, |err| {
         matches!(err, EntryError::Truncated { found: 0, .. })
@@ -197,6 +217,10 @@ fn an_empty_entry_is_rebuilt() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn a_stale_entry_format_is_rebuilt() {
     damaged_entries_are_rebuilt(
         6,
@@ -206,6 +230,10 @@ fn a_stale_entry_format_is_rebuilt() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn an_entry_of_another_key_is_rebuilt() {
     damaged_entries_are_rebuilt(
         7,
@@ -215,6 +243,10 @@ fn an_entry_of_another_key_is_rebuilt() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn a_file_that_is_not_an_entry_is_rebuilt() {
     damaged_entries_are_rebuilt(
         8,
@@ -224,6 +256,10 @@ fn a_file_that_is_not_an_entry_is_rebuilt() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn different_arch_or_options_give_different_keys_and_entries() {
     if require_nvrtc().is_none() {
         return;
@@ -257,6 +293,10 @@ fn different_arch_or_options_give_different_keys_and_entries() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn parallel_compilation_gives_the_serial_cubins() {
     if require_nvrtc().is_none() {
         return;
@@ -305,6 +345,10 @@ fn parallel_compilation_gives_the_serial_cubins() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn duplicates_in_a_batch_compile_once() {
     if require_nvrtc().is_none() {
         return;
@@ -326,6 +370,10 @@ fn duplicates_in_a_batch_compile_once() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn compile_errors_come_back_per_request_and_are_not_cached() {
     if require_nvrtc().is_none() {
         return;
@@ -350,6 +398,10 @@ fn compile_errors_come_back_per_request_and_are_not_cached() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn an_unwritable_cache_directory_does_not_fail_compilation() {
     if require_nvrtc().is_none() {
         return;

@@ -27,6 +27,10 @@ fn request(options: &NvrtcOptions) -> KernelRequest<'_> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn a_second_process_loads_kernels_from_disk_without_nvrtc() {
     if let Some(dir) = std::env::var_os(CHILD_DIR_VAR) {
         return child(dir.into());

@@ -94,16 +94,28 @@ fn compile_row_kernel_for(arch: GpuArch) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn compiles_a_self_contained_kernel_for_sm_80() {
     compile_row_kernel_for(GpuArch::SM80);
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn compiles_a_self_contained_kernel_for_sm_90() {
     compile_row_kernel_for(GpuArch::SM90);
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn a_syntax_error_carries_the_log_the_name_and_the_source() {
     if require_nvrtc().is_none() {
         return;
@@ -133,6 +145,10 @@ fn a_syntax_error_carries_the_log_the_name_and_the_source() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn every_option_is_accepted_by_nvrtc() {
     if require_nvrtc().is_none() {
         return;
@@ -148,6 +164,10 @@ fn every_option_is_accepted_by_nvrtc() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn warnings_come_back_in_the_log_of_a_success() {
     if require_nvrtc().is_none() {
         return;
@@ -162,6 +182,10 @@ fn warnings_come_back_in_the_log_of_a_success() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn an_architecture_nvrtc_does_not_know_is_a_typed_error() {
     let Some(library) = require_nvrtc() else {
         return;
@@ -186,6 +210,10 @@ fn an_architecture_nvrtc_does_not_know_is_a_typed_error() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn a_nul_byte_is_invalid_input_not_a_panic() {
     if require_nvrtc().is_none() {
         return;
@@ -198,6 +226,10 @@ fn a_nul_byte_is_invalid_input_not_a_panic() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn kernels_compile_on_several_threads_at_once() {
     if require_nvrtc().is_none() {
         return;
@@ -244,6 +276,10 @@ fn the_probe_answers_without_panicking() {
 /// oldest and newest architectures the presets name, with one entry point per width in
 /// the CUBIN's symbols.
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn the_in_place_store_kernels_compile() {
     if require_nvrtc().is_none() {
         return;

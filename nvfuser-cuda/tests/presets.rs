@@ -44,6 +44,10 @@ fn preset_properties_give_the_preset_device_info() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "nvrtc-tests"),
+    ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
+)]
 fn every_preset_plans_and_compiles_without_a_gpu() {
     let cpu = Device::cpu();
     let x = cpu
