@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One stage of a GPU session, run on the GPU machine over a carried `.gpu` bundle
-# (built here with ../shared/tools/gpu-bundle --filter 'gpu_|inplace|presets|fuzz|host_overhead|host_scalars|bench|graph').
+# (built here with ../shared/tools/gpu-bundle --filter 'gpu_|inplace|presets|fuzz|host_overhead|host_scalars|bench|graph'
+#  -- --workspace --features nvfuser-cuda/gpu-tests: the GPU targets need that feature).
 # Each stage fits one device call (at most 10 minutes) and writes its output under $OUT:
 #
 #   bash scripts/gpu/session.sh tests      # every staged test binary, NVFUSER_REQUIRE_GPU=1
