@@ -1,9 +1,48 @@
 //! nvfuser-rs: a fusion code generator for NVIDIA GPUs.
 //!
-//! Define tensor math once, with the [`fusion!`] macro or at run time with
-//! [`FusionDefinition`]; run it on a [`Device`] (a GPU, or the CPU reference evaluator).
-//! This crate is the facade: it re-exports the IR and builder of `nvfuser-core` and the
-//! runtime of `nvfuser-cuda`.
+//! Write a chain of tensor math once, with the [`fusion!`] macro or at run time with
+//! [`FusionDefinition`]; the library plans it into one or a few fused kernels, generates
+//! CUDA C++, compiles it with NVRTC, caches it, and runs it on a [`Device`]: a GPU, or the
+//! CPU reference evaluator that every GPU result is tested against.
+//!
+//! This crate is the facade: it re-exports the IR and builder of `nvfuser-core`, the macro
+//! of `nvfuser-macros` and the runtime of `nvfuser-cuda`.
+//!
+//! # With the macro
+//!
+//! Ranks, dtypes and named dims are checked when the program compiles; the macro writes a
+//! typed entry point (`layer_norm`) and the fusion's builder (`layer_norm_fusion`).
+//!
+//! ```
+//! use nvfuser::prelude::*;
+//!
+//! fusion! {
+//!     /// LayerNorm over the last dim: bf16 in and out, f32 math.
+//!     pub fn layer_norm(x: Tensor<bf16, [N, H]>, w: Tensor<bf16, [H]>, b: Tensor<bf16, [H]>, eps: f32)
+//!         -> Tensor<bf16, [N, H]>
+//!     {
+//!         let x = x as f32;
+//!         let mean = x.mean([1]).unsqueeze(1);
+//!         let xc = x - mean;
+//!         let var = (xc * xc).mean([1]).unsqueeze(1);
+//!         let y = xc * rsqrt(var + eps) * (w as f32) + (b as f32);
+//!         y as bf16
+//!     }
+//! }
+//!
+//! // GPU 0 when there is one; else the CPU reference evaluator (with a one-line notice).
+//! let dev = Device::best();
+//! let row: Vec<bf16> = [1.0f32, 2.0, 3.0, 4.0].map(bf16::from_f32).to_vec();
+//! let x = dev.tensor_from_slice(&[row.clone(), row].concat(), [2, 4])?;
+//! let w = dev.tensor_from_slice(&[bf16::ONE; 4], [4])?;
+//! let b = dev.tensor_from_slice(&[bf16::ZERO; 4], [4])?;
+//! let y: Vec<bf16> = layer_norm(&dev, &x, &w, &b, 1e-5)?.to_vec()?;
+//! // (x - 2.5) / sqrt(1.25 + 1e-5), in bf16
+//! assert!((y[0].to_f32() + 1.3416).abs() < 1e-2 && (y[7].to_f32() - 1.3416).abs() < 1e-2);
+//! # Ok::<(), nvfuser::Error>(())
+//! ```
+//!
+//! # At run time, with the builder
 //!
 //! ```
 //! use nvfuser::prelude::*;
@@ -23,6 +62,20 @@
 //! assert_eq!(y[0].to_vec::<f32>()?, vec![1.5, 0.0, 3.5, 0.0]);
 //! # Ok::<(), nvfuser::Error>(())
 //! ```
+//!
+//! # Requirements
+//!
+//! - Building needs only Rust (1.95): no CUDA toolkit, nothing linked. `libcuda` and
+//!   `libnvrtc` are opened at run time, and a missing one is a typed error
+//!   ([`Device::best`] falls back to the CPU).
+//! - Running on a GPU: an NVIDIA driver of CUDA 13.0 or newer (the default bindings are
+//!   cudarc's `cuda-13000`), NVRTC 13.x (`libnvrtc.so.13`, from the CUDA toolkit or
+//!   `pip install nvidia-cuda-nvrtc`; a folder holding it can be named with
+//!   `NVFUSER_NVRTC_LIB_DIR`; NVRTC 12.x loads, but is not tested), and a GPU of compute
+//!   capability 7.5 (Turing) or newer, the oldest CUDA 13 compiles for. Tested on H100 and
+//!   H200 (sm_90).
+//! - Planning, scheduling and CUDA generation need no GPU: `GpuModel` presets (H100, H200,
+//!   A100, L40S, RTX 4090, B200) stand in for a device.
 #![deny(missing_docs)]
 
 pub use nvfuser_macros::fusion;
@@ -47,6 +100,10 @@ pub use nvfuser_cuda::{
     Arg, CudaGraphRun, Device, DeviceProperties, Element, FusionCache, FusionExecutorCache,
     GpuArch, KernelProfile, SegmentedRuntime, Tensor,
 };
+
+/// The cudarc this library is built with (the same version and features), for device
+/// buffers made outside it: a `cudarc::driver::CudaSlice` goes to [`Tensor::from_cuda_slice`].
+pub use nvfuser_cuda::cudarc;
 
 /// The library's error: everything that runs returns it, and definition errors
 /// (`nvfuser_core::Error`) convert into it with `?`. Match on its variants; its

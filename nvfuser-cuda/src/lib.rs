@@ -68,10 +68,15 @@ pub use profile::KernelProfile;
 pub use segmented::{SegmentedRuntime, SegmentedStats};
 pub use tensor::{contiguous_strides, Element, Tensor};
 
-/// The CUDA version of cudarc's bindings, `(major, minor)`.
-///
-/// It mirrors the one CUDA version feature in this crate's `Cargo.toml` (`cuda-13000`); a
-/// unit test checks that the two agree. The driver must be at least this new
-/// ([`driver::probe`] checks it), because the bindings may resolve symbols that an older
-/// driver lacks.
-pub const CUDA_BINDINGS_VERSION: (u32, u32) = (13, 0);
+/// The CUDA version of cudarc's bindings, `(major, minor)`: cudarc's own
+/// `CUDA_VERSION` (13000 for `cuda-13000`), so it always names the version cudarc was
+/// built for. The driver must be at least this new ([`driver::probe`] checks it), because
+/// the bindings may resolve symbols that an older driver lacks.
+pub const CUDA_BINDINGS_VERSION: (u32, u32) = (
+    cudarc::driver::sys::CUDA_VERSION / 1000,
+    cudarc::driver::sys::CUDA_VERSION % 1000 / 10,
+);
+
+/// The cudarc this crate is built with, so that applications name the same version and
+/// features (its `CudaSlice`s go to [`Tensor::from_cuda_slice`]).
+pub use cudarc;
