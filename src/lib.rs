@@ -95,10 +95,10 @@ pub use nvfuser_core::{
 };
 pub use nvfuser_core::{f8e4m3, f8e5m2};
 pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
-pub use nvfuser_cuda::{executor, launch, nvrtc, segmented};
+pub use nvfuser_cuda::{executor, generator, launch, nvrtc, segmented};
 pub use nvfuser_cuda::{
     Arg, CudaGraphRun, Device, DeviceProperties, Element, FusionCache, FusionExecutorCache,
-    GpuArch, KernelProfile, SegmentedRuntime, Tensor,
+    GpuArch, KernelProfile, RngState, SegmentedRuntime, Tensor,
 };
 
 /// The cudarc this library is built with (the same version and features), for device

@@ -66,9 +66,18 @@ pub fn check_args_with(
     const OP: &str = "fusion call";
     let inputs = fusion.inputs();
     if args.len() != inputs.len() {
+        let expected = match fusion.generator_inputs() {
+            Some(_) => format!(
+                "{} arguments (the fusion's inputs), or {} without the random generator's \
+                 seed and offset",
+                inputs.len(),
+                fusion.user_inputs().len()
+            ),
+            None => format!("{} arguments (the fusion's inputs)", inputs.len()),
+        };
         return Err(Error::InvalidTensor {
             op: OP,
-            expected: format!("{} arguments (the fusion's inputs)", inputs.len()),
+            expected,
             found: format!("{} arguments", args.len()),
         });
     }

@@ -43,6 +43,7 @@ pub mod driver;
 pub mod dump;
 pub mod executor;
 pub mod fusion_cache;
+pub mod generator;
 pub mod launch;
 pub mod nvrtc;
 pub mod profile;
@@ -60,6 +61,7 @@ pub use dump::{Dump, DumpFlags};
 pub use error::{CompileFailure, Error};
 pub use executor::{ExecutorStats, FusionExecutorCache, InputSignature, DEFAULT_RUNTIME_CAPACITY};
 pub use fusion_cache::{FusionCache, FusionCacheStats};
+pub use generator::RngState;
 pub use nvrtc::{
     compile, compile_with_options, nvrtc_version, CompiledKernel, GpuArch, NvrtcOptions,
     NvrtcVersion,

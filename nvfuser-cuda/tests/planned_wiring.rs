@@ -299,3 +299,40 @@ fn plans_one_kernel_of(cases: &[(&str, &[&[i64]], nvfuser_core::scheduler::Sched
         }
     }
 }
+
+/// Stateful random ops plan as any other for a call that leaves out the generator's
+/// seed and offset (they are filled in): dropout with the generator is one pointwise
+/// kernel whose parameters include both, compiled where NVRTC is.
+#[test]
+fn stateful_random_ops_plan_one_kernel_with_the_generator_inputs() {
+    let src = r#"
+fn dropout(x: Tensor<bf16, [N, H]>) -> Tensor<bf16, [N, H]> {
+    let u = rand_uniform([x.size(0), x.size(1)], 0.0, 1.0, f32);
+    let y = where_(u < 0.9, (x as f32) * (1.0 / 0.9), 0.0);
+    y as bf16
+}
+"#;
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    assert_eq!(fusion.generator_inputs().map(|g| g.draws), Some(1));
+    let cpu = nvfuser_cuda::Device::cpu();
+    let x = cpu
+        .zeros(nvfuser_core::DataType::BF16, [1000, 4096])
+        .unwrap();
+    let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+    let before = cpu.rng_state();
+    let kernels = exec
+        .plan_kernels(DeviceInfo::h100_for_tests(), &[(&x).into()])
+        .unwrap();
+    // Planning reads the generator but does not move it.
+    assert_eq!(cpu.rng_state(), before);
+    assert_eq!(kernels.len(), 1);
+    let src = kernels[0].cuda_source();
+    assert!(
+        src.contains("nvf_philox") || src.contains("philox"),
+        "{src}"
+    );
+    if nvfuser_cuda::testing::require_nvrtc().is_some() {
+        nvfuser_cuda::compile(&src, &kernels[0].abi.name, nvfuser_cuda::GpuArch::SM90)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}

@@ -16,7 +16,7 @@
 //! use, and name value `vN` of the fusion `__nvf_vN`.
 
 use nvfuser_core::builder::{FusionDefinition, Size};
-use nvfuser_core::ir::{Expr, Fusion, SizeArg, ValId, ValKind};
+use nvfuser_core::ir::{BinaryOp, Distribution, Expr, Fusion, Op, SizeArg, ValId, ValKind};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
 
@@ -48,7 +48,9 @@ pub(crate) fn replay(fusion: &Fusion) -> Result<Replayed, String> {
     let fd = local_fd();
     let new = private("FusionDefinition");
     r.stmts.push(quote!(let mut #fd = #new::new();));
-    for &input in fusion.inputs() {
+    // The random generator's seed and offset are not replayed as inputs: the stateful
+    // random ops (`rand_uniform`, `rand_normal`) make them again.
+    for &input in fusion.user_inputs() {
         r.input(input)?;
     }
     for (id, e) in fusion.exprs() {
@@ -175,8 +177,13 @@ impl Replayer<'_> {
 
     /// Defines the constants among `e`'s operands that are not defined yet.
     fn constants(&mut self, e: &Expr) -> Result<(), String> {
+        self.constants_of(&e.inputs)
+    }
+
+    /// [`Replayer::constants`] of some operands.
+    fn constants_of(&mut self, operands: &[ValId]) -> Result<(), String> {
         let fd = local_fd();
-        for &i in &e.inputs {
+        for &i in operands {
             if self.map.get(i.index()).copied().flatten().is_some() {
                 continue;
             }
@@ -227,9 +234,68 @@ impl Replayer<'_> {
         Ok((all.into_iter().map(|s| s.size).collect(), tokens))
     }
 
+    /// Replays a stateful random op: `rand_uniform`/`rand_normal` on its first two
+    /// operands, which appends its offset's `offset + k` (after the first such op) and
+    /// the op itself.
+    fn generator_rand(
+        &mut self,
+        e: &Expr,
+        dist: Distribution,
+        sizes: &[SizeArg],
+    ) -> Result<(), String> {
+        // Not the seed and the offset (operands 2 and 3): the builder call makes them.
+        let operands: Vec<ValId> = e
+            .inputs
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k != 2 && k != 3)
+            .map(|(_, &v)| v)
+            .collect();
+        self.constants_of(&operands)?;
+        let (a, b) = (self.get(e.inputs[0])?, self.get(e.inputs[1])?);
+        let (an, bn) = (self.var(e.inputs[0]), self.var(e.inputs[1]));
+        let (s, st) = self.sizes(e, sizes)?;
+        let out = *e.outputs.first().ok_or("an expression without outputs")?;
+        let dtype = self.src.val(out).dtype;
+        let d = paths::dtype(dtype);
+        let fd = local_fd();
+        let (r, call) = match dist {
+            Distribution::Uniform => (
+                self.fd.rand_uniform(&s, a, b, dtype),
+                quote!(#fd.rand_uniform(#st, #an, #bn, #d)),
+            ),
+            Distribution::Normal => (
+                self.fd.rand_normal(&s, a, b, dtype),
+                quote!(#fd.rand_normal(#st, #an, #bn, #d)),
+            ),
+        };
+        let r = r.map_err(|e| e.to_string())?;
+        let (_, appended) = self.fd.fusion().exprs().last().ok_or("no expression")?;
+        if appended.op != e.op || appended.outputs.as_slice() != [r] {
+            return Err(format!(
+                "the builder call appended {:?}, expected {:?}",
+                appended.op, e.op
+            ));
+        }
+        self.map[out.index()] = Some(r);
+        self.bind(out, quote!(#call?));
+        Ok(())
+    }
+
     /// Replays one expression: the call here, the call as tokens, and the check that the
     /// call appended exactly this expression.
     fn expr(&mut self, e: &Expr) -> Result<(), String> {
+        if let Some(g) = self.src.generator_inputs() {
+            // `offset + k` of a stateful random op: its builder call makes it.
+            if matches!(e.op, Op::Binary(BinaryOp::Add)) && e.inputs.first() == Some(&g.offset) {
+                return Ok(());
+            }
+            if let Op::Rand { dist, sizes } = &e.op {
+                if e.inputs.get(2) == Some(&g.seed) {
+                    return self.generator_rand(e, *dist, sizes);
+                }
+            }
+        }
         self.constants(e)?;
         let ins: Vec<ValId> = e
             .inputs

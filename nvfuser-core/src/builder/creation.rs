@@ -3,7 +3,7 @@
 use super::{FusionDefinition, Size};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
-use crate::ir::{Distribution, IterDomain, Op, SizeArg, ValId};
+use crate::ir::{Distribution, GeneratorInputs, IterDomain, Op, SizeArg, ValId};
 
 impl FusionDefinition {
     /// A tensor of `sizes` filled with the scalar `value`, converted to `dtype`.
@@ -54,7 +54,7 @@ impl FusionDefinition {
         offset: ValId,
         dtype: DataType,
     ) -> Result<ValId> {
-        self.rand(
+        self.random(
             Distribution::Uniform,
             sizes,
             [low, high, seed, offset],
@@ -72,7 +72,7 @@ impl FusionDefinition {
         offset: ValId,
         dtype: DataType,
     ) -> Result<ValId> {
-        self.rand(
+        self.random(
             Distribution::Normal,
             sizes,
             [mean, std, seed, offset],
@@ -80,7 +80,70 @@ impl FusionDefinition {
         )
     }
 
-    fn rand(
+    /// Uniform random numbers on `[low, high)` from the device's random generator: no
+    /// seed or offset to pass. Each call of the fusion draws new numbers, and the
+    /// generator's state (`Device::manual_seed`) makes a sequence of calls reproducible.
+    /// The fusion gains two `i64` inputs after all others, the generator's seed and
+    /// offset ([`Fusion::generator_inputs`]); a call may pass them itself to replay one.
+    pub fn rand_uniform(
+        &mut self,
+        sizes: &[Size],
+        low: ValId,
+        high: ValId,
+        dtype: DataType,
+    ) -> Result<ValId> {
+        self.generator_random(Distribution::Uniform, sizes, [low, high], dtype)
+    }
+
+    /// Normal random numbers of `mean` and `std` from the device's random generator (see
+    /// [`FusionDefinition::rand_uniform`]).
+    pub fn rand_normal(
+        &mut self,
+        sizes: &[Size],
+        mean: ValId,
+        std: ValId,
+        dtype: DataType,
+    ) -> Result<ValId> {
+        self.generator_random(Distribution::Normal, sizes, [mean, std], dtype)
+    }
+
+    /// A random op reading the generator's seed and the offset `offset + k`, where `k`
+    /// counts the stateful random ops before it.
+    fn generator_random(
+        &mut self,
+        dist: Distribution,
+        sizes: &[Size],
+        params: [ValId; 2],
+        dtype: DataType,
+    ) -> Result<ValId> {
+        // Check the parameters before the generator inputs exist, so that a refused op
+        // leaves no trace.
+        for v in params {
+            self.scalar(dist.name(), v)?;
+        }
+        let g = match self.fusion.generator {
+            Some(g) => g,
+            None => GeneratorInputs {
+                seed: self.new_scalar(DataType::I64, None),
+                offset: self.new_scalar(DataType::I64, None),
+                draws: 0,
+            },
+        };
+        let offset = if g.draws == 0 {
+            g.offset
+        } else {
+            let k = self.constant(g.draws as i64);
+            self.add(g.offset, k)?
+        };
+        let out = self.random(dist, sizes, [params[0], params[1], g.seed, offset], dtype)?;
+        self.fusion.generator = Some(GeneratorInputs {
+            draws: g.draws + 1,
+            ..g
+        });
+        Ok(out)
+    }
+
+    fn random(
         &mut self,
         dist: Distribution,
         sizes: &[Size],

@@ -109,9 +109,15 @@ impl FusionDefinition {
     }
 
     /// Verifies the fusion and returns it. A fusion needs at least one output.
-    pub fn finish(self) -> Result<Fusion> {
+    pub fn finish(mut self) -> Result<Fusion> {
         if self.fusion.outputs.is_empty() {
             return Err(Error::arity("finish", "outputs (at least)", 1, 0));
+        }
+        // The generator's seed and offset go last, after every input the user declared
+        // (whenever the first stateful random op was defined).
+        if let Some(g) = self.fusion.generator {
+            self.fusion.inputs.push(g.seed);
+            self.fusion.inputs.push(g.offset);
         }
         crate::ir::verify(&self.fusion)?;
         Ok(self.fusion)

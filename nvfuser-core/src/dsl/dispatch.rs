@@ -129,6 +129,12 @@ impl Interp<'_> {
             Family::Rand(crate::ir::Distribution::Normal) => fd
                 .normal(&sizes(0), v(1), v(2), v(3), v(4), dtype(5))
                 .map(Value::Tensor),
+            Family::RandGen(crate::ir::Distribution::Uniform) => fd
+                .rand_uniform(&sizes(0), v(1), v(2), dtype(3))
+                .map(Value::Tensor),
+            Family::RandGen(crate::ir::Distribution::Normal) => fd
+                .rand_normal(&sizes(0), v(1), v(2), dtype(3))
+                .map(Value::Tensor),
             Family::Size => fd.size(v(0), int(1)).map(Value::Scalar),
             Family::IndexSelect => fd.index_select(v(0), int(1), v(2)).map(Value::Tensor),
             Family::Select => fd.select(v(0), int(1), size(2)).map(Value::Tensor),

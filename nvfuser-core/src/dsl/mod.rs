@@ -59,7 +59,10 @@
 //!   `broadcast_in_dim(x, sizes, dims)`, `slice(x, ranges)`, `pad(x, widths, value)`,
 //!   `cat([a, b], axis)`; `full(sizes, value, dtype)`, `iota(length, start, step, dtype)`,
 //!   `uniform(sizes, low, high, seed, offset, dtype)`,
-//!   `normal(sizes, mean, std, seed, offset, dtype)`; `size(x, axis)` (an `i64` scalar);
+//!   `normal(sizes, mean, std, seed, offset, dtype)`, and without the seed and offset,
+//!   from the device's random generator (a new draw each call; `Device::manual_seed`):
+//!   `rand_uniform(sizes, low, high, dtype)`, `rand_normal(sizes, mean, std, dtype)`;
+//!   `size(x, axis)` (an `i64` scalar);
 //!   `index_select(x, axis, index)`, `select(x, axis, index)`, `gather(x, axis, index)`,
 //!   `take_along_axis(x, index, axis)`; `triu(x, diagonal = 0)`, `tril(x, diagonal = 0)`
 //!   (the triangle of the last two dims, expanded into iota, comparison and `where_`).

@@ -98,6 +98,9 @@ pub(crate) enum Family {
     Full,
     Iota,
     Rand(Distribution),
+    /// `rand_uniform` / `rand_normal`: the device's random generator supplies the seed
+    /// and offset.
+    RandGen(Distribution),
     Size,
     IndexSelect,
     Select,
@@ -224,6 +227,20 @@ const NORMAL: &[P] = &[
     p("offset", Value),
     p("dtype", DType),
 ];
+/// `uniform` without a seed and offset: the device's generator supplies them.
+const RAND_UNIFORM: &[P] = &[
+    p("sizes", Sizes),
+    p("low", Value),
+    p("high", Value),
+    p("dtype", DType),
+];
+/// `normal` without a seed and offset: the device's generator supplies them.
+const RAND_NORMAL: &[P] = &[
+    p("sizes", Sizes),
+    p("mean", Value),
+    p("std", Value),
+    p("dtype", DType),
+];
 const SIZE: &[P] = &[p("x", Value), p("axis", Int)];
 const AXIS_INDEX: &[P] = &[p("x", Value), p("axis", Int), p("index", Value)];
 const SELECT: &[P] = &[p("x", Value), p("axis", Int), p("index", Size)];
@@ -279,6 +296,11 @@ pub(crate) fn table() -> &'static [OpSpec] {
                 Distribution::Normal => NORMAL,
             };
             add(d.name(), Family::Rand(d), params);
+            let (name, params) = match d {
+                Distribution::Uniform => ("rand_uniform", RAND_UNIFORM),
+                Distribution::Normal => ("rand_normal", RAND_NORMAL),
+            };
+            add(name, Family::RandGen(d), params);
         }
         let rest: [(&'static str, Family, &'static [P]); 26] = [
             ("cast", Family::Cast, CAST),
@@ -347,8 +369,8 @@ fn alias(name: &str) -> Option<&'static str> {
         "or" => "logical_or",
         "fill" | "full_like" => "full",
         "arange" => "iota",
-        "rand" => "uniform",
-        "randn" => "normal",
+        "rand" => "rand_uniform",
+        "randn" => "rand_normal",
         _ => return None,
     })
 }

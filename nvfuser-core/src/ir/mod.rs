@@ -362,6 +362,28 @@ pub struct Fusion {
     /// Not part of the structural identity (equality and hashing).
     #[serde(default)]
     pub(crate) segment: bool,
+    /// The seed and offset inputs fed from the device's random generator (stateful
+    /// `rand_uniform`/`rand_normal`), when the fusion has any: they are its last two
+    /// inputs, and a call that leaves them out gets them from the generator.
+    #[serde(default)]
+    pub(crate) generator: Option<GeneratorInputs>,
+}
+
+/// The two scalar inputs of a fusion that its device's random generator fills (the
+/// stateful random ops), and how far one call advances the generator's offset.
+///
+/// Each stateful random op reads the seed and its own offset, `offset + k` for the
+/// `k`-th op, so one call draws `draws` independent Philox streams; the next call
+/// starts at `offset + draws`. A caller may still pass both values itself (to replay a
+/// call): they are ordinary `i64` inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GeneratorInputs {
+    /// The seed input (`i64`), second to last.
+    pub seed: ValId,
+    /// The offset input (`i64`), last.
+    pub offset: ValId,
+    /// Offsets one call uses: the number of stateful random ops.
+    pub draws: u64,
 }
 
 impl Fusion {
@@ -375,6 +397,9 @@ impl Fusion {
     pub(crate) fn without_exprs(&self) -> Fusion {
         let mut nf = self.clone();
         nf.exprs.clear();
+        // A rewrite is scheduled with every argument in hand: the generator's inputs
+        // are ordinary ones there.
+        nf.generator = None;
         for v in nf.vals.iter_mut() {
             v.definition = None;
         }
@@ -496,6 +521,21 @@ impl Fusion {
     /// Inputs, in order.
     pub fn inputs(&self) -> &[ValId] {
         &self.inputs
+    }
+
+    /// The inputs a caller passes: all of them, but the generator's seed and offset
+    /// ([`Fusion::generator_inputs`]), which a call may leave to the device's generator.
+    pub fn user_inputs(&self) -> &[ValId] {
+        match self.generator {
+            Some(_) => &self.inputs[..self.inputs.len().saturating_sub(2)],
+            None => &self.inputs,
+        }
+    }
+
+    /// The seed and offset inputs the device's random generator fills, if the fusion
+    /// has stateful random ops.
+    pub fn generator_inputs(&self) -> Option<GeneratorInputs> {
+        self.generator
     }
 
     /// Outputs, in order.

@@ -19,6 +19,8 @@ pub struct Canonical {
     exprs: Vec<Expr>,
     inputs: Vec<ValId>,
     outputs: Vec<Output>,
+    /// Offsets per call of the generator-fed inputs (which are the last two inputs).
+    generator_draws: Option<u64>,
 }
 
 impl Fusion {
@@ -94,6 +96,7 @@ impl Fusion {
                     alias_of: o.alias_of.map(remap),
                 })
                 .collect(),
+            generator_draws: self.generator.map(|g| g.draws),
         }
     }
 

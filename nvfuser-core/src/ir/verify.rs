@@ -27,6 +27,22 @@ pub fn verify(fusion: &Fusion) -> Result<()> {
             return bad(format!("input {i} is a constant"));
         }
     }
+    if let Some(g) = fusion.generator {
+        let n_in = fusion.inputs.len();
+        if n_in < 2 || fusion.inputs[n_in - 2..] != [g.seed, g.offset] {
+            return bad(format!(
+                "the generator's seed {} and offset {} are not the last two inputs",
+                g.seed, g.offset
+            ));
+        }
+        for v in [g.seed, g.offset] {
+            if fusion.vals[v.index()].is_tensor()
+                || fusion.vals[v.index()].dtype != crate::DataType::I64
+            {
+                return bad(format!("the generator input {v} is not an i64 scalar"));
+            }
+        }
+    }
     // Values available so far, in arena order of expressions.
     let mut defined: Vec<bool> = (0..n)
         .map(|i| is_input[i] || fusion.vals[i].constant().is_some())

@@ -112,6 +112,13 @@ impl fmt::Display for Math<'_> {
                     t.stride_order
                 )?;
             }
+            if let Some(g) = fusion.generator_inputs() {
+                if i == g.seed {
+                    write!(f, " (the device generator's seed)")?;
+                } else if i == g.offset {
+                    write!(f, " (the device generator's offset, {} per call)", g.draws)?;
+                }
+            }
             writeln!(f)?;
         }
         writeln!(f, "exprs:")?;

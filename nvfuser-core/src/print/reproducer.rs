@@ -42,7 +42,8 @@ use std::fmt::Write as _;
 use super::literal;
 use crate::dtype::DataType;
 use crate::ir::{
-    Expr, Extent, Fusion, IterKind, Op, SizeArg, SliceRange, TensorType, UnaryOp, ValId, ValKind,
+    Distribution, Expr, Extent, Fusion, IterKind, Op, SizeArg, SliceRange, TensorType, UnaryOp,
+    ValId, ValKind,
 };
 
 /// How [`reproducer`] frames its output.
@@ -63,6 +64,14 @@ impl Fusion {
     }
 }
 
+/// Whether `e` computes the offset of a stateful random op after the first
+/// (`offset + k`, made by the builder, which `rand_uniform`/`rand_normal` make again).
+fn generator_offset(fusion: &Fusion, e: &Expr) -> bool {
+    fusion.generator_inputs().is_some_and(|g| {
+        matches!(e.op, Op::Binary(crate::ir::BinaryOp::Add)) && e.inputs.first() == Some(&g.offset)
+    })
+}
+
 /// The fusion as `fusion!` source (see the module docs). A fusion that fails the IR
 /// verifier has no reproducer; the result is then a comment that says why.
 pub fn reproducer(fusion: &Fusion, name: &str, options: &ReproducerOptions) -> String {
@@ -72,7 +81,9 @@ pub fn reproducer(fusion: &Fusion, name: &str, options: &ReproducerOptions) -> S
     let p = Printer::new(fusion);
     let mut out = String::new();
     let vis = if options.public { "pub " } else { "" };
-    let params: Vec<String> = fusion.inputs().iter().map(|&i| p.param(i)).collect();
+    // The generator's seed and offset are not parameters: the stateful random ops
+    // (`rand_uniform`, `rand_normal`) bring them back.
+    let params: Vec<String> = fusion.user_inputs().iter().map(|&i| p.param(i)).collect();
     let outputs = fusion.outputs();
     let ret_types: Vec<String> = outputs.iter().map(|o| p.tensor_type(o.val)).collect();
     let ret = match ret_types.as_slice() {
@@ -103,6 +114,9 @@ pub fn reproducer(fusion: &Fusion, name: &str, options: &ReproducerOptions) -> S
     }
     let mut bound = vec![false; fusion.num_vals()];
     for (_, e) in fusion.exprs() {
+        if generator_offset(fusion, e) {
+            continue;
+        }
         for &i in &e.inputs {
             if p.shared[i.index()] && !std::mem::replace(&mut bound[i.index()], true) {
                 let val = fusion.val(i);
@@ -344,6 +358,16 @@ impl<'a> Printer<'a> {
                     name,
                     &[self.size_arg(e, *length), op(0), op(1), d.to_string()],
                 )
+            }
+            Op::Rand { sizes, dist }
+                if self.fusion.generator_inputs().map(|g| g.seed) == Some(ins[2]) =>
+            {
+                let d = self.fusion.val(e.outputs[0]).dtype;
+                let name = match dist {
+                    Distribution::Uniform => "rand_uniform",
+                    Distribution::Normal => "rand_normal",
+                };
+                self.free(name, &[self.sizes(e, sizes), op(0), op(1), d.to_string()])
             }
             Op::Rand { sizes, .. } => {
                 let d = self.fusion.val(e.outputs[0]).dtype;

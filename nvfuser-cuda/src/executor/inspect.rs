@@ -18,6 +18,9 @@ use crate::{Device, Error, Tensor};
 impl FusionExecutorCache {
     /// The checked kernel arguments and the runtime of a call (GPU devices only).
     fn runtime_for(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, Error> {
+        // An inspection reads the generator's state without moving it on.
+        let completed = crate::generator::complete_args(self.fusion(), device, args, false);
+        let args = completed.as_deref().unwrap_or(args);
         self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
         Ok(self.runtime(device, args, None, None)?.runtime.clone())
@@ -59,6 +62,8 @@ impl FusionExecutorCache {
     /// and pass them to [`FusionExecutorCache::run_with_params`]. A fusion that runs as
     /// segments has params per segment: see [`FusionExecutorCache::plan`].
     pub fn heuristics(&self, device: &Device, args: &[Arg<'_>]) -> Result<HeuristicParams, Error> {
+        let completed = crate::generator::complete_args(self.fusion(), device, args, false);
+        let args = completed.as_deref().unwrap_or(args);
         self.check_args(device, args)?;
         let props = device.properties().ok_or(Error::NotAGpu {
             op: "FusionExecutorCache::heuristics",
@@ -106,6 +111,8 @@ impl FusionExecutorCache {
         let props = device.properties().ok_or(Error::NotAGpu {
             op: "FusionExecutorCache::run_profiled",
         })?;
+        let completed = crate::generator::complete_args(self.fusion(), device, args, true);
+        let args = completed.as_deref().unwrap_or(args);
         self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
         check_reads(&self.planner, args)?;
@@ -176,6 +183,10 @@ impl FusionExecutorCache {
     /// launched), generated but neither compiled nor launched: planning on a machine
     /// without a GPU (the fuzzer's CPU mode). `args` may live on any device.
     pub fn plan_kernels(&self, device: DeviceInfo, args: &[Arg<'_>]) -> Result<Vec<Kernel>, Error> {
+        // Without a device, a left-out seed and offset plan with the default state (the
+        // kernels do not depend on their values).
+        let completed = crate::generator::complete_args(self.fusion(), &Device::cpu(), args, false);
+        let args = completed.as_deref().unwrap_or(args);
         let kargs = self.kernel_args(args)?;
         let kernel = self.kernel_fusion();
         if kernel.outputs().is_empty() || kernel.num_exprs() == 0 {
