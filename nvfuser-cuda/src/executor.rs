@@ -351,7 +351,7 @@ impl FusionExecutorCache {
         host::begin();
         // Stateful random ops: the device's generator supplies the seed and offset a
         // call left out (and moves on).
-        let completed = crate::generator::complete_args(self.fusion(), device, args, true);
+        let completed = crate::generator::complete_args(self.fusion(), device, args, true)?;
         let args = completed.as_deref().unwrap_or(args);
         // A call that repeats a recorded one exactly (layout, sizes, strides) replays
         // its launch without the checks it passed (`launch::FastLaunch`).

@@ -22,7 +22,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use nvfuser_core::{Fusion, ScalarValue};
 
-use crate::{Arg, Device};
+use crate::{Arg, Device, Error};
 
 /// PyTorch's default seed of its generators (`default_rng_seed_val`).
 pub const DEFAULT_SEED: u64 = 67_280_421_310_721;
@@ -78,6 +78,12 @@ impl Device {
         generators().insert(self.ordinal(), state);
     }
 
+    /// Whether this device is recording a CUDA graph (`Device::capture`).
+    fn is_capturing(&self) -> bool {
+        self.gpu()
+            .is_some_and(|g| g.capturing.load(std::sync::atomic::Ordering::Acquire))
+    }
+
     /// The current state, and the offset advanced by `draws`.
     fn draw_rng(&self, draws: u64) -> RngState {
         let mut g = generators();
@@ -92,15 +98,33 @@ impl Device {
 /// random ops and the caller left them out (one argument per user input); otherwise
 /// `None`, and `args` go on as they are (the argument checks judge them). `advance`
 /// moves the generator on (a run); an inspection (a plan, the CUDA source) only reads it.
+///
+/// # Errors
+///
+/// A run that would take them while the device records a CUDA graph: every replay of
+/// the graph would repeat the recorded seed and offset, so the numbers would not be new
+/// per call as the op promises ([`Error::Capture`]; pass the seed and offset to record
+/// fixed ones).
 pub(crate) fn complete_args<'a>(
     fusion: &Fusion,
     device: &Device,
     args: &[Arg<'a>],
     advance: bool,
-) -> Option<Vec<Arg<'a>>> {
-    let g = fusion.generator_inputs()?;
+) -> Result<Option<Vec<Arg<'a>>>, Error> {
+    let Some(g) = fusion.generator_inputs() else {
+        return Ok(None);
+    };
     if args.len() != fusion.user_inputs().len() {
-        return None;
+        return Ok(None);
+    }
+    if advance && device.is_capturing() {
+        return Err(Error::Capture {
+            reason: "a fusion with stateful random ops (rand_uniform, rand_normal) was called \
+                     without its seed and offset while a CUDA graph is recorded: every replay \
+                     would draw the recorded numbers again; pass the seed and offset (its last \
+                     two arguments) to record fixed ones"
+                .into(),
+        });
     }
     let state = if advance {
         device.draw_rng(g.draws)
@@ -111,5 +135,5 @@ pub(crate) fn complete_args<'a>(
     // The inputs are i64: the seed's and offset's bits, as Philox reads them.
     all.push(Arg::Scalar(ScalarValue::Int(state.seed as i64)));
     all.push(Arg::Scalar(ScalarValue::Int(state.offset as i64)));
-    Some(all)
+    Ok(Some(all))
 }

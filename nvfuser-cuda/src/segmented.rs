@@ -182,7 +182,7 @@ impl SegmentedRuntime {
             return self.whole.run(device, args);
         }
         let fusion = self.segmented.original();
-        let completed = crate::generator::complete_args(fusion, device, args, true);
+        let completed = crate::generator::complete_args(fusion, device, args, true)?;
         let args = completed.as_deref().unwrap_or(args);
         check_args(fusion, device, args)?;
         let outputs: Vec<ValId> = fusion.outputs().iter().map(|o| o.val).collect();

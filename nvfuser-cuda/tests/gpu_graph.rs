@@ -234,3 +234,64 @@ fn a_captured_cooperative_kernel_replays() {
         }
     }
 }
+
+/// Stateful random ops on the GPU: a call takes the device generator's state (the CPU
+/// reference with the same seed and offset gives the same numbers, bit for bit for
+/// uniform f32) and moves it on; inside a capture, a call that leaves the seed and
+/// offset to the generator is refused (every replay would draw the recorded numbers),
+/// while one that passes them is recorded.
+#[test]
+fn stateful_random_ops_draw_from_the_device_generator() {
+    let _g = gpu_lock();
+    let Some(device) = own_stream() else { return };
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1]).unwrap();
+    let (n, h) = (fd.size(x, 0).unwrap(), fd.size(x, 1).unwrap());
+    let (lo, hi) = (fd.constant(0.0), fd.constant(1.0));
+    let sizes = [nvfuser_core::Size::Val(n), nvfuser_core::Size::Val(h)];
+    let u = fd.rand_uniform(&sizes, lo, hi, DataType::F32).unwrap();
+    let y = fd.add(x, u).unwrap();
+    fd.add_output(y).unwrap();
+    let fusion = fd.finish().unwrap();
+    let host = HostTensor::random(DataType::F32, &[333, 1001], 5);
+    let xt = device.tensor_from_host(&host).unwrap();
+    let exec = FusionExecutorCache::new(fusion.clone());
+    device.manual_seed(2024);
+    let mut seen = Vec::new();
+    for call in 0..3u64 {
+        let state = device.rng_state();
+        assert_eq!(state.offset, call);
+        let got = exec.run(&device, &[(&xt).into()]).unwrap();
+        let want = evaluate(
+            &fusion,
+            &[
+                EvalInput::Tensor(host.clone()),
+                EvalInput::Scalar(nvfuser_core::ScalarValue::Int(state.seed as i64)),
+                EvalInput::Scalar(nvfuser_core::ScalarValue::Int(state.offset as i64)),
+            ],
+        )
+        .unwrap();
+        check(&got[0], &want[0], "stateful uniform");
+        seen.push(got[0].to_vec::<f32>().unwrap());
+    }
+    assert_ne!(seen[0], seen[1]);
+    assert_ne!(seen[1], seen[2]);
+    // Capture: left to the generator, refused; passed, recorded and replayed.
+    let err = device
+        .capture(|| exec.run(&device, &[(&xt).into()]))
+        .unwrap_err();
+    assert!(matches!(err, Error::Capture { .. }), "{err}");
+    let fixed = [
+        Arg::from(&xt),
+        Arg::Scalar(nvfuser_core::ScalarValue::Int(7)),
+        Arg::Scalar(nvfuser_core::ScalarValue::Int(0)),
+    ];
+    let (graph, outs) = device.capture(|| exec.run(&device, &fixed)).unwrap();
+    graph.replay().unwrap();
+    device.manual_seed(7);
+    let direct = exec.run(&device, &[(&xt).into()]).unwrap();
+    assert_eq!(
+        outs[0].to_vec::<f32>().unwrap(),
+        direct[0].to_vec::<f32>().unwrap()
+    );
+}

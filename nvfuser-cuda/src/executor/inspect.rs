@@ -19,7 +19,7 @@ impl FusionExecutorCache {
     /// The checked kernel arguments and the runtime of a call (GPU devices only).
     fn runtime_for(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, Error> {
         // An inspection reads the generator's state without moving it on.
-        let completed = crate::generator::complete_args(self.fusion(), device, args, false);
+        let completed = crate::generator::complete_args(self.fusion(), device, args, false)?;
         let args = completed.as_deref().unwrap_or(args);
         self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
@@ -62,7 +62,7 @@ impl FusionExecutorCache {
     /// and pass them to [`FusionExecutorCache::run_with_params`]. A fusion that runs as
     /// segments has params per segment: see [`FusionExecutorCache::plan`].
     pub fn heuristics(&self, device: &Device, args: &[Arg<'_>]) -> Result<HeuristicParams, Error> {
-        let completed = crate::generator::complete_args(self.fusion(), device, args, false);
+        let completed = crate::generator::complete_args(self.fusion(), device, args, false)?;
         let args = completed.as_deref().unwrap_or(args);
         self.check_args(device, args)?;
         let props = device.properties().ok_or(Error::NotAGpu {
@@ -111,7 +111,7 @@ impl FusionExecutorCache {
         let props = device.properties().ok_or(Error::NotAGpu {
             op: "FusionExecutorCache::run_profiled",
         })?;
-        let completed = crate::generator::complete_args(self.fusion(), device, args, true);
+        let completed = crate::generator::complete_args(self.fusion(), device, args, true)?;
         let args = completed.as_deref().unwrap_or(args);
         self.check_args(device, args)?;
         let args = &self.kernel_args(args)?[..];
@@ -185,7 +185,8 @@ impl FusionExecutorCache {
     pub fn plan_kernels(&self, device: DeviceInfo, args: &[Arg<'_>]) -> Result<Vec<Kernel>, Error> {
         // Without a device, a left-out seed and offset plan with the default state (the
         // kernels do not depend on their values).
-        let completed = crate::generator::complete_args(self.fusion(), &Device::cpu(), args, false);
+        let completed =
+            crate::generator::complete_args(self.fusion(), &Device::cpu(), args, false)?;
         let args = completed.as_deref().unwrap_or(args);
         let kargs = self.kernel_args(args)?;
         let kernel = self.kernel_fusion();
