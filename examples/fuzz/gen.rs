@@ -143,8 +143,9 @@ pub enum Step {
     FullLike(usize, f64, DataType),
     /// iota(size(x, axis), start, step) broadcast to rank 1.
     Iota(usize, usize, f64, f64, DataType),
-    /// uniform(shape of `like`) with seed and offset.
-    UniformLike(usize, u64, u64, DataType),
+    /// uniform(shape of `like`) with seed and offset, or (`true`) `rand_uniform` from
+    /// the device's generator.
+    UniformLike(usize, u64, u64, DataType, bool),
     IndexSelect(usize, usize, usize),
     TakeAlongAxis(usize, usize, usize),
     Gather(usize, usize, usize),

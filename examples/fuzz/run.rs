@@ -99,6 +99,28 @@ fn is_driver_fault(e: &Error) -> bool {
     matches!(e, Error::Driver { .. })
 }
 
+/// For a fusion with stateful random ops (`rand_uniform`), whose calls leave the seed
+/// and offset to the device's generator: seeds the generator from the call's data seed
+/// (a replayed case draws the same numbers) and gives the reference the seed and offset
+/// the run takes.
+fn seed_generator(
+    fusion: &nvfuser::Fusion,
+    device: &Device,
+    call: &CallSpec,
+    host: &mut Vec<nvfuser::eval::EvalInput>,
+) {
+    if fusion.generator_inputs().is_none() || host.len() != fusion.user_inputs().len() {
+        return;
+    }
+    device.manual_seed(call.data_seed);
+    let state = device.rng_state();
+    for v in [state.seed, state.offset] {
+        host.push(nvfuser::eval::EvalInput::Scalar(nvfuser::ScalarValue::Int(
+            v as i64,
+        )));
+    }
+}
+
 fn is_refusal(e: &Error) -> bool {
     matches!(e, Error::UnsupportedFusion { .. })
 }
@@ -129,7 +151,8 @@ pub fn run_gpu(case: &Case, device: &Device) -> Verdict {
         .collect();
     for (c, call) in repeated.iter() {
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Verdict>, Error> {
-            let args = make_args(call, device)?;
+            let mut args = make_args(call, device)?;
+            seed_generator(fusion, device, call, &mut args.host);
             let want = evaluate(fusion, &args.host);
             let got = exec.run(device, &args.args()).and_then(|outs| {
                 outs.iter()
@@ -261,7 +284,8 @@ pub fn run_cpu(case: &Case, stats: &mut CpuStats) -> Verdict {
     let (device, archs) = planned_for();
     for (c, call) in case.calls.iter().enumerate() {
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Verdict>, String> {
-            let args = make_args(call, &cpu).map_err(|e| format!("making arguments: {e}"))?;
+            let mut args = make_args(call, &cpu).map_err(|e| format!("making arguments: {e}"))?;
+            seed_generator(fusion, &cpu, call, &mut args.host);
             let arg_list = args.args();
             // The CPU device's run (argument checks, the evaluator, outputs that are
             // inputs or views of them) against the reference evaluator alone: the same

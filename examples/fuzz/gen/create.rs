@@ -44,6 +44,7 @@ impl Gen {
             self.rng.next() % 1000,
             self.rng.below(4) as u64 * 4,
             dt,
+            self.rng.below(2) == 0,
         ))
     }
 
@@ -111,14 +112,19 @@ impl Gen {
         seed: u64,
         offset: u64,
         dt: DataType,
+        generator: bool,
     ) -> Option<(ValId, Meta)> {
         let (l, m) = self.operand(like)?;
         let sizes = self.sizes_of(l, &m.dims)?;
         let lo = self.fd.constant(-1.0);
         let hi = self.fd.constant(1.0);
-        let seed = self.fd.constant(seed as i64);
-        let offset = self.fd.constant(offset as i64);
-        let v = self.fd.uniform(&sizes, lo, hi, seed, offset, dt).ok()?;
+        let v = if generator {
+            self.fd.rand_uniform(&sizes, lo, hi, dt).ok()?
+        } else {
+            let seed = self.fd.constant(seed as i64);
+            let offset = self.fd.constant(offset as i64);
+            self.fd.uniform(&sizes, lo, hi, seed, offset, dt).ok()?
+        };
         Some((
             v,
             Meta {

@@ -298,8 +298,8 @@ impl Gen {
             }
             Step::FullLike(like, value, dt) => self.make_full_like(*like, *value, *dt),
             Step::Iota(a, axis, start, step, dt) => self.make_iota(*a, *axis, *start, *step, *dt),
-            Step::UniformLike(like, seed, offset, dt) => {
-                self.make_uniform_like(*like, *seed, *offset, *dt)
+            Step::UniformLike(like, seed, offset, dt, generator) => {
+                self.make_uniform_like(*like, *seed, *offset, *dt, *generator)
             }
             Step::IndexSelect(x, axis, ix) => self.make_index_select(*x, *axis, *ix),
             Step::TakeAlongAxis(x, ix, axis) => self.make_take(*x, *ix, *axis, false),
