@@ -279,3 +279,29 @@ fn fusions_candle_cannot_hold_are_refused_when_wrapped() {
     let e = CandleFusion::new("in_place", fd.finish().unwrap()).unwrap_err();
     assert!(e.to_string().contains("in-place output"), "{e}");
 }
+
+#[test]
+fn empty_tensors_run_and_zero_classes_is_an_error() {
+    for dims in [[0usize, 8], [3, 0]] {
+        let x = candle_core::Var::from_tensor(&t(&dims, DType::F32)).unwrap();
+        let w = candle_core::Var::from_tensor(&t(&[dims[1]], DType::F32)).unwrap();
+        let y = nvfuser_candle::rms_norm(x.as_tensor(), w.as_tensor(), 1e-5).unwrap();
+        assert_eq!(y.dims(), dims);
+        y.sum_all().unwrap().backward().unwrap();
+        for y in [
+            nvfuser_candle::layer_norm(x.as_tensor(), w.as_tensor(), None, 1e-5),
+            nvfuser_candle::softmax_last_dim(x.as_tensor()),
+            nvfuser_candle::gelu(x.as_tensor()),
+        ] {
+            assert_eq!(y.unwrap().dims(), dims);
+        }
+    }
+    let labels = Tensor::new(&[0u32, 0, 0], &Device::Cpu).unwrap();
+    expect_err(
+        nvfuser_candle::cross_entropy(&t(&[3, 0], DType::F32), &labels),
+        &[
+            "cross_entropy: max",
+            "cannot reduce over an empty dimension",
+        ],
+    );
+}
