@@ -82,6 +82,27 @@ fn any_fusion_runs_on_contiguous_strided_offset_and_broadcast_views() {
     expect_three(&xb.contiguous().unwrap(), &y, 2.0, &out);
 }
 
+fusion! {
+    /// A bias and GELU epilogue, written with the macro.
+    fn bias_gelu(x: Tensor<bf16, [N, H]>, b: Tensor<bf16, [H]>) -> Tensor<bf16, [N, H]> {
+        let y = ((x as f32) + (b as f32)).gelu_tanh();
+        y as bf16
+    }
+}
+
+#[test]
+fn a_fusion_written_with_the_macro_runs_on_candle_tensors() {
+    let f = CandleFusion::new("bias_gelu", bias_gelu_fusion().unwrap().clone()).unwrap();
+    let mut rng = Rng::new(8);
+    let x = rng.tensor(&[5, 12], -3.0, 3.0, DType::BF16).unwrap();
+    let b = rng.tensor(&[12], -1.0, 1.0, DType::BF16).unwrap();
+    let y = f.run(&[(&x).into(), (&b).into()]).unwrap();
+    let f32 = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
+    let xb = f32(&x).broadcast_add(&f32(&b)).unwrap();
+    let want = reference::gelu(&xb).unwrap().to_dtype(DType::BF16).unwrap();
+    assert_close("bias_gelu", &y[0], &want, fwd_tol(DType::BF16));
+}
+
 #[test]
 fn index_inputs_take_candle_integer_types() {
     // rows of a table by index: (table [V, D] f32, ids [T] i64) -> [T, D], and the ids + 1.
@@ -233,6 +254,14 @@ fn gradients_accumulate_over_several_uses_and_broadcast_output_gradients() {
             grad_tol(DType::F32),
         );
     }
+    // One tensor as both arguments of an op: both gradients land on it.
+    check_op(
+        "silu_mul(x, x)",
+        &[&x],
+        7,
+        |t| nvfuser_candle::silu_mul(t[0], t[0]),
+        |t| reference::silu_mul(t[0], t[0]),
+    );
     // A softmax of a transposed (non-contiguous) rank-2 input: no reshape, the op reads
     // the strided layout itself.
     let s = rng.var(&[9, 4], DType::F32).unwrap();
