@@ -4,16 +4,21 @@
 //! and checks the functions it calls, so a machine without a driver gets
 //! [`Error::NoDriver`] instead of cudarc's panic. Only then does it call into the
 //! driver through cudarc: `cuDriverGetVersion`, `cuInit` and `cuDeviceGetCount`.
+//!
+//! Without the `cuda` feature there is no driver to load: [`probe`] returns
+//! [`Error::CudaDisabled`], and nothing below it is compiled.
 
+#[cfg(feature = "cuda")]
 use std::ffi::c_int;
 use std::fmt;
 use std::sync::OnceLock;
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::sys;
 
-use crate::dylib;
 use crate::error::Error;
-use crate::CUDA_BINDINGS_VERSION;
+#[cfg(feature = "cuda")]
+use crate::{dylib, CUDA_BINDINGS_VERSION};
 
 /// The CUDA version a driver supports, from `cuDriverGetVersion` (e.g. 13.0 for 13000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,6 +58,7 @@ pub struct DriverInfo {
 }
 
 /// Every driver function this module calls through cudarc.
+#[cfg(feature = "cuda")]
 const REQUIRED_SYMBOLS: &[&str] = &[
     "cuDriverGetVersion",
     "cuInit",
@@ -67,6 +73,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
 /// [`check_device_symbols`] checks them once before the first device is opened, because
 /// cudarc resolves each lazily and panics on a missing one. A unit test checks that
 /// every `cu*` function the crate names in a `Error::driver` call is listed.
+#[cfg(feature = "cuda")]
 const DEVICE_SYMBOLS: &[&str] = &[
     "cuDeviceGet",
     "cuDeviceGetAttribute",
@@ -109,10 +116,12 @@ const DEVICE_SYMBOLS: &[&str] = &[
 ];
 
 static DRIVER: OnceLock<DriverInfo> = OnceLock::new();
+#[cfg(feature = "cuda")]
 static DEVICE_SYMBOLS_CHECKED: OnceLock<()> = OnceLock::new();
 
 /// Checks that the loaded driver exports every function the device layer calls through
 /// cudarc ([`probe`] first). Never panics; the answer is cached once it is yes.
+#[cfg(feature = "cuda")]
 pub(crate) fn check_device_symbols() -> Result<(), Error> {
     let info = probe()?;
     if DEVICE_SYMBOLS_CHECKED.get().is_some() {
@@ -137,7 +146,8 @@ pub(crate) fn check_device_symbols() -> Result<(), Error> {
     Ok(())
 }
 
-/// Finds the CUDA driver and at least one GPU, or says why not; never panics.
+/// Finds the CUDA driver and at least one GPU, or says why not; never panics. Without
+/// the `cuda` feature: [`Error::CudaDisabled`].
 ///
 /// ```
 /// match nvfuser_cuda::driver::probe() {
@@ -153,6 +163,15 @@ pub fn probe() -> Result<&'static DriverInfo, Error> {
     Ok(DRIVER.get_or_init(|| info))
 }
 
+/// Without `cuda` there is no driver to load.
+#[cfg(not(feature = "cuda"))]
+fn load() -> Result<DriverInfo, Error> {
+    Err(Error::CudaDisabled {
+        op: "driver::probe",
+    })
+}
+
+#[cfg(feature = "cuda")]
 fn load() -> Result<DriverInfo, Error> {
     let names: Vec<String> = ["cuda", "nvcuda"]
         .iter()
@@ -210,6 +229,7 @@ fn load() -> Result<DriverInfo, Error> {
     })
 }
 
+#[cfg(feature = "cuda")]
 fn check(call: &'static str, status: sys::CUresult) -> Result<(), Error> {
     if status == sys::CUresult::CUDA_SUCCESS {
         Ok(())
@@ -229,6 +249,7 @@ mod tests {
     /// `call: "cuX"`) is among the checked symbols, possibly under its versioned name
     /// (`cuMemGetInfo` is looked up as `cuMemGetInfo_v2`).
     #[test]
+    #[cfg(feature = "cuda")]
     fn every_named_driver_call_is_checked() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut files = vec![src.clone()];

@@ -280,6 +280,7 @@ fn the_probe_answers_without_panicking() {
     not(feature = "nvrtc-tests"),
     ignore = "needs NVRTC: run with --features nvrtc-tests (scripts/nvrtc-env.sh installs it)"
 )]
+#[cfg(feature = "cuda")]
 fn the_in_place_store_kernels_compile() {
     if require_nvrtc().is_none() {
         return;

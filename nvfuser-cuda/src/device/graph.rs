@@ -31,6 +31,7 @@ use crate::Error;
 
 /// A captured sequence of launches, replayable on its device's stream (see the module
 /// documentation).
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub struct CudaGraphRun {
     graph: CudaGraph,
     pool: Arc<Pool>,
@@ -85,6 +86,7 @@ impl Device {
     /// is already in progress on it, or when nothing was captured; the error of `calls`,
     /// or the driver's when a captured call did something a capture cannot hold (a
     /// download, a synchronize, a first call that compiles).
+    #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
     pub fn capture<T>(
         &self,
         calls: impl FnOnce() -> Result<T, Error>,
