@@ -67,6 +67,16 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuGetErrorString",
 ];
 
+/// The name cudarc's bindings look `cuEventElapsedTime` up by: the `_v2` that CUDA 13
+/// made the only one, or the original name, which the 12.x bindings use (a 12.x driver
+/// before 12.8 has no `_v2`).
+#[cfg(feature = "cuda")]
+const EVENT_ELAPSED_TIME: &str = if sys::CUDA_VERSION >= 13000 {
+    "cuEventElapsedTime_v2"
+} else {
+    "cuEventElapsedTime"
+};
+
 /// Every driver function that cudarc calls for this crate's device work: opening a
 /// context, reading attributes, allocating, copying, events, modules, launches,
 /// function attributes (registers, in profiles) and memory info.
@@ -90,7 +100,7 @@ const DEVICE_SYMBOLS: &[&str] = &[
     "cuEventRecord",
     "cuEventDestroy_v2",
     "cuEventSynchronize",
-    "cuEventElapsedTime_v2",
+    EVENT_ELAPSED_TIME,
     "cuMemAlloc_v2",
     "cuMemAllocAsync",
     "cuMemFree_v2",
@@ -285,6 +295,8 @@ mod tests {
                 || DEVICE_SYMBOLS
                     .iter()
                     .any(|s| *s == n || s.strip_suffix("_v2") == Some(n))
+                // `EVENT_ELAPSED_TIME` names both spellings; the bindings' one is listed.
+                || n.strip_suffix("_v2") == Some("cuEventElapsedTime")
         };
         let missing: Vec<&String> = named.iter().filter(|n| !known(n)).collect();
         assert!(missing.is_empty(), "not in DEVICE_SYMBOLS: {missing:?}");
