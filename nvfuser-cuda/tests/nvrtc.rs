@@ -265,6 +265,13 @@ fn the_probe_answers_without_panicking() {
                 library.supported_archs()
             ));
         }
+        // A build without `cuda` loads no NVRTC.
+        Err(err @ Error::CudaDisabled { .. }) if !cfg!(feature = "cuda") => {
+            assert!(
+                err.to_string().contains("without the `cuda` feature"),
+                "{err}"
+            );
+        }
         Err(err) => {
             assert!(matches!(err, Error::NvrtcNotFound { .. }), "{err}");
             assert!(err.to_string().contains("libnvrtc"), "{err}");
