@@ -119,10 +119,11 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use nvfuser_macros::fusion;
 
-#[cfg(feature = "macros")]
+// What `fusion!`'s expansion names. Compiled in every build (it needs neither the macro
+// nor CUDA): a `cfg` here would also mark the items it re-exports as needing `macros` in
+// the docs.
 mod private;
 
-#[cfg(feature = "macros")]
 #[doc(hidden)]
 pub mod __private {
     pub use crate::private::*;

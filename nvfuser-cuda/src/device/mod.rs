@@ -18,7 +18,8 @@
 
 #[cfg(feature = "cuda")]
 pub(crate) mod errors;
-#[cfg(feature = "cuda")]
+// Its items are `cuda` one by one, not the module: rustdoc would hide the `cuda` badge
+// of `Device::capture` behind the private module's `cfg`.
 mod graph;
 mod module;
 #[cfg(feature = "cuda")]
