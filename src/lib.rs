@@ -109,9 +109,10 @@
 //!
 //! The driver must support at least that CUDA version ([`Device::cuda`] checks it), and
 //! NVRTC should be of its major version. In a build where another crate also uses cudarc
-//! (candle), both must name the same version feature, or leave it to
-//! `cuda-version-from-build-system`; cudarc's `dynamic-linking`, turned on by such a
-//! crate, is compatible (this library asks only for `fallback-dynamic-loading`).
+//! (candle), at most one version feature may be on in all: both name the same one, or one
+//! side uses `cuda-version-from-build-system`, which gives way to a named version.
+//! cudarc's `dynamic-linking`, turned on by such a crate, is compatible (this library asks
+//! only for `fallback-dynamic-loading`).
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
