@@ -13,7 +13,8 @@
 //! Ranks, dtypes and named dims are checked when the program compiles; the macro writes a
 //! typed entry point (`layer_norm`) and the fusion's builder (`layer_norm_fusion`).
 //!
-//! ```
+#![cfg_attr(feature = "macros", doc = "```")]
+#![cfg_attr(not(feature = "macros"), doc = "```ignore")]
 //! use nvfuser::prelude::*;
 //!
 //! fusion! {
@@ -76,10 +77,52 @@
 //!   H200 (sm_90).
 //! - Planning, scheduling and CUDA generation need no GPU: `GpuModel` presets (H100, H200,
 //!   A100, L40S, RTX 4090, B200) stand in for a device.
+//!
+//! # Cargo features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `cuda` | yes | the GPU runtime: NVRTC, devices, launches, CUDA graphs, through cudarc (loaded at run time, never linked) |
+//! | `cuda-13000` | yes | the CUDA version of cudarc's bindings (turns `cuda` on) |
+//! | `macros` | yes | the [`fusion!`](macro@fusion) macro |
+//!
+//! Without `cuda` (`default-features = false, features = ["macros"]`) neither cudarc nor
+//! libloading is built. The IR, the builder, the macro and its typed entry points, the
+//! CPU reference device ([`Device::cpu`]; [`Device::best`] returns it) with its tensors
+//! and [`FusionExecutorCache::run`], and offline planning and CUDA generation
+//! ([`FusionExecutorCache::plan_for`], `Kernel::cuda_source`) work as in a full build.
+//! What needs CUDA returns [`Error::CudaDisabled`] ([`Device::cuda`], [`nvrtc::compile`])
+//! or, where the signature names a cudarc type, does not exist (`cudarc`,
+//! `Tensor::from_cuda_slice`, `Device::capture`, `launch::launch_raw`, ...; marked
+//! "Available on crate feature `cuda` only" in these docs).
+//!
+//! The CUDA version features are `cuda-12000`, `cuda-12010`, `cuda-12020`, `cuda-12030`,
+//! `cuda-12040`, `cuda-12050`, `cuda-12060`, `cuda-12080`, `cuda-12090`, `cuda-13000`,
+//! `cuda-13010`, `cuda-13020`, `cuda-13030`, `cuda-13040` and
+//! `cuda-version-from-build-system` (the toolkit's `nvcc --version`, or
+//! `CUDARC_CUDA_VERSION=12080`), forwarded to cudarc. Its bindings compile with exactly
+//! one of them, so another version than the default takes `default-features = false`:
+//!
+//! ```toml
+//! nvfuser = { version = "0.1", default-features = false, features = ["macros", "cuda-12080"] }
+//! ```
+//!
+//! The driver must support at least that CUDA version ([`Device::cuda`] checks it), and
+//! NVRTC should be of its major version. In a build where another crate also uses cudarc
+//! (candle), at most one version feature may be on in all: both name the same one, or one
+//! side uses `cuda-version-from-build-system`, which gives way to a named version.
+//! cudarc's `dynamic-linking`, turned on by such a crate, is compatible (this library asks
+//! only for `fallback-dynamic-loading`).
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use nvfuser_macros::fusion;
 
+// What `fusion!`'s expansion names. Compiled in every build (it needs neither the macro
+// nor CUDA): a `cfg` here would also mark the items it re-exports as needing `macros` in
+// the docs.
 mod private;
 
 #[doc(hidden)]
@@ -95,14 +138,19 @@ pub use nvfuser_core::{
 };
 pub use nvfuser_core::{f8e4m3, f8e5m2};
 pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
+pub use nvfuser_cuda::CudaGraphRun;
 pub use nvfuser_cuda::{executor, generator, launch, nvrtc, segmented};
 pub use nvfuser_cuda::{
-    Arg, CudaGraphRun, Device, DeviceProperties, Element, FusionCache, FusionExecutorCache,
-    GpuArch, KernelProfile, RngState, SegmentedRuntime, Tensor,
+    Arg, Device, DeviceProperties, Element, FusionCache, FusionExecutorCache, GpuArch,
+    KernelProfile, RngState, SegmentedRuntime, Tensor,
 };
 
 /// The cudarc this library is built with (the same version and features), for device
 /// buffers made outside it: a `cudarc::driver::CudaSlice` goes to [`Tensor::from_cuda_slice`].
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub use nvfuser_cuda::cudarc;
 
 /// The library's error: everything that runs returns it, and definition errors
@@ -118,5 +166,6 @@ pub mod prelude {
     pub use nvfuser_core::scheduler::{HeuristicParams, SchedulerKind};
     pub use nvfuser_core::{DataType, Fusion, FusionDefinition, ScalarValue, Size, ValId};
     pub use nvfuser_cuda::{Arg, Device, FusionExecutorCache, Tensor};
+    #[cfg(feature = "macros")]
     pub use nvfuser_macros::fusion;
 }

@@ -12,8 +12,8 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
+use nvfuser::cudarc::driver::sys::CUevent_flags;
+use nvfuser::cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 use nvfuser::prelude::*;
 use nvfuser::{Error, KernelProfile};
 

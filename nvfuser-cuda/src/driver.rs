@@ -4,16 +4,21 @@
 //! and checks the functions it calls, so a machine without a driver gets
 //! [`Error::NoDriver`] instead of cudarc's panic. Only then does it call into the
 //! driver through cudarc: `cuDriverGetVersion`, `cuInit` and `cuDeviceGetCount`.
+//!
+//! Without the `cuda` feature there is no driver to load: [`probe`] returns
+//! [`Error::CudaDisabled`], and nothing below it is compiled.
 
+#[cfg(feature = "cuda")]
 use std::ffi::c_int;
 use std::fmt;
 use std::sync::OnceLock;
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::sys;
 
-use crate::dylib;
 use crate::error::Error;
-use crate::CUDA_BINDINGS_VERSION;
+#[cfg(feature = "cuda")]
+use crate::{dylib, CUDA_BINDINGS_VERSION};
 
 /// The CUDA version a driver supports, from `cuDriverGetVersion` (e.g. 13.0 for 13000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,6 +58,7 @@ pub struct DriverInfo {
 }
 
 /// Every driver function this module calls through cudarc.
+#[cfg(feature = "cuda")]
 const REQUIRED_SYMBOLS: &[&str] = &[
     "cuDriverGetVersion",
     "cuInit",
@@ -61,12 +67,23 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuGetErrorString",
 ];
 
+/// The name cudarc's bindings look `cuEventElapsedTime` up by: the `_v2` that CUDA 13
+/// made the only one, or the original name, which the 12.x bindings use (a 12.x driver
+/// before 12.8 has no `_v2`).
+#[cfg(feature = "cuda")]
+const EVENT_ELAPSED_TIME: &str = if sys::CUDA_VERSION >= 13000 {
+    "cuEventElapsedTime_v2"
+} else {
+    "cuEventElapsedTime"
+};
+
 /// Every driver function that cudarc calls for this crate's device work: opening a
 /// context, reading attributes, allocating, copying, events, modules, launches,
 /// function attributes (registers, in profiles) and memory info.
 /// [`check_device_symbols`] checks them once before the first device is opened, because
 /// cudarc resolves each lazily and panics on a missing one. A unit test checks that
 /// every `cu*` function the crate names in a `Error::driver` call is listed.
+#[cfg(feature = "cuda")]
 const DEVICE_SYMBOLS: &[&str] = &[
     "cuDeviceGet",
     "cuDeviceGetAttribute",
@@ -83,7 +100,7 @@ const DEVICE_SYMBOLS: &[&str] = &[
     "cuEventRecord",
     "cuEventDestroy_v2",
     "cuEventSynchronize",
-    "cuEventElapsedTime_v2",
+    EVENT_ELAPSED_TIME,
     "cuMemAlloc_v2",
     "cuMemAllocAsync",
     "cuMemFree_v2",
@@ -109,10 +126,12 @@ const DEVICE_SYMBOLS: &[&str] = &[
 ];
 
 static DRIVER: OnceLock<DriverInfo> = OnceLock::new();
+#[cfg(feature = "cuda")]
 static DEVICE_SYMBOLS_CHECKED: OnceLock<()> = OnceLock::new();
 
 /// Checks that the loaded driver exports every function the device layer calls through
 /// cudarc ([`probe`] first). Never panics; the answer is cached once it is yes.
+#[cfg(feature = "cuda")]
 pub(crate) fn check_device_symbols() -> Result<(), Error> {
     let info = probe()?;
     if DEVICE_SYMBOLS_CHECKED.get().is_some() {
@@ -137,7 +156,8 @@ pub(crate) fn check_device_symbols() -> Result<(), Error> {
     Ok(())
 }
 
-/// Finds the CUDA driver and at least one GPU, or says why not; never panics.
+/// Finds the CUDA driver and at least one GPU, or says why not; never panics. Without
+/// the `cuda` feature: [`Error::CudaDisabled`].
 ///
 /// ```
 /// match nvfuser_cuda::driver::probe() {
@@ -153,6 +173,15 @@ pub fn probe() -> Result<&'static DriverInfo, Error> {
     Ok(DRIVER.get_or_init(|| info))
 }
 
+/// Without `cuda` there is no driver to load.
+#[cfg(not(feature = "cuda"))]
+fn load() -> Result<DriverInfo, Error> {
+    Err(Error::CudaDisabled {
+        op: "driver::probe",
+    })
+}
+
+#[cfg(feature = "cuda")]
 fn load() -> Result<DriverInfo, Error> {
     let names: Vec<String> = ["cuda", "nvcuda"]
         .iter()
@@ -210,6 +239,7 @@ fn load() -> Result<DriverInfo, Error> {
     })
 }
 
+#[cfg(feature = "cuda")]
 fn check(call: &'static str, status: sys::CUresult) -> Result<(), Error> {
     if status == sys::CUresult::CUDA_SUCCESS {
         Ok(())
@@ -229,6 +259,7 @@ mod tests {
     /// `call: "cuX"`) is among the checked symbols, possibly under its versioned name
     /// (`cuMemGetInfo` is looked up as `cuMemGetInfo_v2`).
     #[test]
+    #[cfg(feature = "cuda")]
     fn every_named_driver_call_is_checked() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut files = vec![src.clone()];
@@ -264,6 +295,8 @@ mod tests {
                 || DEVICE_SYMBOLS
                     .iter()
                     .any(|s| *s == n || s.strip_suffix("_v2") == Some(n))
+                // `EVENT_ELAPSED_TIME` names both spellings; the bindings' one is listed.
+                || n.strip_suffix("_v2") == Some("cuEventElapsedTime")
         };
         let missing: Vec<&String> = named.iter().filter(|n| !known(n)).collect();
         assert!(missing.is_empty(), "not in DEVICE_SYMBOLS: {missing:?}");

@@ -24,7 +24,7 @@ pub enum Error {
          and put its lib directory in LD_LIBRARY_PATH or in {}",
         dedup_join(.searched),
         .lib_dir.as_ref().map(|(dir, why)| format!("; {}={}: {why}", crate::nvrtc::LIB_DIR_VAR, dir.display())).unwrap_or_default(),
-        crate::CUDA_BINDINGS_VERSION.0,
+        bindings_major(),
         crate::nvrtc::LIB_DIR_VAR,
     )]
     NvrtcNotFound {
@@ -38,7 +38,7 @@ pub enum Error {
     #[error(
         "the libnvrtc opened as `{loaded_as}` lacks the function `{symbol}`; \
          nvfuser needs NVRTC {}.x",
-        crate::CUDA_BINDINGS_VERSION.0
+        bindings_major()
     )]
     NvrtcTooOld {
         /// The name or path the library was opened by.
@@ -153,6 +153,18 @@ pub enum Error {
         device: String,
         /// The size of the failed allocation.
         requested_bytes: usize,
+    },
+
+    /// This build has no CUDA: nvfuser was built without its `cuda` feature, so no CUDA
+    /// library is ever loaded (no NVRTC, no driver, no GPU). What runs on the CPU
+    /// reference device works as usual.
+    #[error(
+        "{op}: nvfuser was built without the `cuda` feature, so CUDA is not available; \
+         enable the feature (it is on by default) to compile kernels or use a GPU"
+    )]
+    CudaDisabled {
+        /// The operation that needs CUDA.
+        op: &'static str,
     },
 
     /// An operation that needs a GPU was given the CPU reference device.
@@ -340,8 +352,21 @@ pub enum Error {
     },
 }
 
+/// The CUDA major version of the bindings, for the messages that name the NVRTC needed.
+#[cfg(feature = "cuda")]
+fn bindings_major() -> String {
+    crate::CUDA_BINDINGS_VERSION.0.to_string()
+}
+
+/// Without `cuda` no NVRTC is ever looked for, so the messages that use this never show.
+#[cfg(not(feature = "cuda"))]
+fn bindings_major() -> String {
+    "(none: built without `cuda`)".to_owned()
+}
+
 impl Error {
     /// A failed driver call, from cudarc's error.
+    #[cfg(feature = "cuda")]
     pub(crate) fn driver(call: &'static str, err: cudarc::driver::DriverError) -> Self {
         Error::Driver {
             call,

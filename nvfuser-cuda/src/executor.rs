@@ -16,9 +16,14 @@
 //! by input signature and sizes ([`crate::runtime`]). A cached call checks the
 //! arguments, evaluates the host scalars (if any), computes the signature (a few packed
 //! words, no formatting, no hashing of the fusion), finds the runtime and launches it.
+//!
+//! Without the `cuda` feature the CPU reference device is the only device: its calls,
+//! the checks and offline planning ([`FusionExecutorCache::plan_for`]) are compiled, the
+//! GPU runtime cache is not.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "cuda")]
 use std::sync::{Arc, Mutex};
 
 use nvfuser_core::eval::{evaluate, EvalInput};
@@ -34,14 +39,17 @@ pub use crate::args::Arg;
 use crate::args::{bound_args, check_args_with};
 use crate::dump::{Dump, DumpFlags};
 use crate::launch::{arg_scalar, eval_on_args};
-use crate::profile::host::{self, HostPhase};
-use crate::profile::LaunchTimer;
+use crate::profile::host;
+#[cfg(feature = "cuda")]
+use crate::profile::host::HostPhase;
 pub use crate::runtime::InputSignature;
+#[cfg(feature = "cuda")]
 use crate::runtime::{
     call_sizes, check_reads, execute, Cached, Entry, LruClock, Runtime, RuntimeCache,
 };
 use crate::{Device, Error, Tensor};
 
+#[cfg(feature = "cuda")]
 mod in_place;
 mod inspect;
 
@@ -80,14 +88,18 @@ pub struct FusionExecutorCache {
     /// read checks, segmentation once needed), and the planning of each call.
     planner: FusionPlanner,
     /// Some output is stored into an input (`add_output_alias`), after the kernels.
+    #[cfg(feature = "cuda")]
     in_place: bool,
     /// In-place outputs may be written by the kernel itself ([`Self::direct_into`]).
     direct_on: bool,
+    #[cfg(feature = "cuda")]
     runtimes: Mutex<RuntimeCache>,
     /// The runtime cache's clock (last uses).
+    #[cfg(feature = "cuda")]
     clock: LruClock,
     /// The entry of the last replayed call (automatic params only): a call that repeats
     /// it replays without computing its signature or taking the cache's lock.
+    #[cfg(feature = "cuda")]
     last: Mutex<Option<Arc<Cached>>>,
     hits: AtomicU64,
     replays: AtomicU64,
@@ -132,6 +144,7 @@ fn missing_output() -> Error {
 }
 
 /// A call's input signature, sizes and runtime cache lookup.
+#[cfg(feature = "cuda")]
 type LookedUp = (
     InputSignature,
     smallvec::SmallVec<[u64; 8]>,
@@ -188,7 +201,8 @@ impl FusionExecutorCache {
         Self::with_capacity(fusion, DEFAULT_RUNTIME_CAPACITY)
     }
 
-    /// An executor keeping up to `capacity` compiled runtimes (at least 1).
+    /// An executor keeping up to `capacity` compiled runtimes (at least 1; GPU runtimes
+    /// only, so without effect in a build without the `cuda` feature).
     pub fn with_capacity(fusion: Fusion, capacity: usize) -> Self {
         Self::with_planner(FusionPlanner::new(fusion), capacity)
     }
@@ -203,17 +217,24 @@ impl FusionExecutorCache {
     }
 
     fn with_planner(planner: FusionPlanner, capacity: usize) -> Self {
+        #[cfg(feature = "cuda")]
         let in_place = planner
             .fusion()
             .outputs()
             .iter()
             .any(|o| o.alias_of.is_some());
+        #[cfg(not(feature = "cuda"))]
+        let _ = capacity;
         FusionExecutorCache {
+            #[cfg(feature = "cuda")]
             in_place,
             direct_on: true,
             planner,
+            #[cfg(feature = "cuda")]
             runtimes: Mutex::new(RuntimeCache::new(capacity)),
+            #[cfg(feature = "cuda")]
             clock: LruClock::default(),
+            #[cfg(feature = "cuda")]
             last: Mutex::new(None),
             hits: AtomicU64::new(0),
             replays: AtomicU64::new(0),
@@ -303,7 +324,10 @@ impl FusionExecutorCache {
             misses: self.misses.load(Ordering::Relaxed),
             reuses: self.reuses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
+            #[cfg(feature = "cuda")]
             runtimes: self.lock().entries.len(),
+            #[cfg(not(feature = "cuda"))]
+            runtimes: 0,
             direct_in_place: self.direct.load(Ordering::Relaxed),
         }
     }
@@ -318,7 +342,7 @@ impl FusionExecutorCache {
     /// checked again, since every other check depends only on what matched. Anything
     /// else runs every check. ([`ExecutorStats::replays`] counts these calls.)
     pub fn run(&self, device: &Device, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
-        self.run_impl(device, args, None, None)
+        self.run_impl(device, args, None)
     }
 
     /// [`run`](Self::run) with the given heuristic params instead of the registry's
@@ -338,7 +362,7 @@ impl FusionExecutorCache {
                 op: "FusionExecutorCache::run_with_params",
             });
         }
-        self.run_impl(device, args, Some(params), None)
+        self.run_impl(device, args, Some(params))
     }
 
     fn run_impl(
@@ -346,17 +370,40 @@ impl FusionExecutorCache {
         device: &Device,
         args: &[Arg<'_>],
         user: Option<&HeuristicParams>,
-        timer: Option<&mut LaunchTimer>,
     ) -> Result<Vec<Tensor>, Error> {
         host::begin();
         // Stateful random ops: the device's generator supplies the seed and offset a
         // call left out (and moves on).
         let completed = crate::generator::complete_args(self.fusion(), device, args, true)?;
         let args = completed.as_deref().unwrap_or(args);
+        if !device.is_gpu() {
+            self.check_args(device, args)?;
+            return self.run_on_reference(device, args);
+        }
+        #[cfg(feature = "cuda")]
+        return self.run_on_gpu(device, args, user);
+        // Only the CPU device exists without `cuda`.
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = user;
+            Err(Error::CudaDisabled {
+                op: "FusionExecutorCache::run",
+            })
+        }
+    }
+
+    /// [`Self::run`] on a GPU (the device is one).
+    #[cfg(feature = "cuda")]
+    fn run_on_gpu(
+        &self,
+        device: &Device,
+        args: &[Arg<'_>],
+        user: Option<&HeuristicParams>,
+    ) -> Result<Vec<Tensor>, Error> {
         // A call that repeats a recorded one exactly (layout, sizes, strides) replays
         // its launch without the checks it passed (`launch::FastLaunch`).
         let mut looked_up = None;
-        if timer.is_none() && device.is_gpu() && self.replayable() {
+        if self.replayable() {
             let last = match user {
                 None => self.last.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                 Some(_) => None,
@@ -389,9 +436,6 @@ impl FusionExecutorCache {
             }
         }
         self.check_args(device, args)?;
-        if !device.is_gpu() {
-            return self.run_on_reference(device, args);
-        }
         host::end(HostPhase::ArgChecks);
         let args = &self.kernel_args(args)?[..];
         check_reads(&self.planner, args)?;
@@ -406,7 +450,7 @@ impl FusionExecutorCache {
             let (rt, recipe) = (&cached.runtime, &cached.recipe);
             host::end(HostPhase::Lookup);
             let into = self.direct_into(rt, args);
-            match execute(device, rt, recipe, args, self.dump(), timer, &into) {
+            match execute(device, rt, recipe, args, self.dump(), None, &into) {
                 // A call whose kernel would cover no element but whose outputs have
                 // some (a reduction over an empty dim): the reference computes it.
                 Err(Error::EmptyLaunch { .. }) => {
@@ -441,6 +485,7 @@ impl FusionExecutorCache {
     /// The fusion's outputs from the kernel fusion's (`args`: the kernel fusion's
     /// arguments): inputs returned as outputs are the argument tensors themselves, and
     /// views of inputs are views of their buffers.
+    #[cfg(feature = "cuda")]
     fn forwarded(&self, outputs: Vec<Tensor>, args: &[Arg<'_>]) -> Result<Vec<Tensor>, Error> {
         let Some(sources) = self.planner.forward() else {
             return Ok(outputs);
@@ -509,6 +554,7 @@ impl FusionExecutorCache {
         Ok(outputs)
     }
 
+    #[cfg(feature = "cuda")]
     /// The no-op case: a fusion without expressions (every output is an input, e.g. a
     /// cast to the type a tensor already has) returns views of its inputs without a
     /// kernel, as nvFuser's no-op scheduler does.
@@ -527,6 +573,7 @@ impl FusionExecutorCache {
             .collect()
     }
 
+    #[cfg(feature = "cuda")]
     /// Whether cached calls of this fusion can replay a recorded launch: the kernel
     /// fusion's arguments are the call's (no host scalars), nothing data-dependent is
     /// checked per call, and no launch dump is asked for.
@@ -537,6 +584,7 @@ impl FusionExecutorCache {
             && !self.dump().launch_enabled()
     }
 
+    #[cfg(feature = "cuda")]
     /// The call replayed through the fast launch of `cached`'s recipe, or `None` when
     /// it has none or the call does not match the recording one. `unkeyed`: the call
     /// was not looked up by its signature, so its whole key is compared too.
@@ -568,12 +616,14 @@ impl FusionExecutorCache {
         Ok(Some(outputs))
     }
 
+    #[cfg(feature = "cuda")]
     fn lock(&self) -> std::sync::MutexGuard<'_, RuntimeCache> {
         // A panic while holding the lock leaves a consistent cache (entries are pushed
         // whole), so a poisoned lock is still usable.
         self.runtimes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    #[cfg(feature = "cuda")]
     /// The runtime for this call: cached for these sizes; else the planner decides and
     /// a runtime of the same layout whose plan runs the same kernels is reused (no
     /// compile); else the plan is lowered and compiled. With `user` params, only
@@ -733,7 +783,8 @@ fn plan_error(e: PlanError) -> Error {
     }
 }
 
-#[cfg(test)]
+/// The runtime cache's keys (`cuda`: the CPU device keeps no runtimes).
+#[cfg(all(test, feature = "cuda"))]
 mod tests {
     use super::*;
     use crate::runtime::call_sizes;

@@ -80,8 +80,13 @@ impl Device {
 
     /// Whether this device is recording a CUDA graph (`Device::capture`).
     fn is_capturing(&self) -> bool {
-        self.gpu()
-            .is_some_and(|g| g.capturing.load(std::sync::atomic::Ordering::Acquire))
+        #[cfg(feature = "cuda")]
+        return self
+            .gpu()
+            .is_some_and(|g| g.capturing.load(std::sync::atomic::Ordering::Acquire));
+        // Without `cuda` there is no GPU to record on.
+        #[cfg(not(feature = "cuda"))]
+        false
     }
 
     /// The current state, and the offset advanced by `draws`.

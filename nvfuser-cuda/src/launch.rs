@@ -13,31 +13,54 @@
 //! Outputs are allocated from the device's stream-ordered pool without a memset (the
 //! kernel writes every element), handed back at once, and read back by downloads that
 //! wait on the same stream; several launches can be queued before one download.
+//!
+//! Without the `cuda` feature only the checks that planning shares with the launch are
+//! compiled (and [`run_scheduled`], which then has no GPU to run on).
 
+#[cfg(feature = "cuda")]
 use std::ffi::c_void;
+#[cfg(feature = "cuda")]
 use std::sync::Arc;
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::{CudaFunction, CudaStream};
+#[cfg(feature = "cuda")]
 use nvfuser_core::codegen::abi::{ArgRef, PackedArgs};
-use nvfuser_core::codegen::{self, Kernel, KernelOptions};
-use nvfuser_core::ir::reads::{CallValues, ReadError};
-use nvfuser_core::ir::{Extent, ValKind};
+#[cfg(feature = "cuda")]
+use nvfuser_core::codegen::Kernel;
+use nvfuser_core::codegen::{self, KernelOptions};
+use nvfuser_core::ir::reads::ReadError;
+#[cfg(feature = "cuda")]
+use nvfuser_core::ir::{reads::CallValues, Extent, ValKind};
 use nvfuser_core::sched::ScheduledFusion;
+#[cfg(feature = "cuda")]
 use nvfuser_core::Fusion;
+#[cfg(feature = "cuda")]
 use smallvec::SmallVec;
 
 use crate::args::{check_args, Arg};
+#[cfg(feature = "cuda")]
 use crate::dump::Dump;
+#[cfg(feature = "cuda")]
 use crate::profile::host::{self, HostPhase};
+#[cfg(feature = "cuda")]
 use crate::profile::LaunchTimer;
-use crate::{Device, Error, KernelCache, KernelRequest, NvrtcOptions, Tensor};
+use crate::{Device, Error, Tensor};
+#[cfg(feature = "cuda")]
+use crate::{KernelCache, KernelRequest, NvrtcOptions};
 
 mod checks;
+#[cfg(feature = "cuda")]
 mod fast;
 pub(crate) use checks::{arg_scalar, check_planned_requirements, eval_on_args, extent_elements};
+#[cfg(feature = "cuda")]
 use checks::{check_index_type, check_requirements, dims};
+#[cfg(feature = "cuda")]
 pub(crate) use fast::FastLaunch;
+#[cfg(feature = "cuda")]
 pub(crate) mod store;
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub use store::STORE_SOURCE;
 
 /// Generates, compiles and launches the kernel of a scheduled fusion; returns its
@@ -49,14 +72,26 @@ pub fn run_scheduled(
 ) -> Result<Vec<Tensor>, Error> {
     check_args(sf.fusion(), device, args)?;
     let kernel = codegen::generate(sf, &KernelOptions::default()).map_err(schedule_error)?;
-    let function = compile_and_load(device, &kernel)?;
-    launch_kernel(device, sf.fusion(), &kernel, &function, args)
+    #[cfg(feature = "cuda")]
+    {
+        let function = compile_and_load(device, &kernel)?;
+        launch_kernel(device, sf.fusion(), &kernel, &function, args)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        // Only the CPU device exists, and it runs no generated kernel.
+        let _ = kernel;
+        Err(Error::NotAGpu {
+            op: "launch::run_scheduled",
+        })
+    }
 }
 
 /// Whether some tensor of `fusion` has a dim of size 0 for these arguments. An input dim
 /// is read from its argument; only the extents computed from scalars or sizes (slices,
 /// pads, reshapes, creation ops) are evaluated, so the common call costs one pass over
 /// the arguments and the tensors' dims.
+#[cfg(feature = "cuda")]
 fn has_empty_tensor(
     fusion: &Fusion,
     args: &[Arg<'_>],
@@ -77,6 +112,8 @@ fn has_empty_tensor(
 
 /// Compiles `kernel` for `device` through the global [`KernelCache`] and loads its
 /// entry point.
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub fn compile_and_load(device: &Device, kernel: &Kernel) -> Result<CudaFunction, Error> {
     let props = device.properties().ok_or(Error::NotAGpu {
         op: "compile_and_load",
@@ -99,6 +136,8 @@ pub fn compile_and_load(device: &Device, kernel: &Kernel) -> Result<CudaFunction
 /// error the kernel raises on the device (an illegal address, say) surfaces at that wait
 /// as a driver error; a failed device-side check (an index out of range, an integer
 /// division by zero) surfaces there as a [`Error::DeviceAssert`].
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub fn launch_kernel(
     device: &Device,
     fusion: &Fusion,
@@ -124,6 +163,7 @@ pub fn launch_kernel(
 /// `launch` dump), no maps, no synchronize; arguments are packed into inline storage
 /// ([`PackedArgs`]); the only allocations are the output tensors themselves (and the
 /// `Vec` that returns them), plus grid-reduction work buffers for kernels that have them.
+#[cfg(feature = "cuda")]
 pub(crate) fn launch_kernel_with(
     device: &Device,
     fusion: &Fusion,
@@ -154,6 +194,7 @@ pub(crate) fn launch_kernel_with(
 /// entry reuses them ([`launch_recorded`]); the data-dependent reads are checked on
 /// every call.
 #[derive(Debug)]
+#[cfg(feature = "cuda")]
 pub(crate) struct LaunchRecipe {
     shapes: SmallVec<[SmallVec<[usize; 6]>; 4]>,
     grid: [u32; 3],
@@ -165,6 +206,7 @@ pub(crate) struct LaunchRecipe {
     fast: Option<FastLaunch>,
 }
 
+#[cfg(feature = "cuda")]
 impl LaunchRecipe {
     /// The fast launch recorded with this recipe, if any.
     pub(crate) fn fast(&self) -> Option<&FastLaunch> {
@@ -178,6 +220,7 @@ impl LaunchRecipe {
 /// in-place output written straight into its input: contiguous, of the output's
 /// shape and dtype, aligned for the kernel; see `FusionPlanner::direct_in_place`).
 #[allow(clippy::too_many_arguments)]
+#[cfg(feature = "cuda")]
 pub(crate) fn launch_recorded(
     device: &Device,
     fusion: &Fusion,
@@ -318,6 +361,7 @@ pub(crate) fn launch_recorded(
 }
 
 /// The shape of every output (contiguous, row-major), from the call's extents.
+#[cfg(feature = "cuda")]
 fn output_shapes(
     fusion: &Fusion,
     eval: &dyn Fn(&Extent) -> Result<i64, Error>,
@@ -344,6 +388,7 @@ fn output_shapes(
 /// elements or the grid is empty. A call whose loops would follow an empty tensor while
 /// an output has elements is [`Error::EmptyLaunch`] (the caller computes it on the
 /// reference), and a block larger than the device allows is refused.
+#[cfg(feature = "cuda")]
 fn launch_shape(
     gpu: &crate::device::CudaDevice,
     fusion: &Fusion,
@@ -404,6 +449,7 @@ fn launch_shape(
 }
 
 /// An output's shape.
+#[cfg(feature = "cuda")]
 type Shape = SmallVec<[usize; 6]>;
 
 /// The outputs of a launch. A generated kernel writes every in-range element of every
@@ -415,6 +461,7 @@ type Shape = SmallVec<[usize; 6]>;
 /// as an output, is not a kernel parameter of its own (the ABI lists each tensor once):
 /// it is returned as a view of that input or of the earlier output. An output listed in
 /// `into` is that tensor.
+#[cfg(feature = "cuda")]
 fn allocate_outputs(
     device: &Device,
     fusion: &Fusion,
@@ -459,6 +506,7 @@ fn allocate_outputs(
 ///
 /// `params` must be the kernel's parameters packed by its ABI for live buffers that stay
 /// allocated until the kernel has finished, and the dims must fit the device.
+#[cfg(feature = "cuda")]
 unsafe fn launch_ordered(
     device: &Device,
     gpu: &crate::device::CudaDevice,
@@ -512,6 +560,7 @@ pub(crate) fn read_error(e: ReadError) -> Error {
 
 /// The runtime value of fusion tensor or scalar `id` for the ABI: an input argument or
 /// an output tensor.
+#[cfg(feature = "cuda")]
 fn arg_ref<'a>(
     fusion: &Fusion,
     args: &[Arg<'a>],
@@ -528,6 +577,7 @@ fn arg_ref<'a>(
     tensor_ref(outputs.get(k)?)
 }
 
+#[cfg(feature = "cuda")]
 fn tensor_ref(t: &Tensor) -> Option<ArgRef<'_>> {
     Some(ArgRef::Tensor {
         ptr: t.cuda_address()?,
@@ -545,6 +595,8 @@ fn tensor_ref(t: &Tensor) -> Option<ArgRef<'_>> {
 /// `params` must hold one pointer per kernel parameter, each to a value of that
 /// parameter's type, every device pointer among them valid for what the kernel accesses,
 /// and `block` within the device's limits.
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub unsafe fn launch_raw(
     device: &Device,
     function: &CudaFunction,
@@ -563,6 +615,8 @@ pub unsafe fn launch_raw(
 /// # Safety
 ///
 /// As [`launch_raw`].
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub unsafe fn launch_raw_with(
     device: &Device,
     function: &CudaFunction,
@@ -601,6 +655,7 @@ pub unsafe fn launch_raw_with(
 }
 
 /// The `launch` dump line: kernel, launch dims and the runtime sizes of the arguments.
+#[cfg(feature = "cuda")]
 fn dump_launch(
     dump: &Dump,
     kernel: &Kernel,

@@ -10,9 +10,14 @@
 //!
 //! NVRTC compiles separate programs on several threads at once, so [`compile`] may be
 //! called concurrently.
+//!
+//! Without the `cuda` feature no NVRTC is loaded: [`probe`], and with it [`compile`],
+//! returns [`Error::CudaDisabled`]. The options, architectures and versions are plain
+//! data and stay (offline planning names an architecture).
 
 mod options;
 mod probe;
+#[cfg(feature = "cuda")]
 mod program;
 
 use std::ffi::CString;
@@ -20,11 +25,13 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "cuda")]
 use cudarc::nvrtc::sys;
 
 use crate::error::{program_name, CompileFailure, Error};
 pub use options::{GpuArch, NvrtcOptions};
 pub use probe::{probe, NvrtcLibrary, LIB_DIR_VAR};
+#[cfg(feature = "cuda")]
 use program::Program;
 
 /// An NVRTC version, as `nvrtcVersion` reports it (major and minor only).
@@ -100,7 +107,8 @@ pub fn compile(source: &str, name: &str, arch: GpuArch) -> Result<CompiledKernel
 
 /// Compiles `source` to a CUBIN with the given options.
 ///
-/// Errors: [`Error::NvrtcNotFound`] without NVRTC, [`Error::UnsupportedArch`] for an
+/// Errors: [`Error::NvrtcNotFound`] without NVRTC ([`Error::CudaDisabled`] in a build
+/// without the `cuda` feature), [`Error::UnsupportedArch`] for an
 /// architecture this NVRTC does not know, [`Error::InvalidInput`] for NUL bytes or an
 /// empty name, and [`Error::Compile`] with NVRTC's log when NVRTC rejects the source.
 pub fn compile_with_options(
@@ -148,22 +156,21 @@ pub fn compile_with_options(
 
     let start = Instant::now();
     COMPILE_CALLS.fetch_add(1, Ordering::Relaxed);
-    let program = Program::create(c_source, c_name)?;
-    let status = program.compile(&c_args);
-    let log = program.log()?;
-    if status != sys::nvrtcResult::NVRTC_SUCCESS {
-        return Err(Error::Compile(Box::new(CompileFailure {
-            kernel: name.to_owned(),
-            arch,
-            nvrtc_version,
-            status: format!("{status:?}"),
-            options: args,
-            log,
-            source_code: source.to_owned(),
-        })));
-    }
-    let cubin = program.cubin()?;
-    drop(program);
+    let Outcome { log, cubin } = run_program(c_source, c_name, &c_args)?;
+    let cubin = match cubin {
+        Ok(cubin) => cubin,
+        Err(status) => {
+            return Err(Error::Compile(Box::new(CompileFailure {
+                kernel: name.to_owned(),
+                arch,
+                nvrtc_version,
+                status,
+                options: args,
+                log,
+                source_code: source.to_owned(),
+            })))
+        }
+    };
     let compile_time = start.elapsed();
     if cubin.is_empty() {
         return Err(Error::NvrtcCall {
@@ -182,7 +189,37 @@ pub fn compile_with_options(
     })
 }
 
+/// What NVRTC made of one program: its log, and the CUBIN, or the name of the status
+/// that a failed compilation returned.
+struct Outcome {
+    log: String,
+    cubin: Result<Vec<u8>, String>,
+}
+
+/// Creates, compiles and destroys one program.
+#[cfg(feature = "cuda")]
+fn run_program(source: CString, name: CString, options: &[CString]) -> Result<Outcome, Error> {
+    let program = Program::create(source, name)?;
+    let status = program.compile(options);
+    let log = program.log()?;
+    let cubin = if status == sys::nvrtcResult::NVRTC_SUCCESS {
+        Ok(program.cubin()?)
+    } else {
+        Err(format!("{status:?}"))
+    };
+    Ok(Outcome { log, cubin })
+}
+
+/// Never reached: without `cuda` the probe fails first.
+#[cfg(not(feature = "cuda"))]
+fn run_program(_: CString, _: CString, _: &[CString]) -> Result<Outcome, Error> {
+    Err(Error::CudaDisabled {
+        op: "nvrtc::compile",
+    })
+}
+
 /// Turns an NVRTC status into `Ok` or [`Error::NvrtcCall`] naming the call.
+#[cfg(feature = "cuda")]
 pub(crate) fn check(call: &'static str, status: sys::nvrtcResult) -> Result<(), Error> {
     if status == sys::nvrtcResult::NVRTC_SUCCESS {
         Ok(())

@@ -12,12 +12,16 @@ pub mod host;
 
 use std::fmt;
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
+#[cfg(feature = "cuda")]
 use cudarc::driver::{CudaEvent, CudaFunction};
 use serde::{Deserialize, Serialize};
 
 use crate::args::Arg;
-use crate::{Device, Error, Tensor};
+use crate::Tensor;
+#[cfg(feature = "cuda")]
+use crate::{Device, Error};
 
 /// What one profiled kernel launch did and how fast.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -155,6 +159,8 @@ pub fn bytes_written(outputs: &[Tensor]) -> u64 {
 }
 
 /// Registers per thread of a loaded kernel (`cuFuncGetAttribute`).
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub fn registers_per_thread(function: &CudaFunction) -> Result<u32, Error> {
     function
         .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)
@@ -163,6 +169,7 @@ pub fn registers_per_thread(function: &CudaFunction) -> Result<u32, Error> {
 }
 
 /// Events and launch dims recorded by [`crate::launch`] around one launch.
+#[cfg(feature = "cuda")]
 #[derive(Default)]
 pub(crate) struct LaunchTimer {
     pub(crate) grid: [u32; 3],
@@ -171,6 +178,7 @@ pub(crate) struct LaunchTimer {
     end: Option<CudaEvent>,
 }
 
+#[cfg(feature = "cuda")]
 impl LaunchTimer {
     fn record(device: &Device) -> Result<CudaEvent, Error> {
         let stream = device
@@ -260,7 +268,7 @@ mod tests {
 
     #[test]
     fn expanded_inputs_count_each_distinct_element_once() {
-        let cpu = Device::cpu();
+        let cpu = crate::Device::cpu();
         let row = cpu.tensor_from_slice(&[1.0f32, 2.0, 3.0], [1, 3]).unwrap();
         let expanded = row.expand(&[1000, 3]).unwrap();
         assert_eq!(distinct_bytes(&row), 12);

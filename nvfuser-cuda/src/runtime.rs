@@ -8,23 +8,40 @@
 //! gathered through their input maps (the call's arguments, earlier segments' outputs,
 //! extents of input tensors), and intermediates are dropped after their last reader
 //! (stream-ordered frees).
+//!
+//! Without the `cuda` feature only the signature of a call and the segment chain (which
+//! the CPU device's segment-by-segment run shares) are compiled.
 
+#[cfg(feature = "cuda")]
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "cuda")]
 use std::sync::{Arc, OnceLock};
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::CudaFunction;
+#[cfg(feature = "cuda")]
 use nvfuser_core::ir::reads::CallValues;
+#[cfg(feature = "cuda")]
 use nvfuser_core::plan::{Decisions, ExecutionPlan, FusionPlanner, PlannedKernel};
-use nvfuser_core::scheduler::{vector_alignment, HeuristicParams};
+use nvfuser_core::scheduler::vector_alignment;
+#[cfg(feature = "cuda")]
+use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::segment::SegmentValue;
-use nvfuser_core::{DataType, Fusion, ScalarValue, ValId};
+#[cfg(feature = "cuda")]
+use nvfuser_core::Fusion;
+use nvfuser_core::{DataType, ScalarValue, ValId};
 use smallvec::SmallVec;
 
 use crate::args::Arg;
+#[cfg(feature = "cuda")]
 use crate::dump::Dump;
+#[cfg(feature = "cuda")]
 use crate::launch::{eval_on_args, launch_kernel_with, launch_recorded, LaunchRecipe};
+#[cfg(feature = "cuda")]
 use crate::profile::LaunchTimer;
-use crate::{Device, Error, KernelCache, KernelRequest, NvrtcOptions, Tensor};
+use crate::{Device, Error, Tensor};
+#[cfg(feature = "cuda")]
+use crate::{KernelCache, KernelRequest, NvrtcOptions};
 
 /// What selects a compiled runtime: device, index width, and per argument the dtype,
 /// rank, which dims are contiguous, size 1 or stride 0 (broadcast/expanded), and the
@@ -93,6 +110,7 @@ fn dtype_code(d: DataType) -> u64 {
     d as u64 + 1
 }
 
+#[cfg(feature = "cuda")]
 /// The sizes of every tensor argument, flattened (with a rank marker per tensor, so
 /// `[2, 3]` and `[2], [3]` differ), and the values of the scalar arguments that sizes
 /// are made of (`extent_scalars[i]`: argument `i` appears in an extent, e.g. the length
@@ -116,6 +134,7 @@ pub(crate) fn call_sizes(args: &[Arg<'_>], extent_scalars: &[bool]) -> SmallVec<
     out
 }
 
+#[cfg(feature = "cuda")]
 /// One cache entry: the layout signature, the sizes of the call, the params if the user
 /// gave them, and the runtime (with its last use).
 #[derive(Debug)]
@@ -128,6 +147,7 @@ pub(crate) struct Entry {
     pub(crate) cached: Arc<Cached>,
 }
 
+#[cfg(feature = "cuda")]
 /// What a cache entry hands to a call.
 #[derive(Debug)]
 pub(crate) struct Cached {
@@ -140,6 +160,7 @@ pub(crate) struct Cached {
     pub(crate) last_use: AtomicU64,
 }
 
+#[cfg(feature = "cuda")]
 impl Cached {
     pub(crate) fn new(runtime: Arc<Runtime>) -> Cached {
         Cached {
@@ -150,6 +171,7 @@ impl Cached {
     }
 }
 
+#[cfg(feature = "cuda")]
 /// The runtimes of one executor: a bounded LRU. Its clock is an atomic counter, so a
 /// use can be recorded without the lock ([`RuntimeCache::touch`]).
 #[derive(Debug)]
@@ -158,10 +180,12 @@ pub(crate) struct RuntimeCache {
     pub(crate) entries: Vec<Entry>,
 }
 
+#[cfg(feature = "cuda")]
 /// The clock of an executor's [`RuntimeCache`].
 #[derive(Debug, Default)]
 pub(crate) struct LruClock(AtomicU64);
 
+#[cfg(feature = "cuda")]
 impl LruClock {
     /// Records a use of `cached` now.
     pub(crate) fn touch(&self, cached: &Cached) {
@@ -170,6 +194,7 @@ impl LruClock {
     }
 }
 
+#[cfg(feature = "cuda")]
 impl RuntimeCache {
     pub(crate) fn new(capacity: usize) -> RuntimeCache {
         RuntimeCache {
@@ -228,6 +253,7 @@ impl RuntimeCache {
     }
 }
 
+#[cfg(feature = "cuda")]
 /// A plan with its kernels compiled and loaded (one function per segment that
 /// launches one).
 pub(crate) struct Runtime {
@@ -239,6 +265,7 @@ pub(crate) struct Runtime {
     pub(crate) direct_inputs: std::sync::OnceLock<Vec<usize>>,
 }
 
+#[cfg(feature = "cuda")]
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let schedulers: Vec<&str> = self.plan.segments.iter().map(|s| s.scheduler).collect();
@@ -248,6 +275,7 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+#[cfg(feature = "cuda")]
 impl Runtime {
     /// Compiles every kernel of `plan` (in parallel through the [`KernelCache`] when
     /// there are several) and loads them on `device`.
@@ -335,6 +363,7 @@ impl Runtime {
     }
 }
 
+#[cfg(feature = "cuda")]
 /// Runs a compiled plan on `args` (the kernel fusion's arguments, checked) and returns
 /// the kernel fusion's outputs. `timer` records the launch of a one-kernel plan.
 pub(crate) fn execute(
@@ -371,6 +400,7 @@ pub(crate) fn execute(
     run_segments(device, rt, args, dump)
 }
 
+#[cfg(feature = "cuda")]
 /// The segments of a segmented plan, in order; `args` are the kernel fusion's.
 fn run_segments(
     device: &Device,
@@ -489,6 +519,7 @@ pub(crate) fn gather_segment_args<'a>(
         .collect()
 }
 
+#[cfg(feature = "cuda")]
 /// Outputs of a call whose outputs are all empty: allocated, nothing launched. The
 /// data-dependent reads (a slice bound or select index out of range is an error even
 /// when the result would be empty, as on the CPU reference) were checked on the whole
@@ -524,6 +555,7 @@ pub(crate) fn empty_outputs(
         .collect()
 }
 
+#[cfg(feature = "cuda")]
 /// The checks of data-dependent reads (slice bounds, select indices, reshape sizes,
 /// gather index sizes) on the whole fusion, with its host scalars evaluated
 /// (`args` are the kernel fusion's arguments): an op only the fusion's scalar math

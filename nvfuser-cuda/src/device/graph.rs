@@ -21,16 +21,21 @@
 //! (for example with a fusion call captured in the same graph, or a copy), and the
 //! outputs hold the new results after each replay.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+#[cfg(feature = "cuda")]
+use std::sync::{atomic::Ordering, Arc};
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::{sys, CudaGraph};
 
+#[cfg(feature = "cuda")]
 use super::{pool::Pool, Device};
+#[cfg(feature = "cuda")]
 use crate::Error;
 
 /// A captured sequence of launches, replayable on its device's stream (see the module
 /// documentation).
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub struct CudaGraphRun {
     graph: CudaGraph,
     pool: Arc<Pool>,
@@ -38,6 +43,7 @@ pub struct CudaGraphRun {
     launches: usize,
 }
 
+#[cfg(feature = "cuda")]
 impl std::fmt::Debug for CudaGraphRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaGraphRun")
@@ -47,6 +53,7 @@ impl std::fmt::Debug for CudaGraphRun {
     }
 }
 
+#[cfg(feature = "cuda")]
 impl CudaGraphRun {
     /// Queues one replay of the captured work on the device's stream and returns; read
     /// the outputs (downloads wait for it) or [`Device::synchronize`] to wait.
@@ -66,6 +73,7 @@ impl CudaGraphRun {
     }
 }
 
+#[cfg(feature = "cuda")]
 impl Drop for CudaGraphRun {
     fn drop(&mut self) {
         // The blocks the graph used go back to the device's pool, for work queued after
@@ -74,6 +82,7 @@ impl Drop for CudaGraphRun {
     }
 }
 
+#[cfg(feature = "cuda")]
 impl Device {
     /// Runs `calls` with this device's stream in capture mode and returns the captured
     /// graph with what `calls` returned (see [`CudaGraphRun`]). Nothing runs during the
@@ -85,6 +94,7 @@ impl Device {
     /// is already in progress on it, or when nothing was captured; the error of `calls`,
     /// or the driver's when a captured call did something a capture cannot hold (a
     /// download, a synchronize, a first call that compiles).
+    #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
     pub fn capture<T>(
         &self,
         calls: impl FnOnce() -> Result<T, Error>,
@@ -159,6 +169,7 @@ impl Device {
 }
 
 /// The number of nodes of a graph (0 when the driver cannot say).
+#[cfg(feature = "cuda")]
 fn graph_nodes(graph: &CudaGraph) -> usize {
     let mut n: usize = 0;
     // SAFETY: a query of the graph's node count (null node array) on a live graph.

@@ -10,26 +10,43 @@
 //! Each GPU is opened once per process (its primary context, shared with other cudarc
 //! users such as candle) and every `Device::cuda(i)` returns a cheap handle to it. Its
 //! [`DeviceProperties`] are read from the driver at that moment.
+//!
+//! Without the `cuda` feature the CPU reference device is the only one:
+//! [`Device::cuda`] returns [`Error::CudaDisabled`] and [`Device::best`] the CPU device.
+//! Everything that holds a GPU (`CudaDevice`, the pool, the error buffer, graphs) is
+//! compiled with `cuda` only.
 
+#[cfg(feature = "cuda")]
 pub(crate) mod errors;
+// Its items are `cuda` one by one, not the module: rustdoc would hide the `cuda` badge
+// of `Device::capture` behind the private module's `cfg`.
 mod graph;
 mod module;
+#[cfg(feature = "cuda")]
 pub(crate) mod pool;
 mod properties;
 
 use std::fmt;
-use std::sync::{Arc, Mutex, Once, Weak};
+use std::sync::Once;
+#[cfg(feature = "cuda")]
+use std::sync::{Arc, Mutex, Weak};
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::{CudaContext, CudaModule, CudaStream, DriverError};
 
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub use graph::CudaGraphRun;
 pub use module::cubin_runs_on;
-pub use pool::DEFAULT_CACHED_BYTES;
 pub use properties::DeviceProperties;
 
+#[cfg(feature = "cuda")]
 use crate::driver;
 use crate::error::Error;
 use crate::nvrtc::GpuArch;
+
+/// Bytes of free blocks a device's pool keeps at most by default.
+pub const DEFAULT_CACHED_BYTES: usize = 4 << 30;
 
 /// A device: one GPU, or the CPU reference device. Cheap to clone.
 ///
@@ -48,11 +65,13 @@ pub struct Device {
 #[derive(Clone)]
 enum Kind {
     Cpu,
+    #[cfg(feature = "cuda")]
     Cuda(Arc<CudaDevice>),
 }
 
 /// An opened GPU: its context, the stream this crate orders its work on, and its
 /// properties.
+#[cfg(feature = "cuda")]
 pub(crate) struct CudaDevice {
     pub(crate) ordinal: usize,
     pub(crate) context: Arc<CudaContext>,
@@ -81,6 +100,7 @@ pub(crate) struct CudaDevice {
     pub(crate) store_kernels: std::sync::OnceLock<crate::launch::store::StoreKernels>,
 }
 
+#[cfg(feature = "cuda")]
 impl CudaDevice {
     /// `cuda:N (name)`, for messages.
     pub(crate) fn label(&self) -> String {
@@ -90,6 +110,7 @@ impl CudaDevice {
 
 /// Opens GPU `ordinal`: its primary context, the stream this crate orders its work on
 /// (the legacy default stream, or a new stream when `own_stream`), and its pool.
+#[cfg(feature = "cuda")]
 fn open(ordinal: usize, own_stream: bool) -> Result<CudaDevice, Error> {
     let context = CudaContext::new(ordinal).map_err(|e| Error::driver("CudaContext::new", e))?;
     let properties = DeviceProperties::query(&context)?;
@@ -118,7 +139,7 @@ fn open(ordinal: usize, own_stream: bool) -> Result<CudaDevice, Error> {
         ordinal,
         context,
         stream,
-        pool: pool::Pool::new(alloc_stream.clone(), pool::DEFAULT_CACHED_BYTES),
+        pool: pool::Pool::new(alloc_stream.clone(), DEFAULT_CACHED_BYTES),
         alloc_stream,
         properties,
         modules: Mutex::new(Vec::new()),
@@ -130,6 +151,7 @@ fn open(ordinal: usize, own_stream: bool) -> Result<CudaDevice, Error> {
     })
 }
 
+#[cfg(feature = "cuda")]
 impl CudaDevice {
     /// A buffer of `bytes` from the pool new buffers come from: the capture's while one
     /// is in progress, else the device's (borrowed: no reference count is touched on
@@ -150,6 +172,7 @@ impl CudaDevice {
 }
 
 /// The GPUs opened so far, by ordinal.
+#[cfg(feature = "cuda")]
 static OPENED: Mutex<Vec<Arc<CudaDevice>>> = Mutex::new(Vec::new());
 
 static CPU_NOTICE: Once = Once::new();
@@ -164,8 +187,21 @@ impl Device {
     /// GPU `ordinal`, or why it cannot be used: no driver ([`Error::NoDriver`]), no
     /// GPU ([`Error::NoDevice`]), a driver older than the bindings
     /// ([`Error::DriverTooOld`]), an index past the last GPU
-    /// ([`Error::InvalidDeviceIndex`]). Never panics.
+    /// ([`Error::InvalidDeviceIndex`]), a build without the `cuda` feature
+    /// ([`Error::CudaDisabled`]). Never panics.
     pub fn cuda(ordinal: usize) -> Result<Device, Error> {
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = ordinal;
+            Err(Error::CudaDisabled { op: "Device::cuda" })
+        }
+        #[cfg(feature = "cuda")]
+        Self::open_shared(ordinal)
+    }
+
+    /// [`Device::cuda`]: the process's handle to GPU `ordinal`, opened on first use.
+    #[cfg(feature = "cuda")]
+    fn open_shared(ordinal: usize) -> Result<Device, Error> {
         let info = driver::probe()?;
         let count = info.device_count;
         if !u32::try_from(ordinal).is_ok_and(|i| i < count) {
@@ -196,6 +232,20 @@ impl Device {
     /// them to another `Device` of the same GPU after [`Device::synchronize`]. Errors as
     /// [`Device::cuda`].
     pub fn cuda_with_own_stream(ordinal: usize) -> Result<Device, Error> {
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = ordinal;
+            Err(Error::CudaDisabled {
+                op: "Device::cuda_with_own_stream",
+            })
+        }
+        #[cfg(feature = "cuda")]
+        Self::open_own_stream(ordinal)
+    }
+
+    /// [`Device::cuda_with_own_stream`]: a new handle with a new stream.
+    #[cfg(feature = "cuda")]
+    fn open_own_stream(ordinal: usize) -> Result<Device, Error> {
         let info = driver::probe()?;
         if !u32::try_from(ordinal).is_ok_and(|i| i < info.device_count) {
             return Err(Error::InvalidDeviceIndex {
@@ -212,7 +262,13 @@ impl Device {
     /// GPU 0 when there is a usable one; otherwise the CPU reference device, after a
     /// one-line warning (once per process, through `log`, target `nvfuser`) saying why
     /// there is no GPU and that the CPU reference evaluator will run.
+    ///
+    /// In a build without the `cuda` feature: the CPU reference device, without a
+    /// warning (the build has no GPU support by choice).
     pub fn best() -> Device {
+        if !cfg!(feature = "cuda") {
+            return Device::cpu();
+        }
         match Device::cuda(0) {
             Ok(device) => device,
             Err(err) => {
@@ -224,22 +280,32 @@ impl Device {
 
     /// Whether this is a GPU.
     pub fn is_gpu(&self) -> bool {
-        matches!(self.kind, Kind::Cuda(_))
+        !self.is_cpu()
     }
 
     /// Whether this is the CPU reference device.
     pub fn is_cpu(&self) -> bool {
-        matches!(self.kind, Kind::Cpu)
+        match self.kind {
+            Kind::Cpu => true,
+            #[cfg(feature = "cuda")]
+            Kind::Cuda(_) => false,
+        }
     }
 
     /// The GPU's ordinal; `None` for the CPU.
     pub fn ordinal(&self) -> Option<usize> {
-        self.gpu().map(|d| d.ordinal)
+        #[cfg(feature = "cuda")]
+        return self.gpu().map(|d| d.ordinal);
+        #[cfg(not(feature = "cuda"))]
+        None
     }
 
     /// The GPU's properties, read from the driver; `None` for the CPU.
     pub fn properties(&self) -> Option<&DeviceProperties> {
-        self.gpu().map(|d| &d.properties)
+        #[cfg(feature = "cuda")]
+        return self.gpu().map(|d| &d.properties);
+        #[cfg(not(feature = "cuda"))]
+        None
     }
 
     /// The architecture to compile kernels for; `None` for the CPU.
@@ -248,12 +314,16 @@ impl Device {
     }
 
     /// The GPU's cudarc context (its primary context); `None` for the CPU.
+    #[cfg(feature = "cuda")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
     pub fn cuda_context(&self) -> Option<&Arc<CudaContext>> {
         self.gpu().map(|d| &d.context)
     }
 
     /// The stream this crate orders its uploads, downloads and launches on; `None` for
     /// the CPU.
+    #[cfg(feature = "cuda")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
     pub fn cuda_stream(&self) -> Option<&Arc<CudaStream>> {
         self.gpu().map(|d| &d.stream)
     }
@@ -264,15 +334,14 @@ impl Device {
     /// A device-side check that failed in a kernel launched before (see
     /// [`Error::DeviceAssert`]) is reported here, and cleared.
     pub fn synchronize(&self) -> Result<(), Error> {
-        match self.gpu() {
-            Some(d) => {
-                d.stream
-                    .synchronize()
-                    .map_err(|e| Error::driver("cuStreamSynchronize", e))?;
-                self.check_device_errors()
-            }
-            None => Ok(()),
+        #[cfg(feature = "cuda")]
+        if let Some(d) = self.gpu() {
+            d.stream
+                .synchronize()
+                .map_err(|e| Error::driver("cuStreamSynchronize", e))?;
+            return self.check_device_errors();
         }
+        Ok(())
     }
 
     /// Reports (and clears) a failed device-side check of a kernel launched since the
@@ -280,10 +349,11 @@ impl Device {
     /// when a kernel with checks was launched since then. Downloads and
     /// [`Device::synchronize`] call it; a no-op on the CPU device.
     pub fn check_device_errors(&self) -> Result<(), Error> {
-        match self.gpu() {
-            Some(d) => d.errors.take(&d.alloc_stream, &self.to_string()),
-            None => Ok(()),
+        #[cfg(feature = "cuda")]
+        if let Some(d) = self.gpu() {
+            return d.errors.take(&d.alloc_stream, &self.to_string());
         }
+        Ok(())
     }
 
     /// Free and total device memory as the driver reports them (`cuMemGetInfo`): the
@@ -294,29 +364,41 @@ impl Device {
     ///
     /// Errors: [`Error::NotAGpu`] on the CPU device; driver errors.
     pub fn memory_info(&self) -> Result<MemoryInfo, Error> {
-        let gpu = self.require_gpu("Device::memory_info")?;
-        let (free, total) = gpu
-            .context
-            .mem_get_info()
-            .map_err(|e| Error::driver("cuMemGetInfo", e))?;
-        Ok(MemoryInfo {
-            free_bytes: free,
-            total_bytes: total,
-        })
+        const OP: &str = "Device::memory_info";
+        #[cfg(not(feature = "cuda"))]
+        return Err(Error::NotAGpu { op: OP });
+        #[cfg(feature = "cuda")]
+        {
+            let gpu = self.require_gpu(OP)?;
+            let (free, total) = gpu
+                .context
+                .mem_get_info()
+                .map_err(|e| Error::driver("cuMemGetInfo", e))?;
+            Ok(MemoryInfo {
+                free_bytes: free,
+                total_bytes: total,
+            })
+        }
     }
 
     /// Bytes of device memory this crate keeps cached for reuse: blocks of dropped
     /// tensors, handed out again to later allocations of the same size class without a
     /// driver call (see [`DEFAULT_CACHED_BYTES`]). 0 on the CPU device.
     pub fn cached_bytes(&self) -> usize {
-        self.gpu().map_or(0, |g| g.pool.cached_bytes())
+        #[cfg(feature = "cuda")]
+        return self.gpu().map_or(0, |g| g.pool.cached_bytes());
+        #[cfg(not(feature = "cuda"))]
+        0
     }
 
     /// Returns the cached blocks ([`Device::cached_bytes`]) to the driver, in stream
     /// order; returns how many bytes they held. [`Device::memory_info`] sees them free
     /// after the next [`Device::synchronize`].
     pub fn release_cached_memory(&self) -> usize {
-        self.gpu().map_or(0, |g| g.pool.release_cached())
+        #[cfg(feature = "cuda")]
+        return self.gpu().map_or(0, |g| g.pool.release_cached());
+        #[cfg(not(feature = "cuda"))]
+        0
     }
 
     /// How many modules loaded through this device ([`Device::load_module`],
@@ -324,16 +406,20 @@ impl Device {
     /// `CudaModule`/`CudaFunction` handle to it is dropped (for the executor, when its
     /// runtime is evicted or the executor dropped). 0 on the CPU device.
     pub fn loaded_modules(&self) -> usize {
-        self.gpu().map_or(0, |g| {
+        #[cfg(feature = "cuda")]
+        return self.gpu().map_or(0, |g| {
             g.modules
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
                 .filter(|m| m.strong_count() > 0)
                 .count()
-        })
+        });
+        #[cfg(not(feature = "cuda"))]
+        0
     }
 
+    #[cfg(feature = "cuda")]
     pub(crate) fn gpu(&self) -> Option<&Arc<CudaDevice>> {
         match &self.kind {
             Kind::Cuda(d) => Some(d),
@@ -342,6 +428,7 @@ impl Device {
     }
 
     /// The GPU, or [`Error::NotAGpu`] naming `op`.
+    #[cfg(feature = "cuda")]
     pub(crate) fn require_gpu(&self, op: &'static str) -> Result<&Arc<CudaDevice>, Error> {
         self.gpu().ok_or(Error::NotAGpu { op })
     }
@@ -360,7 +447,9 @@ impl PartialEq for Device {
     fn eq(&self, other: &Self) -> bool {
         match (&self.kind, &other.kind) {
             (Kind::Cpu, Kind::Cpu) => true,
+            #[cfg(feature = "cuda")]
             (Kind::Cuda(a), Kind::Cuda(b)) => a.ordinal == b.ordinal,
+            #[cfg(feature = "cuda")]
             _ => false,
         }
     }
@@ -373,6 +462,7 @@ impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             Kind::Cpu => f.write_str("cpu"),
+            #[cfg(feature = "cuda")]
             Kind::Cuda(d) => f.write_str(&d.label()),
         }
     }
@@ -396,9 +486,16 @@ mod tests {
         assert_eq!(cpu, Device::cpu());
         assert!(cpu.properties().is_none() && cpu.arch().is_none());
         assert!(cpu.synchronize().is_ok());
+        #[cfg(feature = "cuda")]
         assert!(matches!(
             cpu.require_gpu("op"),
             Err(Error::NotAGpu { op: "op" })
+        ));
+        assert!(matches!(
+            cpu.memory_info(),
+            Err(Error::NotAGpu {
+                op: "Device::memory_info"
+            })
         ));
     }
 
@@ -411,6 +508,8 @@ mod tests {
             // Without a driver the probe's error comes first.
             Err(Error::NoDriver { .. } | Error::NoDevice { .. }) => {}
             Err(Error::DriverTooOld { .. }) => {}
+            // A build without `cuda`.
+            Err(Error::CudaDisabled { op: "Device::cuda" }) if !cfg!(feature = "cuda") => {}
             other => panic!("expected an error, got {other:?}"),
         }
     }
@@ -419,6 +518,22 @@ mod tests {
     fn best_always_returns_a_device() {
         let device = Device::best();
         assert_eq!(device.is_gpu(), Device::cuda(0).is_ok());
+    }
+
+    #[test]
+    #[cfg(not(feature = "cuda"))]
+    fn without_cuda_there_is_only_the_cpu() {
+        assert!(Device::best().is_cpu());
+        for err in [
+            Device::cuda(0).unwrap_err(),
+            Device::cuda_with_own_stream(0).unwrap_err(),
+        ] {
+            assert!(matches!(err, Error::CudaDisabled { .. }), "{err}");
+            assert!(
+                err.to_string().contains("built without the `cuda` feature"),
+                "{err}"
+            );
+        }
     }
 }
 

@@ -3,16 +3,26 @@
 //! cudarc's `load_function` panics on a name with a NUL byte, and the driver's answer to
 //! a CUBIN built for the wrong architecture is an opaque `CUDA_ERROR_NO_BINARY_FOR_GPU`.
 //! Both are checked here first and become typed errors that say what to do.
+//!
+//! Loading needs `cuda` (the handles are cudarc's); [`cubin_runs_on`] is plain data.
 
+#[cfg(feature = "cuda")]
 use std::sync::Arc;
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::sys::CUresult;
+#[cfg(feature = "cuda")]
 use cudarc::driver::{CudaFunction, CudaModule};
+#[cfg(feature = "cuda")]
 use cudarc::nvrtc::Ptx;
 
+#[cfg(feature = "cuda")]
 use super::Device;
+#[cfg(feature = "cuda")]
 use crate::error::Error;
-use crate::nvrtc::{CompiledKernel, GpuArch};
+#[cfg(feature = "cuda")]
+use crate::nvrtc::CompiledKernel;
+use crate::nvrtc::GpuArch;
 
 /// Whether machine code for `kernel` runs on a GPU of architecture `device`: a CUBIN runs
 /// on its own major version at its own or a later minor version (`sm_80` code runs on
@@ -21,12 +31,14 @@ pub fn cubin_runs_on(kernel: GpuArch, device: GpuArch) -> bool {
     kernel.major() == device.major() && kernel.minor() <= device.minor()
 }
 
+#[cfg(feature = "cuda")]
 impl Device {
     /// Loads a compiled kernel's CUBIN into this GPU's context.
     ///
     /// Errors: [`Error::NotAGpu`] on the CPU device, [`Error::ArchMismatch`] when
     /// the CUBIN cannot run on this GPU (see [`cubin_runs_on`]), and
     /// [`Error::Driver`] when the driver rejects the image.
+    #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
     pub fn load_module(&self, kernel: &CompiledKernel) -> Result<Arc<CudaModule>, Error> {
         let gpu = self.require_gpu("Device::load_module")?;
         let device_arch = gpu.properties.arch();
@@ -54,6 +66,7 @@ impl Device {
     /// Errors: those of [`Device::load_module`], [`Error::InvalidInput`] for a name
     /// with a NUL byte, and [`Error::FunctionNotFound`] when the CUBIN has no such
     /// function.
+    #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
     pub fn load_function(
         &self,
         kernel: &CompiledKernel,

@@ -31,9 +31,6 @@ use rustc_hash::FxHashMap;
 use crate::tensor::storage::CudaBuffer;
 use crate::Error;
 
-/// Bytes of free blocks a device's pool keeps at most by default.
-pub const DEFAULT_CACHED_BYTES: usize = 4 << 30;
-
 /// One device allocation.
 #[derive(Debug)]
 struct Block {

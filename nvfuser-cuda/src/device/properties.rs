@@ -10,9 +10,12 @@
 use nvfuser_core::scheduler::GpuModel;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::sys::CUdevice_attribute as Attr;
+#[cfg(feature = "cuda")]
 use cudarc::driver::CudaContext;
 
+#[cfg(feature = "cuda")]
 use crate::error::Error;
 use crate::nvrtc::GpuArch;
 
@@ -143,6 +146,7 @@ impl DeviceProperties {
     }
 
     /// Reads every property of the context's device from the driver.
+    #[cfg(feature = "cuda")]
     pub(crate) fn query(ctx: &CudaContext) -> Result<Self, Error> {
         let attr = |a: Attr| -> Result<u32, Error> {
             let value = ctx.attribute(a).map_err(|e| Error::Driver {

@@ -1,6 +1,8 @@
 //! In-place outputs (`add_output_alias`) in the executor: written by the kernel itself
 //! where the plan and the call allow it ([`FusionExecutorCache::direct_into`]),
 //! otherwise stored into their inputs after the call ([`FusionExecutorCache::finish`]).
+//! GPU calls only (`cuda`): the CPU device stores in-place outputs after the reference
+//! evaluator (`args::store_in_place`).
 
 use std::sync::atomic::Ordering;
 

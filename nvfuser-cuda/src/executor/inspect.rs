@@ -1,9 +1,15 @@
 //! The executor's inspection and offline-planning API: the plan, CUDA source, scheduled
 //! IR, heuristics and kernel of a call (building its runtime on a GPU), profiled runs,
 //! and planning for a described GPU without one.
+//!
+//! Without the `cuda` feature every device is the CPU: the GPU-only inspections check
+//! the arguments and return [`Error::NotAGpu`], as they do on the CPU device of a CUDA
+//! build; offline planning works as ever.
 
+#[cfg(feature = "cuda")]
 use std::sync::Arc;
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::CudaFunction;
 use nvfuser_core::codegen::Kernel;
 use nvfuser_core::plan::ExecutionPlan;
@@ -11,12 +17,31 @@ use nvfuser_core::scheduler::{DeviceInfo, HeuristicParams, RuntimeInfo};
 
 use super::{runtime_info, runtime_info_for, FusionExecutorCache};
 use crate::args::Arg;
-use crate::profile::{self, KernelProfile, LaunchTimer};
-use crate::runtime::{check_reads, execute, InputSignature, Runtime};
+use crate::profile::KernelProfile;
+#[cfg(feature = "cuda")]
+use crate::profile::{self, LaunchTimer};
+use crate::runtime::InputSignature;
+#[cfg(feature = "cuda")]
+use crate::runtime::{check_reads, execute, Runtime};
 use crate::{Device, Error, Tensor};
 
 impl FusionExecutorCache {
+    /// What a GPU-only inspection named `op` returns without `cuda`, where every device
+    /// is the CPU: the arguments' error, else [`Error::NotAGpu`].
+    #[cfg(not(feature = "cuda"))]
+    fn not_a_gpu(&self, op: &'static str, device: &Device, args: &[Arg<'_>]) -> Error {
+        let completed = match crate::generator::complete_args(self.fusion(), device, args, false) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        match self.check_args(device, completed.as_deref().unwrap_or(args)) {
+            Err(e) => e,
+            Ok(()) => Error::NotAGpu { op },
+        }
+    }
+
     /// The checked kernel arguments and the runtime of a call (GPU devices only).
+    #[cfg(feature = "cuda")]
     fn runtime_for(&self, device: &Device, args: &[Arg<'_>]) -> Result<Arc<Runtime>, Error> {
         // An inspection reads the generator's state without moving it on.
         let completed = crate::generator::complete_args(self.fusion(), device, args, false)?;
@@ -29,18 +54,28 @@ impl FusionExecutorCache {
     /// The execution plan a GPU call with these arguments runs, building its runtime if
     /// needed (GPU devices only). Print it (`Display`) or serialize it (serde).
     pub fn plan(&self, device: &Device, args: &[Arg<'_>]) -> Result<ExecutionPlan, Error> {
+        #[cfg(not(feature = "cuda"))]
+        return Err(self.not_a_gpu("FusionExecutorCache::plan", device, args));
+        #[cfg(feature = "cuda")]
         Ok(self.runtime_for(device, args)?.plan.clone())
     }
 
     /// The generated CUDA source of the runtime for these arguments, building it if
     /// needed (for inspection; GPU devices only; a fusion of one kernel).
     pub fn cuda_source(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, Error> {
-        let rt = self.runtime_for(device, args)?;
-        Ok(rt.single("cuda_source")?.0.kernel.cuda_source())
+        #[cfg(not(feature = "cuda"))]
+        return Err(self.not_a_gpu("FusionExecutorCache::cuda_source", device, args));
+        #[cfg(feature = "cuda")]
+        {
+            let rt = self.runtime_for(device, args)?;
+            Ok(rt.single("cuda_source")?.0.kernel.cuda_source())
+        }
     }
 
     /// The generated kernel and its loaded function for these arguments (building the
     /// runtime if needed; GPU devices only), e.g. to compare with a bare launch.
+    #[cfg(feature = "cuda")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
     pub fn kernel_and_function(
         &self,
         device: &Device,
@@ -53,8 +88,13 @@ impl FusionExecutorCache {
 
     /// The scheduled IR of the runtime for these arguments (GPU devices only).
     pub fn scheduled_ir(&self, device: &Device, args: &[Arg<'_>]) -> Result<String, Error> {
-        let rt = self.runtime_for(device, args)?;
-        Ok(rt.single("scheduled_ir")?.0.scheduled.scheduled_ir())
+        #[cfg(not(feature = "cuda"))]
+        return Err(self.not_a_gpu("FusionExecutorCache::scheduled_ir", device, args));
+        #[cfg(feature = "cuda")]
+        {
+            let rt = self.runtime_for(device, args)?;
+            Ok(rt.single("scheduled_ir")?.0.scheduled.scheduled_ir())
+        }
     }
 
     /// The heuristic params the registry picks for these arguments on `device` (GPU
@@ -108,9 +148,26 @@ impl FusionExecutorCache {
         args: &[Arg<'_>],
         params: Option<&HeuristicParams>,
     ) -> Result<(Vec<Tensor>, KernelProfile), Error> {
-        let props = device.properties().ok_or(Error::NotAGpu {
-            op: "FusionExecutorCache::run_profiled",
-        })?;
+        const OP: &str = "FusionExecutorCache::run_profiled";
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = params;
+            Err(self.not_a_gpu(OP, device, args))
+        }
+        #[cfg(feature = "cuda")]
+        self.profile_on_gpu(OP, device, args, params)
+    }
+
+    /// [`Self::run_profiled_with`] where a GPU can exist.
+    #[cfg(feature = "cuda")]
+    fn profile_on_gpu(
+        &self,
+        op: &'static str,
+        device: &Device,
+        args: &[Arg<'_>],
+        params: Option<&HeuristicParams>,
+    ) -> Result<(Vec<Tensor>, KernelProfile), Error> {
+        let props = device.properties().ok_or(Error::NotAGpu { op })?;
         let completed = crate::generator::complete_args(self.fusion(), device, args, true)?;
         let args = completed.as_deref().unwrap_or(args);
         self.check_args(device, args)?;

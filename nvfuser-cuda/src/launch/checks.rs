@@ -3,7 +3,9 @@
 //! aligned vector accesses), and extents evaluated on the arguments.
 
 use nvfuser_core::codegen::abi::ArgRef;
-use nvfuser_core::codegen::{IndexType, Kernel, Requirement};
+#[cfg(feature = "cuda")]
+use nvfuser_core::codegen::IndexType;
+use nvfuser_core::codegen::{Kernel, Requirement};
 use nvfuser_core::ir::reads::{CallValues, ReadChecks};
 use nvfuser_core::ir::Extent;
 use nvfuser_core::scheduler::vector_access_ok;
@@ -27,6 +29,7 @@ pub(crate) fn extent_elements(t: &Tensor) -> u64 {
 }
 
 /// A 32-bit kernel cannot index a tensor that reaches 2^31 elements.
+#[cfg(feature = "cuda")]
 pub(super) fn check_index_type(kernel: &Kernel, t: &Tensor) -> Result<(), Error> {
     if kernel.abi.index_type == IndexType::I32
         && (extent_elements(t) >= 1 << 31 || t.numel() as u64 >= 1 << 31)
@@ -41,6 +44,7 @@ pub(super) fn check_index_type(kernel: &Kernel, t: &Tensor) -> Result<(), Error>
     Ok(())
 }
 
+#[cfg(feature = "cuda")]
 pub(super) fn dims(
     extents: &[Extent; 3],
     eval: &dyn Fn(&Extent) -> Result<i64, Error>,

@@ -1,7 +1,9 @@
 //! Unit tests of the launcher's data-dependent read checks.
 use super::*;
 use nvfuser_core::builder::{Size, Slice};
-use nvfuser_core::ir::reads::ReadChecks;
+use nvfuser_core::ir::reads::{CallValues, ReadChecks};
+use nvfuser_core::ir::Extent;
+use nvfuser_core::Fusion;
 use nvfuser_core::{DataType, FusionDefinition, ValId};
 
 /// Runs the check with input `i` of shape `shapes[i]` (tensors) or value

@@ -18,23 +18,33 @@
 //!
 //! A success is cached for the life of the process; a failure is not, so that setting the
 //! variable and probing again works.
+//!
+//! Without the `cuda` feature nothing is loaded: [`probe`] returns
+//! [`Error::CudaDisabled`].
 
-use std::ffi::c_int;
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+#[cfg(feature = "cuda")]
+use std::{
+    ffi::c_int,
+    path::{Path, PathBuf},
+};
 
+#[cfg(feature = "cuda")]
 use cudarc::nvrtc::sys;
+#[cfg(feature = "cuda")]
 use libloading::Library;
 
-use crate::dylib;
 use crate::error::Error;
-use crate::nvrtc::{check, GpuArch, NvrtcVersion};
+use crate::nvrtc::{GpuArch, NvrtcVersion};
+#[cfg(feature = "cuda")]
+use crate::{dylib, nvrtc::check};
 
 /// The environment variable naming a directory that holds `libnvrtc.so.*` and
 /// `libnvrtc-builtins.so.*`, used when the system search path has no NVRTC.
 pub const LIB_DIR_VAR: &str = "NVFUSER_NVRTC_LIB_DIR";
 
 /// Every NVRTC function this crate calls through cudarc.
+#[cfg(feature = "cuda")]
 const REQUIRED_SYMBOLS: &[&str] = &[
     "nvrtcVersion",
     "nvrtcGetNumSupportedArchs",
@@ -56,6 +66,7 @@ pub struct NvrtcLibrary {
     supported_archs: Vec<u32>,
     // Kept open for the life of the process: the library found by name, and any files
     // opened by path from NVFUSER_NVRTC_LIB_DIR (their SONAMEs must stay registered).
+    #[cfg(feature = "cuda")]
     _libraries: Vec<Library>,
 }
 
@@ -83,7 +94,8 @@ impl NvrtcLibrary {
 
 static NVRTC: OnceLock<NvrtcLibrary> = OnceLock::new();
 
-/// Finds and opens `libnvrtc`, or says why it cannot; never panics.
+/// Finds and opens `libnvrtc`, or says why it cannot; never panics. Without the `cuda`
+/// feature: [`Error::CudaDisabled`].
 ///
 /// ```
 /// match nvfuser_cuda::nvrtc::probe() {
@@ -99,6 +111,13 @@ pub fn probe() -> Result<&'static NvrtcLibrary, Error> {
     Ok(NVRTC.get_or_init(|| lib))
 }
 
+/// Without `cuda` there is no NVRTC to load.
+#[cfg(not(feature = "cuda"))]
+fn load() -> Result<NvrtcLibrary, Error> {
+    Err(Error::CudaDisabled { op: "nvrtc::probe" })
+}
+
+#[cfg(feature = "cuda")]
 fn load() -> Result<NvrtcLibrary, Error> {
     let names = dylib::candidate_names("nvrtc");
     let mut libraries = Vec::new();
@@ -153,6 +172,7 @@ fn load() -> Result<NvrtcLibrary, Error> {
 
 /// Opens the NVRTC builtins and then NVRTC itself from `dir` by absolute path. Returns the
 /// open libraries and the path of NVRTC, or why that failed.
+#[cfg(feature = "cuda")]
 fn preload_from_dir(dir: &Path, names: &[String]) -> Result<(Vec<Library>, PathBuf), String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read it: {e}"))?;
     let mut builtins: Vec<PathBuf> = entries
@@ -176,6 +196,7 @@ fn preload_from_dir(dir: &Path, names: &[String]) -> Result<(Vec<Library>, PathB
     Ok((libraries, path))
 }
 
+#[cfg(feature = "cuda")]
 fn query_version() -> Result<NvrtcVersion, Error> {
     let (mut major, mut minor): (c_int, c_int) = (0, 0);
     // SAFETY: libnvrtc is loaded and exports nvrtcVersion (checked by the caller); the two
@@ -189,6 +210,7 @@ fn query_version() -> Result<NvrtcVersion, Error> {
     })
 }
 
+#[cfg(feature = "cuda")]
 fn query_supported_archs() -> Result<Vec<u32>, Error> {
     let mut count: c_int = 0;
     // SAFETY: as in `query_version`; `count` is valid for writes.

@@ -90,7 +90,9 @@ pub(crate) fn begin() {
     }
 }
 
-/// The end of `phase` (the time since the previous boundary is its own).
+/// The end of `phase` (the time since the previous boundary is its own). GPU calls only:
+/// a call on the CPU device is counted, not split.
+#[cfg(feature = "cuda")]
 #[inline]
 pub(crate) fn end(phase: HostPhase) {
     if ON.load(Ordering::Relaxed) {
@@ -127,7 +129,8 @@ pub fn take() -> (u64, Vec<(HostPhase, f64)>) {
     })
 }
 
-#[cfg(test)]
+/// The split (`cuda`: only GPU calls are split).
+#[cfg(all(test, feature = "cuda"))]
 mod tests {
     use super::*;
 

@@ -5,16 +5,22 @@
 //! supports memory pools); an allocation failure for lack of memory is
 //! [`Error::OutOfMemory`] with the size asked for, not a bare driver code.
 
+#[cfg(feature = "cuda")]
 use std::sync::Arc;
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::sys::CUresult;
 use nvfuser_core::DataType;
 
 use super::layout::Layout;
 pub(crate) use super::storage::try_bytes;
-use super::storage::{CudaBuffer, HostBuffer, Storage};
+#[cfg(feature = "cuda")]
+use super::storage::CudaBuffer;
+use super::storage::{HostBuffer, Storage};
 use super::{Element, Tensor};
-use crate::device::{CudaDevice, Device};
+#[cfg(feature = "cuda")]
+use crate::device::CudaDevice;
+use crate::device::Device;
 use crate::error::Error;
 
 impl Device {
@@ -49,10 +55,7 @@ impl Device {
         const OP: &str = "Device::zeros";
         let layout = Layout::contiguous(OP, shape.as_ref())?;
         let num_bytes = byte_size(OP, layout.numel(), dtype)?;
-        let storage = match self.gpu() {
-            None => Storage::host(HostBuffer::zeroed(num_bytes)?),
-            Some(gpu) => Storage::cuda(alloc_zeros(gpu, num_bytes)?),
-        };
+        let storage = self.new_storage(Fill::Zeros(num_bytes))?;
         Ok(Tensor {
             dtype,
             layout,
@@ -70,10 +73,7 @@ impl Device {
         const OP: &str = "Device::uninit";
         let layout = Layout::contiguous(OP, shape)?;
         let num_bytes = byte_size(OP, layout.numel(), dtype)?;
-        let storage = match self.gpu() {
-            None => Storage::host(HostBuffer::zeroed(num_bytes)?),
-            Some(gpu) => Storage::cuda(alloc_uninit(gpu, num_bytes)?),
-        };
+        let storage = self.new_storage(Fill::Uninit(num_bytes))?;
         Ok(Tensor {
             dtype,
             layout,
@@ -89,10 +89,7 @@ impl Device {
         layout: Layout,
         bytes: &[u8],
     ) -> Result<Tensor, Error> {
-        let storage = match self.gpu() {
-            None => Storage::host(HostBuffer::from_bytes(bytes)?),
-            Some(gpu) => Storage::cuda(upload(gpu, bytes)?),
-        };
+        let storage = self.new_storage(Fill::Bytes(bytes))?;
         Ok(Tensor {
             dtype,
             layout,
@@ -100,6 +97,35 @@ impl Device {
             device: self.clone(),
         })
     }
+
+    /// A new buffer on this device: host bytes on the CPU device (zeros for
+    /// [`Fill::Uninit`]), a pool allocation on a GPU.
+    fn new_storage(&self, fill: Fill<'_>) -> Result<Storage, Error> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = self.gpu() {
+            let buffer = match fill {
+                Fill::Zeros(n) => alloc_zeros(gpu, n)?,
+                Fill::Uninit(n) => alloc_uninit(gpu, n)?,
+                Fill::Bytes(bytes) => upload(gpu, bytes)?,
+            };
+            return Ok(Storage::cuda(buffer));
+        }
+        let buffer = match fill {
+            Fill::Zeros(n) | Fill::Uninit(n) => HostBuffer::zeroed(n)?,
+            Fill::Bytes(bytes) => HostBuffer::from_bytes(bytes)?,
+        };
+        Ok(Storage::host(buffer))
+    }
+}
+
+/// What a new buffer holds.
+enum Fill<'a> {
+    /// This many zero bytes.
+    Zeros(usize),
+    /// This many bytes, not initialized (see [`Device::uninit`]).
+    Uninit(usize),
+    /// A copy of these bytes.
+    Bytes(&'a [u8]),
 }
 
 /// `numel * dtype size`, checked.
@@ -114,6 +140,7 @@ pub(super) fn byte_size(op: &'static str, numel: usize, dtype: DataType) -> Resu
 }
 
 /// Maps an allocation failure to [`Error::OutOfMemory`] when that is what it was.
+#[cfg(feature = "cuda")]
 fn alloc_error<'a>(
     gpu: &'a CudaDevice,
     bytes: usize,
@@ -132,6 +159,7 @@ fn alloc_error<'a>(
 }
 
 /// A zero-filled device buffer of `num_bytes` (at least one), from the device's pool.
+#[cfg(feature = "cuda")]
 fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, Error> {
     let buffer = gpu
         .alloc(num_bytes)
@@ -149,6 +177,7 @@ fn alloc_zeros(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>
 /// give wrong values but never undefined behavior; `Device::uninit` documents that a
 /// kernel must write every element before it is read, and the launcher only uses it for
 /// outputs that the kernel writes completely.
+#[cfg(feature = "cuda")]
 fn alloc_uninit(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer>, Error> {
     let buffer = gpu
         .alloc(num_bytes)
@@ -157,6 +186,7 @@ fn alloc_uninit(gpu: &CudaDevice, num_bytes: usize) -> Result<Arc<dyn CudaBuffer
 }
 
 /// A device buffer holding a copy of `bytes`.
+#[cfg(feature = "cuda")]
 fn upload(gpu: &CudaDevice, bytes: &[u8]) -> Result<Arc<dyn CudaBuffer>, Error> {
     if bytes.is_empty() {
         return alloc_zeros(gpu, 0);

@@ -126,6 +126,15 @@ impl Tensor {
         if !self.device().is_gpu() {
             return self.store_host_tensor(&value.to_host_tensor()?);
         }
+        #[cfg(not(feature = "cuda"))]
+        return Err(Error::CudaDisabled { op: OP });
+        #[cfg(feature = "cuda")]
+        self.store_on_gpu(value)
+    }
+
+    /// The GPU part of [`Tensor::store`] (checked there).
+    #[cfg(feature = "cuda")]
+    fn store_on_gpu(&self, value: &Tensor) -> Result<(), Error> {
         if value.shares_buffer(self)
             && value.strides() == self.strides()
             && value.offset() == self.offset()
@@ -159,7 +168,7 @@ impl Tensor {
     /// into this CPU tensor's view.
     pub(super) fn store_host_tensor(&self, host: &HostTensor) -> Result<(), Error> {
         const OP: &str = "in-place output";
-        let super::storage::Storage::Host(buffer) = &self.storage else {
+        let Some(buffer) = self.storage.as_host() else {
             return Err(Error::tensor(
                 OP,
                 "an input on the CPU device",

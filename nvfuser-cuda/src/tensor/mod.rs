@@ -11,7 +11,7 @@
 //! Strides and offset count elements. Every constructor checks that the view stays inside
 //! its buffer, and every view of a valid tensor is again inside it, so reading a tensor
 //! never addresses memory it does not own. Buffers from other crates (candle) come in
-//! through [`Tensor::from_cuda_slice`] without a copy.
+//! through `Tensor::from_cuda_slice` (with the `cuda` feature) without a copy.
 //!
 //! Submodules: `layout` (index arithmetic), `element` (Rust types ↔ dtypes and bytes),
 //! `storage` (host and device buffers), `create` (uploads, zeros, allocations), `host`
@@ -24,8 +24,10 @@ mod layout;
 pub(crate) mod storage;
 
 use std::fmt;
+#[cfg(feature = "cuda")]
 use std::sync::Arc;
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::{CudaSlice, DeviceRepr};
 use nvfuser_core::DataType;
 
@@ -37,7 +39,9 @@ use crate::device::Device;
 use crate::error::Error;
 use create::byte_size;
 use layout::Layout;
-use storage::{CudaBuffer, Storage};
+#[cfg(feature = "cuda")]
+use storage::CudaBuffer;
+use storage::Storage;
 
 /// A strided view of elements of one dtype on a [`Device`]. Cheap to clone (the buffer
 /// is shared).
@@ -75,6 +79,8 @@ impl Tensor {
     /// address aligned to the dtype. Any violation is a [`Error::InvalidTensor`] that
     /// names the numbers. The slice's GPU must be usable as a [`Device`] (it is, since the
     /// slice exists).
+    #[cfg(feature = "cuda")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
     pub fn from_cuda_slice<T: DeviceRepr + 'static>(
         slice: impl Into<Arc<CudaSlice<T>>>,
         dtype: DataType,
@@ -183,6 +189,7 @@ impl Tensor {
     pub fn cuda_address(&self) -> Option<u64> {
         match &self.storage {
             // The offset of a view inside its buffer fits in the buffer's byte size.
+            #[cfg(feature = "cuda")]
             Storage::Cuda { address, .. } => Some(address.wrapping_add(
                 (self.layout.offset() as u64).wrapping_mul(self.dtype.size_bytes() as u64),
             )),
@@ -193,6 +200,7 @@ impl Tensor {
     /// The stream the GPU buffer is ordered on (this crate's device stream for buffers
     /// it allocated; the owner's stream for [`Tensor::from_cuda_slice`]); `None` on the
     /// CPU device.
+    #[cfg(feature = "cuda")]
     pub(crate) fn buffer_stream(&self) -> Option<&Arc<cudarc::driver::CudaStream>> {
         self.storage.cuda_stream()
     }
@@ -267,11 +275,24 @@ impl Tensor {
                 ),
             ));
         }
-        let Storage::Cuda { buffer, address } = &self.storage else {
-            // The CPU device: the values stored into the host buffer every view sees.
-            let host = self.device.tensor_from_slice(values, self.sizes())?;
-            return self.store_host_tensor(&host.to_host_tensor()?);
-        };
+        #[cfg(feature = "cuda")]
+        if let Storage::Cuda { buffer, address } = &self.storage {
+            return self.write_on_gpu(&**buffer, *address, values);
+        }
+        // The CPU device: the values stored into the host buffer every view sees.
+        let host = self.device.tensor_from_slice(values, self.sizes())?;
+        self.store_host_tensor(&host.to_host_tensor()?)
+    }
+
+    /// [`Tensor::write_from_slice`] (checked there) into the GPU buffer at `address`.
+    #[cfg(feature = "cuda")]
+    fn write_on_gpu<T: Element>(
+        &self,
+        buffer: &dyn CudaBuffer,
+        address: u64,
+        values: &[T],
+    ) -> Result<(), Error> {
+        const OP: &str = "Tensor::write_from_slice";
         let mut bytes = create::try_bytes(OP, byte_size(OP, values.len(), T::DTYPE)?)?;
         T::encode(values, &mut bytes);
         let start = self.offset() * self.dtype.size_bytes();
@@ -383,6 +404,7 @@ impl Tensor {
         let bytes = self.storage.read_bytes(start, len)?;
         // The download waited for the kernels queued before it: a device-side check
         // one of them failed is reported now (see `device::errors`).
+        #[cfg(feature = "cuda")]
         if matches!(self.storage, Storage::Cuda { .. }) {
             self.device.check_device_errors()?;
         }

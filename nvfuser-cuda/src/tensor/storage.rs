@@ -1,5 +1,5 @@
 //! The buffers behind tensors: aligned host bytes for the CPU device, cudarc allocations
-//! for a GPU.
+//! for a GPU (with the `cuda` feature only).
 //!
 //! Both hold the elements as raw little-endian bytes (see `element.rs`), so one gather
 //! routine serves both and a view means the same thing on either device. Buffers are
@@ -18,6 +18,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 
 use crate::error::Error;
@@ -139,6 +140,7 @@ impl fmt::Debug for HostBuffer {
 }
 
 /// A device allocation of any element type, seen as bytes.
+#[cfg(feature = "cuda")]
 pub(crate) trait CudaBuffer: Send + Sync + 'static {
     /// The allocation's size in bytes.
     fn num_bytes(&self) -> usize;
@@ -151,6 +153,7 @@ pub(crate) trait CudaBuffer: Send + Sync + 'static {
     fn stream(&self) -> &Arc<CudaStream>;
 }
 
+#[cfg(feature = "cuda")]
 impl<T: DeviceRepr + 'static> CudaBuffer for CudaSlice<T> {
     fn num_bytes(&self) -> usize {
         CudaSlice::num_bytes(self)
@@ -207,6 +210,7 @@ pub(crate) enum Storage {
     /// The CPU reference device.
     Host(Arc<HostBuffer>),
     /// A GPU allocation, with its base address read once when it was wrapped.
+    #[cfg(feature = "cuda")]
     Cuda {
         buffer: Arc<dyn CudaBuffer>,
         address: u64,
@@ -218,7 +222,9 @@ impl Storage {
     pub(crate) fn same(&self, other: &Storage) -> bool {
         match (self, other) {
             (Storage::Host(a), Storage::Host(b)) => Arc::ptr_eq(a, b),
+            #[cfg(feature = "cuda")]
             (Storage::Cuda { buffer: a, .. }, Storage::Cuda { buffer: b, .. }) => Arc::ptr_eq(a, b),
+            #[cfg(feature = "cuda")]
             _ => false,
         }
     }
@@ -227,6 +233,16 @@ impl Storage {
         Storage::Host(Arc::new(buffer))
     }
 
+    /// The host buffer; `None` for a GPU allocation.
+    pub(crate) fn as_host(&self) -> Option<&HostBuffer> {
+        match self {
+            Storage::Host(b) => Some(b),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda { .. } => None,
+        }
+    }
+
+    #[cfg(feature = "cuda")]
     pub(crate) fn cuda(buffer: Arc<dyn CudaBuffer>) -> Self {
         let address = buffer.address();
         Storage::Cuda { buffer, address }
@@ -235,6 +251,7 @@ impl Storage {
     pub(crate) fn num_bytes(&self) -> usize {
         match self {
             Storage::Host(b) => b.len,
+            #[cfg(feature = "cuda")]
             Storage::Cuda { buffer, .. } => buffer.num_bytes(),
         }
     }
@@ -243,11 +260,13 @@ impl Storage {
     pub(crate) fn address(&self) -> u64 {
         match self {
             Storage::Host(b) => b.address(),
+            #[cfg(feature = "cuda")]
             Storage::Cuda { address, .. } => *address,
         }
     }
 
     /// The stream a GPU buffer is ordered on; `None` on the host.
+    #[cfg(feature = "cuda")]
     pub(crate) fn cuda_stream(&self) -> Option<&Arc<CudaStream>> {
         match self {
             Storage::Host(_) => None,
@@ -274,6 +293,7 @@ impl Storage {
                     range,
                 })
             }
+            #[cfg(feature = "cuda")]
             Storage::Cuda { buffer, .. } => {
                 let mut out = try_bytes("read", len)?;
                 out.resize(len, 0);
@@ -290,6 +310,7 @@ pub(crate) enum Bytes<'a> {
         guard: RwLockReadGuard<'a, Vec<u8>>,
         range: Range<usize>,
     },
+    #[cfg(feature = "cuda")]
     Owned(Vec<u8>),
 }
 
@@ -299,6 +320,7 @@ impl std::ops::Deref for Bytes<'_> {
     fn deref(&self) -> &[u8] {
         match self {
             Bytes::Host { guard, range } => &guard[range.clone()],
+            #[cfg(feature = "cuda")]
             Bytes::Owned(v) => v,
         }
     }
@@ -334,7 +356,7 @@ mod tests {
         }
         let s = Storage::host(HostBuffer::from_bytes(&[1, 2, 3]).unwrap());
         assert_eq!(&*s.read_bytes(0, 3).unwrap(), &[1, 2, 3]);
-        let Storage::Host(b) = &s else { unreachable!() };
+        let b = s.as_host().unwrap();
         b.write(1, &[9, 8]).unwrap();
         assert_eq!(&*s.read_bytes(0, 3).unwrap(), &[1, 9, 8]);
         assert!(b.write(2, &[1, 2]).is_err());
