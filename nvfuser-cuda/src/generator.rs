@@ -78,17 +78,6 @@ impl Device {
         generators().insert(self.ordinal(), state);
     }
 
-    /// Whether this device is recording a CUDA graph (`Device::capture`).
-    fn is_capturing(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        return self
-            .gpu()
-            .is_some_and(|g| g.capturing.load(std::sync::atomic::Ordering::Acquire));
-        // Without `cuda` there is no GPU to record on.
-        #[cfg(not(feature = "cuda"))]
-        false
-    }
-
     /// The current state, and the offset advanced by `draws`.
     fn draw_rng(&self, draws: u64) -> RngState {
         let mut g = generators();

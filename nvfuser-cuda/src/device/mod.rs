@@ -283,6 +283,17 @@ impl Device {
         !self.is_cpu()
     }
 
+    /// Whether this device is recording a CUDA graph ([`Device::capture`]).
+    pub(crate) fn is_capturing(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        return self
+            .gpu()
+            .is_some_and(|g| g.capturing.load(std::sync::atomic::Ordering::Acquire));
+        // Without `cuda` there is no GPU to record on.
+        #[cfg(not(feature = "cuda"))]
+        false
+    }
+
     /// Whether this is the CPU reference device.
     pub fn is_cpu(&self) -> bool {
         match self.kind {
