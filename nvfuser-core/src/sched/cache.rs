@@ -65,8 +65,8 @@ impl ScheduledFusion {
         Ok(c)
     }
 
-    /// Moves the definition of `tv`, a load (a copy, slice, squeeze or broadcast of
-    /// fusion inputs, loaded with vectors), ahead of every computation, after the loads
+    /// Moves the definition of `tv`, a load (a copy, slice, squeeze, broadcast or
+    /// permute of fusion inputs, loaded with vectors), ahead of every computation, after the loads
     /// already there: like an input cache, a load that gets its own loops then never
     /// splits a loop nest of the math in two.
     pub fn hoist(&mut self, tv: ValId) -> SchedResult<()> {
@@ -129,7 +129,7 @@ impl ScheduledFusion {
                 op,
                 tensor: tv,
                 reason: format!(
-                    "{} is not a copy, slice, squeeze or broadcast of fusion inputs",
+                    "{} is not a copy, slice, squeeze, broadcast or permute of fusion inputs",
                     s.exprs[def].op.name()
                 ),
             });
@@ -263,7 +263,7 @@ fn logical_shape(d: &TensorDomain) -> Vec<crate::ir::IterDomain> {
 fn is_load(s: &Schedule, e: &SExpr) -> bool {
     matches!(
         e.op,
-        Op::Set | Op::Slice { .. } | Op::Squeeze { .. } | Op::Broadcast { .. }
+        Op::Set | Op::Slice { .. } | Op::Squeeze { .. } | Op::Broadcast { .. } | Op::Permute { .. }
     ) && e.inputs.iter().any(|&i| s.tensors.contains_key(&i))
         && e.inputs.iter().all(|&i| s.definition(i).is_none())
 }

@@ -6,8 +6,9 @@
 //! - vectorize: innermost loop dim, split from the innermost logical dim
 //!   ([`ScheduleError::VectorizeNotInnermost`]), a constant power-of-two width of at most
 //!   16 bytes ([`ScheduleError::VectorizeWidth`]), a copy, a broadcast or squeeze that
-//!   keeps the innermost dim, or a slice whose innermost range has step 1 and a start
-//!   the width divides ([`ScheduleError::VectorizeNotCopy`])
+//!   keeps the innermost dim, a permute that keeps it innermost, or a slice whose
+//!   innermost range has step 1 and a start the width divides
+//!   ([`ScheduleError::VectorizeNotCopy`])
 //!   from/to a contiguous global tensor ([`ScheduleError::VectorizeNotContiguous`]) whose
 //!   static innermost extent the width divides ([`ScheduleError::VectorizeNotDivisible`]);
 //! - compute-at: never past a reduction dim of the producer
@@ -581,6 +582,9 @@ fn check_vectorize(s: &Schedule, tv: ValId, axis: usize) -> SchedResult<()> {
         Op::Slice { ranges } => ranges.last().is_some_and(|r| {
             r.step == 1 && matches!(r.start, crate::ir::SizeArg::Const(c) if c >= 0 && c % w == 0)
         }),
+        // A permute that keeps the innermost dim innermost (a head split: each vector
+        // is a contiguous run of one row of the input).
+        Op::Permute { perm } => perm.last().is_some_and(|&l| l + 1 == perm.len()),
         _ => false,
     };
     if !copy {

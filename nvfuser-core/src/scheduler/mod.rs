@@ -59,6 +59,7 @@ pub mod info;
 mod kind;
 pub mod outer;
 pub mod params;
+pub mod permute;
 pub mod pointwise;
 mod presets;
 mod recompute;
@@ -78,6 +79,7 @@ pub use params::{
     CompileParams, HeuristicParams, InvalidParams, LaunchParams, OuterReductionParams,
     PersistentParams, PointwiseParams, ReductionParams, ScanParams, TransposeParams,
 };
+pub use permute::push_permutes;
 pub use presets::{GpuModel, GpuSpec, UnknownGpu};
 pub use reduce_squeeze::squeeze_reduction_broadcasts;
 pub use registry::{

@@ -134,11 +134,16 @@ impl fmt::Debug for Decision {
     }
 }
 
-/// `fusion` with squeezes moved to the values they read.
+/// `fusion` with squeezes and permutes moved to the values they read
+/// ([`super::push_squeezes`], [`super::push_permutes`]).
 fn prepared(fusion: &Fusion) -> Cow<'_, Fusion> {
-    match super::push_squeezes(fusion) {
+    let squeezed = match super::push_squeezes(fusion) {
         Some(f) => Cow::Owned(f),
         None => Cow::Borrowed(fusion),
+    };
+    match super::push_permutes(&squeezed) {
+        Some(f) => Cow::Owned(f),
+        None => squeezed,
     }
 }
 

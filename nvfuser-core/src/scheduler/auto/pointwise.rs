@@ -284,6 +284,7 @@ fn vector_loaded_inputs(p: &PointwisePlan) -> Vec<(ValId, i64)> {
         .map(|r| (r.1, 0))
         .chain(vector_broadcast_reads(p).into_iter().map(|r| (r.1, 0)))
         .chain(vector_slice_reads(p).into_iter().map(|r| (r.1, r.2)))
+        .chain(vector_permute_reads(p).into_iter().map(|r| (r.1, 0)))
         .collect()
 }
 
@@ -553,6 +554,40 @@ fn vector_slice_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, i64)> {
         .collect()
 }
 
+/// The permutes of fusion inputs loaded with vectors, with the input each reads: the
+/// innermost dim stays innermost (a head split `[B, S, H, D]` to `[B, H, S, D]`: each
+/// vector is a contiguous run of the input's rows), the input's innermost dim is
+/// declared contiguous and innermost in memory, and the result is scheduled (not
+/// recomputed), not an output, and has no broadcast dim. Every outer stride of the
+/// input is a multiple of the vector width (`vector_limit`), so each vector starts
+/// aligned. A permute of elementwise math reaches the input first
+/// (`scheduler::permute`).
+fn vector_permute_reads(p: &PointwisePlan) -> Vec<(ValId, ValId)> {
+    let f = &p.fusion;
+    let live = f.live_exprs();
+    f.exprs()
+        .filter(|(id, _)| live[id.index()])
+        .filter_map(|(_, e)| {
+            let crate::ir::Op::Permute { perm } = &e.op else {
+                return None;
+            };
+            let (out, inp) = (e.outputs[0], e.inputs[0]);
+            if p.recomputed.contains(&out)
+                || f.input_position(inp).is_none()
+                || f.outputs().iter().any(|o| o.val == out)
+            {
+                return None;
+            }
+            let t = f.tensor_type(inp)?;
+            let full = f
+                .tensor_type(out)
+                .is_some_and(|o| o.shape().all(|d| !d.is_broadcast_like()));
+            let inner_kept = perm.last().is_some_and(|&l| l + 1 == perm.len());
+            (full && inner_kept && vector_readable(t)).then_some((out, inp))
+        })
+        .collect()
+}
+
 /// The tensors accessed with vectors, for a vectorized schedule: loads (register caches
 /// of inputs, and the squeezes, slices and broadcasts of inputs that load with vectors,
 /// moved ahead of the math), outputs stored from register caches, and those caches.
@@ -574,6 +609,7 @@ fn vector_accesses(
         .into_iter()
         .map(|r| r.0)
         .chain(vector_broadcast_reads(p).into_iter().map(|r| r.0))
+        .chain(vector_permute_reads(p).into_iter().map(|r| r.0))
     {
         s.hoist(out)?;
         loads.push(out);
