@@ -63,6 +63,35 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        name: "rope [T, H, 128] bf16 with [T, 128] tables (a cat of slices and a select)",
+        src: "fn f(x: Tensor<bf16, [T, H, 128]>, cos: Tensor<bf16, [T, 128]>, sin: Tensor<bf16, [T, 128]>) -> Tensor<bf16, [T, H, 128]> {
+            let r = cat([-x.slice([.., .., 64..128]), x.slice([.., .., 0..64])], 2);
+            let y = (x as f32) * (cos as f32).unsqueeze(1) + (r as f32) * (sin as f32).unsqueeze(1);
+            y as bf16
+        }",
+        calls: &[
+            &[Rand(BF16, &[37, 5, 128]), Rand(BF16, &[37, 128]), Rand(BF16, &[37, 128])],
+            &[Rand(BF16, &[256, 8, 128]), Rand(BF16, &[256, 128]), Rand(BF16, &[256, 128])],
+        ],
+    },
+    Case {
+        name: "an innermost cat of three pieces of math on slices and an input",
+        src: "fn f(x: Tensor<f32, [N, 24]>, y: Tensor<f32, [N, 8]>) -> Tensor<f32, [N, 32]> {
+            cat([x.slice([.., 16..24]) * 2.0f32, y.exp(), -x.slice([.., 0..16])], 1) + 1.0f32
+        }",
+        calls: &[
+            &[Rand(F32, &[7, 24]), Rand(F32, &[7, 8])],
+            &[Rand(F32, &[1024, 24]), Rand(F32, &[1024, 8])],
+        ],
+    },
+    Case {
+        name: "an innermost cat of math on odd slices (no vectors)",
+        src: "fn f(x: Tensor<f32, [N, 6]>) -> Tensor<f32, [N, 6]> {
+            cat([-x.slice([.., 3..6]), x.slice([.., 0..3]).abs()], 1)
+        }",
+        calls: &[&[Rand(F32, &[9, 6])], &[Rand(F32, &[500, 6])]],
+    },
+    Case {
         name: "silu-mul on the halves of [N, 2H]",
         src: "fn f(x: Tensor<bf16, [N, K]>) -> Tensor<bf16, [N, _]> {
             let h = x.size(1) / 2;

@@ -66,7 +66,8 @@ impl ScheduledFusion {
     }
 
     /// Moves the definition of `tv`, a load (a copy, slice, squeeze, broadcast or
-    /// permute of fusion inputs, loaded with vectors), ahead of every computation, after the loads
+    /// permute of fusion inputs, or a cat of inputs and slices of them, loaded with
+    /// vectors), ahead of every computation, after the loads
     /// already there: like an input cache, a load that gets its own loops then never
     /// splits a loop nest of the math in two.
     pub fn hoist(&mut self, tv: ValId) -> SchedResult<()> {
@@ -261,6 +262,17 @@ fn logical_shape(d: &TensorDomain) -> Vec<crate::ir::IterDomain> {
 
 /// A load: a copy, slice, squeeze or broadcast of fusion inputs.
 fn is_load(s: &Schedule, e: &SExpr) -> bool {
+    let in_memory = |i: ValId| s.tensors.contains_key(&i) && s.definition(i).is_none();
+    // A cat of fusion inputs and of slices of them (recomputed where the cat reads).
+    if matches!(e.op, Op::Cat { .. }) {
+        return e.inputs.iter().all(|&i| {
+            in_memory(i)
+                || s.recomputed(i).is_some_and(|r| {
+                    matches!(r.op, Op::Slice { .. })
+                        && r.inputs.first().is_some_and(|&x| in_memory(x))
+                })
+        });
+    }
     matches!(
         e.op,
         Op::Set | Op::Slice { .. } | Op::Squeeze { .. } | Op::Broadcast { .. } | Op::Permute { .. }

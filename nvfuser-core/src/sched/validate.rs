@@ -6,8 +6,9 @@
 //! - vectorize: innermost loop dim, split from the innermost logical dim
 //!   ([`ScheduleError::VectorizeNotInnermost`]), a constant power-of-two width of at most
 //!   16 bytes ([`ScheduleError::VectorizeWidth`]), a copy, a broadcast or squeeze that
-//!   keeps the innermost dim, a permute that keeps it innermost, or a slice whose
-//!   innermost range has step 1 and a start the width divides
+//!   keeps the innermost dim, a permute that keeps it innermost, a slice whose
+//!   innermost range has step 1 and a start the width divides, or an innermost cat of
+//!   inputs and such slices whose piece offsets the width divides
 //!   ([`ScheduleError::VectorizeNotCopy`])
 //!   from/to a contiguous global tensor ([`ScheduleError::VectorizeNotContiguous`]) whose
 //!   static innermost extent the width divides ([`ScheduleError::VectorizeNotDivisible`]);
@@ -36,7 +37,8 @@ use std::collections::BTreeMap;
 
 use super::recompute::{check_recomputed, is_resize};
 use super::{
-    ComputeAt, MemoryType, ParallelType, SchedResult, Schedule, ScheduleError, ScheduledFusion,
+    ComputeAt, MemoryType, ParallelType, SExpr, SchedResult, Schedule, ScheduleError,
+    ScheduledFusion,
 };
 use crate::ir::{Extent, IterKind, Op, ValId};
 
@@ -585,6 +587,10 @@ fn check_vectorize(s: &Schedule, tv: ValId, axis: usize) -> SchedResult<()> {
         // A permute that keeps the innermost dim innermost (a head split: each vector
         // is a contiguous run of one row of the input).
         Op::Permute { perm } => perm.last().is_some_and(|&l| l + 1 == perm.len()),
+        // A cat along the innermost dim of inputs and slices of them, each piece's
+        // offset and slice start a multiple of the width (each vector lies in one piece,
+        // a contiguous and aligned run of one input's row).
+        Op::Cat { axis } => *axis + 1 == t.contiguity.len() && cat_vector_ok(s, e, *axis, w),
         _ => false,
     };
     if !copy {
@@ -593,8 +599,16 @@ fn check_vectorize(s: &Schedule, tv: ValId, axis: usize) -> SchedResult<()> {
             found: e.op.name().to_string(),
         });
     }
-    let producer = e.inputs[0];
-    for g in [producer, tv] {
+    let globals: Vec<ValId> = match e.op {
+        Op::Cat { .. } => e
+            .inputs
+            .iter()
+            .map(|&i| s.recomputed(i).map_or(i, |r| r.inputs[0]))
+            .chain(std::iter::once(tv))
+            .collect(),
+        _ => vec![e.inputs[0], tv],
+    };
+    for g in globals {
         let gt = s.tensor("vectorize", g)?;
         if gt.memory != MemoryType::Global {
             continue;
@@ -628,6 +642,54 @@ fn check_vectorize(s: &Schedule, tv: ValId, axis: usize) -> SchedResult<()> {
         }
     }
     Ok(())
+}
+
+/// True when each piece of cat `e` (along the innermost `axis`) is a fusion input or a
+/// recomputed slice of one with step 1 and constant bounds along the axis (the input's
+/// extent there constant too), and every piece's offset and slice start is a multiple
+/// of `w`.
+fn cat_vector_ok(s: &Schedule, e: &SExpr, axis: usize, w: i64) -> bool {
+    let const_extent = |t: ValId| -> Option<i64> {
+        let ts = s.tensors.get(&t)?;
+        let d = &ts.domain;
+        let dims: Vec<_> = d
+            .logical
+            .iter()
+            .filter(|&&l| d.dom(l).kind != IterKind::Reduction)
+            .collect();
+        d.dom(**dims.get(axis)?).extent.as_const()
+    };
+    let mut offset = 0i64;
+    for &p in &e.inputs {
+        let (start, len) = match s.recomputed(p) {
+            None => (0, const_extent(p)),
+            Some(r) => {
+                let Op::Slice { ranges } = &r.op else {
+                    return false;
+                };
+                let (Some(rg), Some(size)) = (ranges.get(axis), const_extent(r.inputs[0])) else {
+                    return false;
+                };
+                let bound = |a: crate::ir::SizeArg| match a {
+                    crate::ir::SizeArg::Const(c) if c < 0 => Some((size + c).max(0)),
+                    crate::ir::SizeArg::Const(c) => Some(c.min(size)),
+                    crate::ir::SizeArg::Input(_) => None,
+                };
+                match (rg.step, bound(rg.start), bound(rg.stop)) {
+                    (1, Some(a), Some(b)) => (a, Some((b - a).max(0))),
+                    _ => return false,
+                }
+            }
+        };
+        let Some(len) = len else {
+            return false;
+        };
+        if start % w != 0 || offset % w != 0 {
+            return false;
+        }
+        offset += len;
+    }
+    true
 }
 
 /// A register tensor split over a thread dim can only be read by consumers split over

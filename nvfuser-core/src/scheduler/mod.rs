@@ -53,6 +53,7 @@
 
 mod analysis;
 pub(crate) mod auto;
+pub mod cat;
 mod contract;
 pub mod host_scalars;
 pub mod info;
@@ -71,6 +72,7 @@ mod schedulers;
 pub mod squeeze;
 mod unfit;
 
+pub use cat::split_inner_cats;
 pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
 pub use info::{
     vector_access_ok, vector_alignment, DeviceInfo, InputInfo, RuntimeInfo, TensorInfo,

@@ -354,13 +354,24 @@ impl Lower<'_> {
         let stmt = if let Some(vd) = vec {
             let width = vd.extent.as_const().unwrap_or(1);
             let p = e.inputs[0];
-            // A slice reads its input at its own offsets (a contiguous run: validation).
-            let src = if matches!(e.op, Op::Slice { .. }) {
-                self.resize_value(e, At::Loop(&cidx))?
-            } else {
-                self.read(e, p, &cidx)?
+            // A slice reads its input at its own offsets (a contiguous run: validation);
+            // a cat reads the piece its vector lies in (one piece: validation).
+            let (src, globals) = match &e.op {
+                Op::Slice { .. } => (
+                    self.resize_value(e, At::Loop(&cidx))?.addr_of(),
+                    vec![p, tv],
+                ),
+                Op::Cat { axis } => {
+                    let sources = e
+                        .inputs
+                        .iter()
+                        .map(|&i| self.s.recomputed(i).map_or(i, |r| r.inputs[0]));
+                    let globals = sources.chain(std::iter::once(tv)).collect();
+                    (self.cat_address(e, *axis, &cidx)?, globals)
+                }
+                _ => (self.read(e, p, &cidx)?.addr_of(), vec![p, tv]),
             };
-            for g in [p, tv] {
+            for g in globals {
                 let gt = self.t(g);
                 if gt.memory != MemoryType::Global {
                     continue;
@@ -384,7 +395,7 @@ impl Lower<'_> {
                 dtype: t.dtype,
                 width,
                 dst: lhs.addr_of(),
-                src: src.addr_of(),
+                src,
             }
         } else {
             let rhs = self.value(e, At::Loop(&cidx))?;

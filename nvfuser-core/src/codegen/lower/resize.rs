@@ -184,6 +184,64 @@ impl Lower<'_> {
         Ok(v)
     }
 
+    /// The address a vector of cat `e` starts at: the element of the piece the
+    /// output index `cidx` lies in (`cat_value` with addresses; the validation saw to
+    /// it that a vector lies in one piece).
+    pub(super) fn cat_address(
+        &self,
+        e: &SExpr,
+        axis: usize,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<Expr> {
+        let od = &self.t(e.output).domain;
+        let oi: Vec<Idx> = od
+            .root
+            .iter()
+            .map(|r| {
+                if od.dom(*r).kind != IterKind::Broadcast {
+                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
+                } else {
+                    Idx::Const(0)
+                }
+            })
+            .collect();
+        let mut offset = Extent::Const(0);
+        let mut pieces = Vec::new();
+        let n = e.inputs.len();
+        for (k, &p) in e.inputs.iter().enumerate() {
+            let Some(len) = self.shape_extents(p).get(axis).cloned() else {
+                return unsupported(format!("cat: T{} has no dim {axis}", p.id()));
+            };
+            let mut xi = oi.clone();
+            let first = offset == Extent::Const(0);
+            let start = (!first).then(|| ext(&offset));
+            let end = (k + 1 < n).then(|| ext(&len));
+            xi[axis] = clamped_read(oi[axis].clone(), start, end);
+            offset = offset + len;
+            // A recomputed slice reads its input converted to its own dtype, the same:
+            // the element itself is what the vector copies.
+            let mut el = self.read_at(e, p, &xi)?;
+            while let Expr::Cast(_, inner) | Expr::Paren(inner) = el {
+                el = *inner;
+            }
+            if !matches!(el, Expr::Elem(..)) {
+                return unsupported(format!(
+                    "cat: a vector of T{} is not read from memory",
+                    p.id()
+                ));
+            }
+            pieces.push((ext(&offset), el.addr_of()));
+        }
+        let Some((_, mut v)) = pieces.pop() else {
+            return unsupported("cat of no inputs".into());
+        };
+        while let Some((end, r)) = pieces.pop() {
+            let here = Expr::from(oi[axis].clone()).bin(BinOp::Lt, end.into());
+            v = here.select(r, v.paren());
+        }
+        Ok(v)
+    }
+
     /// `reshape`, row-major: the output index linearized, then split over the input dims.
     fn reshape_value(
         &self,

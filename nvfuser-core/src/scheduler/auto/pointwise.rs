@@ -75,7 +75,10 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
             });
         }
     }
-    let pushed = broadcast_per_reader(&push_broadcasts(fusion));
+    // An innermost cat of math on slices becomes a cat of the slices (loaded with
+    // vectors) and a select (`scheduler::cat`).
+    let split = crate::scheduler::cat::split_inner_cats(fusion);
+    let pushed = broadcast_per_reader(&push_broadcasts(split.as_ref().unwrap_or(fusion)));
     // Resize and indexing ops read fusion inputs, or values recomputed where they read.
     let recomputed = recomputed_tensors(&pushed)?;
     let live = pushed.live_exprs();
@@ -285,6 +288,7 @@ fn vector_loaded_inputs(p: &PointwisePlan) -> Vec<(ValId, i64)> {
         .chain(vector_broadcast_reads(p).into_iter().map(|r| (r.1, 0)))
         .chain(vector_slice_reads(p).into_iter().map(|r| (r.1, r.2)))
         .chain(vector_permute_reads(p).into_iter().map(|r| (r.1, 0)))
+        .chain(vector_cat_reads(p).into_iter().flat_map(|r| r.1))
         .collect()
 }
 
@@ -588,6 +592,73 @@ fn vector_permute_reads(p: &PointwisePlan) -> Vec<(ValId, ValId)> {
         .collect()
 }
 
+/// The innermost cats of fusion inputs and of slices of them loaded with vectors, each
+/// with the inputs it reads and the multiples of the vector width they ask for (each
+/// slice's start and each piece's offset): the result is scheduled (not recomputed),
+/// not an output, has no broadcast dim, and every piece has a constant length, a step
+/// of 1 and an input whose innermost dim is contiguous and innermost in memory. Rope's
+/// rotate-half reaches this form through `scheduler::cat`.
+fn vector_cat_reads(p: &PointwisePlan) -> Vec<(ValId, Vec<(ValId, i64)>)> {
+    let f = &p.fusion;
+    let live = f.live_exprs();
+    f.exprs()
+        .filter(|(id, _)| live[id.index()])
+        .filter_map(|(_, e)| {
+            let crate::ir::Op::Cat { axis } = &e.op else {
+                return None;
+            };
+            let out = e.outputs[0];
+            let ot = f.tensor_type(out)?;
+            if p.recomputed.contains(&out)
+                || f.outputs().iter().any(|o| o.val == out)
+                || axis + 1 != ot.rank()
+                || ot.shape().any(|d| d.is_broadcast_like())
+            {
+                return None;
+            }
+            let mut reads = Vec::new();
+            let mut offset = 0i64;
+            for &piece in &e.inputs {
+                let len = f
+                    .tensor_type(piece)?
+                    .shape()
+                    .nth(*axis)?
+                    .extent
+                    .as_const()?;
+                let (inp, start) = if f.input_position(piece).is_some() {
+                    (piece, 0)
+                } else {
+                    let d = f.expr(f.val(piece).definition?);
+                    let crate::ir::Op::Slice { ranges } = &d.op else {
+                        return None;
+                    };
+                    let r = ranges.get(*axis)?;
+                    let start = match r.start {
+                        crate::ir::SizeArg::Const(c) if c >= 0 && r.step == 1 => c,
+                        _ => return None,
+                    };
+                    // The lowering's validation reads the slice's bounds against a
+                    // constant input extent.
+                    let x = f.tensor_type(d.inputs[0])?;
+                    if f.input_position(d.inputs[0]).is_none()
+                        || x.shape().nth(*axis)?.extent.as_const().is_none()
+                    {
+                        return None;
+                    }
+                    (d.inputs[0], start)
+                };
+                if !vector_readable(f.tensor_type(inp)?) {
+                    return None;
+                }
+                reads.push((inp, start));
+                reads.push((inp, offset));
+                offset += len;
+            }
+            Some((out, reads))
+        })
+        .collect()
+}
+
 /// The tensors accessed with vectors, for a vectorized schedule: loads (register caches
 /// of inputs, and the squeezes, slices and broadcasts of inputs that load with vectors,
 /// moved ahead of the math), outputs stored from register caches, and those caches.
@@ -610,6 +681,7 @@ fn vector_accesses(
         .map(|r| r.0)
         .chain(vector_broadcast_reads(p).into_iter().map(|r| r.0))
         .chain(vector_permute_reads(p).into_iter().map(|r| r.0))
+        .chain(vector_cat_reads(p).into_iter().map(|r| r.0))
     {
         s.hoist(out)?;
         loads.push(out);
