@@ -41,6 +41,7 @@ impl Scheduler for FlatElementwise {
             threads: 64,
             threads_y: 1,
             z_loops: 1,
+            rows_per_thread: 1,
             launch: LaunchParams {
                 grid: [1, 1, 1],
                 block: [64, 1, 1],

@@ -58,6 +58,11 @@ pub struct PointwiseParams {
     /// group has more elements than the grid's z limit).
     #[serde(default = "one")]
     pub z_loops: i64,
+    /// Rows of the outer part each thread takes, one after the other in an unrolled
+    /// loop with their loads issued together (1 to 16): with a short inner part (rope's
+    /// 128-wide heads, one vector per thread) a thread otherwise has one load in flight.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub rows_per_thread: i64,
     /// Launch the parameters were computed for.
     pub launch: LaunchParams,
     /// Kernel options.
@@ -66,6 +71,10 @@ pub struct PointwiseParams {
 
 fn one() -> i64 {
     1
+}
+
+fn is_one(v: &i64) -> bool {
+    *v == 1
 }
 
 /// Inner reduction and inner persistent normalization: rows (the outer dims, merged)
@@ -374,7 +383,14 @@ impl HeuristicParams {
                         && p.threads % p.threads_y == 0,
                     "a power of two dividing threads",
                 )?;
-                check(k, "z_loops", p.z_loops, p.z_loops >= 1, "at least 1")
+                check(k, "z_loops", p.z_loops, p.z_loops >= 1, "at least 1")?;
+                check(
+                    k,
+                    "rows_per_thread",
+                    p.rows_per_thread,
+                    (1..=16).contains(&p.rows_per_thread),
+                    "1 to 16",
+                )
             }
             HeuristicParams::Reduction(p) => {
                 at("vectorize", p.vectorize, Vector)?;

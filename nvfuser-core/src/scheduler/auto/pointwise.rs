@@ -241,6 +241,19 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
             }
         }
     }
+    // With one vector per thread along the inner part, each thread takes several rows
+    // of the outer part (their loads in flight together) while at least four waves of
+    // blocks remain and no block gets rows past the end.
+    let mut rows_per_thread = 1i64;
+    if two_d && threads_y > 1 && ceil_div(inner_elems, v) <= threads / threads_y {
+        for r in [4i64, 2] {
+            let per_block = threads_y * r;
+            if outer_elems % per_block == 0 && ceil_div(numel, v * threads * r) >= 4 * sm {
+                rows_per_thread = r;
+                break;
+            }
+        }
+    }
     let threads_x = threads / threads_y;
     // Blocks along the inner part must fit the grid dim they are bound to.
     let inner_blocks = ceil_div(inner_elems, v * threads_x * unroll);
@@ -253,7 +266,7 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
     }
     let grid = if two_d {
         [
-            ceil_div(outer_elems, threads_y).max(1),
+            ceil_div(outer_elems, threads_y * rows_per_thread).max(1),
             inner_blocks.max(1),
             1,
         ]
@@ -267,6 +280,7 @@ pub(crate) fn heuristics(p: &PointwisePlan, info: &RuntimeInfo) -> Plan<Pointwis
         threads,
         threads_y,
         z_loops,
+        rows_per_thread,
         launch: LaunchParams {
             grid,
             block: [threads_x, threads_y, 1],
@@ -784,8 +798,24 @@ pub(crate) fn schedule(
         if g > 0 {
             if ty > 1 {
                 s.split(reference, gi - 1, ty)?;
-                s.parallelize(reference, gi, ParallelType::TIDy)?;
                 shift = 1;
+            }
+            let rows = params.rows_per_thread.max(1);
+            if rows > 1 {
+                // [outer, rows, (ty), blocks, ...] -> [outer, (ty), blocks, rows, ...]:
+                // the rows loop sits below the axes the loads share with the math, so
+                // the loads of every row are issued together, ahead of the math.
+                s.split(reference, gi - 1, rows)?;
+                let n = s.schedule().tensors[&reference].domain.loop_dims.len() as i64;
+                let mut order: Vec<i64> = (0..gi).collect();
+                order.extend(gi + 1..=gi + 1 + shift);
+                order.push(gi);
+                order.extend(gi + 2 + shift..n);
+                s.reorder(reference, &order)?;
+                s.parallelize(reference, gi + shift + 1, ParallelType::Unroll)?;
+            }
+            if ty > 1 {
+                s.parallelize(reference, gi, ParallelType::TIDy)?;
             }
             s.parallelize(reference, gi - 1, ParallelType::BIDx)?;
         }
