@@ -303,6 +303,33 @@ fn k(x: Tensor<bf16, [_, 8192]>) -> Tensor<bf16, [_, 4096]> {
             vec![(DataType::BF16, vec![8192, 8192])],
         ),
         (
+            "rope_heads_tables",
+            r#"
+fn k(x: Tensor<bf16, [_, _, 128]>, cos: Tensor<bf16, [_, 128]>, sin: Tensor<bf16, [_, 128]>) -> Tensor<bf16, [_, _, 128]> {
+    let r = cat([-x.slice([.., .., 64..128]), x.slice([.., .., 0..64])], 2);
+    let y = (x as f32) * (cos as f32).unsqueeze(1) + (r as f32) * (sin as f32).unsqueeze(1);
+    y as bf16
+}
+"#,
+            vec![
+                (DataType::BF16, vec![16384, 32, 128]),
+                (DataType::BF16, vec![16384, 128]),
+                (DataType::BF16, vec![16384, 128]),
+            ],
+        ),
+        (
+            "embedding_scaled",
+            r#"
+fn k(table: Tensor<bf16, [_, _]>, ids: Tensor<i64, [_]>) -> Tensor<bf16, [_, _]> {
+    (table.index_select(0, ids) as f32 * 64.0f32) as bf16
+}
+"#,
+            vec![
+                (DataType::BF16, vec![32000, 4096]),
+                (DataType::I64, vec![8192]),
+            ],
+        ),
+        (
             "kv_cache_append",
             r#"
 fn k(cache: Tensor<bf16, [_, _, _]>, new: Tensor<bf16, [_, 1, _]>) -> Tensor<bf16, [_, _, _]> {

@@ -275,7 +275,12 @@ fn is_load(s: &Schedule, e: &SExpr) -> bool {
     }
     matches!(
         e.op,
-        Op::Set | Op::Slice { .. } | Op::Squeeze { .. } | Op::Broadcast { .. } | Op::Permute { .. }
+        Op::Set
+            | Op::Slice { .. }
+            | Op::Squeeze { .. }
+            | Op::Broadcast { .. }
+            | Op::Permute { .. }
+            | Op::IndexSelect { .. }
     ) && e.inputs.iter().any(|&i| s.tensors.contains_key(&i))
         && e.inputs.iter().all(|&i| s.definition(i).is_none())
 }

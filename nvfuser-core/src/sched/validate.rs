@@ -8,8 +8,8 @@
 //!   16 bytes ([`ScheduleError::VectorizeWidth`]), a copy, a broadcast or squeeze that
 //!   keeps the innermost dim, a permute that keeps it innermost, a slice whose
 //!   innermost range has step 1 and a start the width divides, or an innermost cat of
-//!   inputs and such slices whose piece offsets the width divides
-//!   ([`ScheduleError::VectorizeNotCopy`])
+//!   inputs and such slices whose piece offsets the width divides, or an index_select
+//!   along an outer dim ([`ScheduleError::VectorizeNotCopy`])
 //!   from/to a contiguous global tensor ([`ScheduleError::VectorizeNotContiguous`]) whose
 //!   static innermost extent the width divides ([`ScheduleError::VectorizeNotDivisible`]);
 //! - compute-at: never past a reduction dim of the producer
@@ -591,6 +591,9 @@ fn check_vectorize(s: &Schedule, tv: ValId, axis: usize) -> SchedResult<()> {
         // offset and slice start a multiple of the width (each vector lies in one piece,
         // a contiguous and aligned run of one input's row).
         Op::Cat { axis } => *axis + 1 == t.contiguity.len() && cat_vector_ok(s, e, *axis, w),
+        // An index_select along an outer dim: each vector is a contiguous run of the
+        // selected row.
+        Op::IndexSelect { axis } => *axis + 1 < t.contiguity.len(),
         _ => false,
     };
     if !copy {

@@ -369,6 +369,13 @@ impl Lower<'_> {
                     let globals = sources.chain(std::iter::once(tv)).collect();
                     (self.cat_address(e, *axis, &cidx)?, globals)
                 }
+                Op::IndexSelect { axis } => {
+                    // A bad index reads nothing: the vector is copied only when the
+                    // check (which reports the index) passes.
+                    let (check, addr) = self.index_select_address(e, *axis, &cidx)?;
+                    cond.push(check);
+                    (addr, vec![p, tv])
+                }
                 _ => (self.read(e, p, &cidx)?.addr_of(), vec![p, tv]),
             };
             for g in globals {

@@ -242,6 +242,58 @@ impl Lower<'_> {
         Ok(v)
     }
 
+    /// The address a vector of `index_select` `e` (along `axis`, not the innermost dim)
+    /// starts at, with the condition that checks its index (reporting a bad one): the
+    /// vector copies a contiguous run of the selected row.
+    pub(super) fn index_select_address(
+        &self,
+        e: &SExpr,
+        axis: usize,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<(Expr, Expr)> {
+        let od = &self.t(e.output).domain;
+        let oi: Vec<Idx> = od
+            .root
+            .iter()
+            .map(|r| {
+                if od.dom(*r).kind != IterKind::Broadcast {
+                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
+                } else {
+                    Idx::Const(0)
+                }
+            })
+            .collect();
+        let xext = self.shape_extents(e.inputs[0]);
+        let raw = self.read_at(e, e.inputs[1], &[oi[axis].clone()])?;
+        let size = ext(&xext[axis]);
+        let i = Idx::Value(Box::new(raw.clone().cast(CType::Index)));
+        let mut xi = oi.clone();
+        xi[axis] = Idx::Min(
+            Box::new(Idx::Max(Box::new(i.clone()), Box::new(Idx::Const(0)))),
+            Box::new(Idx::Sub(Box::new(size.clone()), Box::new(Idx::Const(1)))),
+        );
+        let check = match self.check_code(e) {
+            Some(code) => Expr::call(
+                Func::CheckIndex,
+                vec![
+                    Expr::var("nvf_err"),
+                    code,
+                    raw.cast(DataType::I64),
+                    Expr::from(size).cast(DataType::I64),
+                ],
+            ),
+            None => Expr::call(Func::InRange, vec![i.into(), size.into()]),
+        };
+        let mut el = self.read_at(e, e.inputs[0], &xi)?;
+        while let Expr::Cast(_, inner) | Expr::Paren(inner) = el {
+            el = *inner;
+        }
+        if !matches!(el, Expr::Elem(..)) {
+            return unsupported("index_select: a vector is not read from memory".into());
+        }
+        Ok((check, el.addr_of()))
+    }
+
     /// `reshape`, row-major: the output index linearized, then split over the input dims.
     fn reshape_value(
         &self,

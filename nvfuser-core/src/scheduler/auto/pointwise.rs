@@ -303,6 +303,7 @@ fn vector_loaded_inputs(p: &PointwisePlan) -> Vec<(ValId, i64)> {
         .chain(vector_slice_reads(p).into_iter().map(|r| (r.1, r.2)))
         .chain(vector_permute_reads(p).into_iter().map(|r| (r.1, 0)))
         .chain(vector_cat_reads(p).into_iter().flat_map(|r| r.1))
+        .chain(vector_index_select_reads(p).into_iter().map(|r| (r.1, 0)))
         .collect()
 }
 
@@ -673,6 +674,36 @@ fn vector_cat_reads(p: &PointwisePlan) -> Vec<(ValId, Vec<(ValId, i64)>)> {
         .collect()
 }
 
+/// The `index_select`s of fusion inputs along an outer dim loaded with vectors, with
+/// the input each reads (an embedding lookup: each vector is a contiguous run of the
+/// selected row, its index checked once): the index is a fusion input, the input's
+/// innermost dim is contiguous and innermost in memory, and the result is scheduled
+/// (not recomputed), not an output, and has no broadcast dim.
+fn vector_index_select_reads(p: &PointwisePlan) -> Vec<(ValId, ValId)> {
+    let f = &p.fusion;
+    let live = f.live_exprs();
+    f.exprs()
+        .filter(|(id, _)| live[id.index()])
+        .filter_map(|(_, e)| {
+            let crate::ir::Op::IndexSelect { axis } = &e.op else {
+                return None;
+            };
+            let (out, inp) = (e.outputs[0], e.inputs[0]);
+            let ot = f.tensor_type(out)?;
+            if p.recomputed.contains(&out)
+                || f.input_position(inp).is_none()
+                || f.input_position(e.inputs[1]).is_none()
+                || f.outputs().iter().any(|o| o.val == out)
+                || axis + 1 >= ot.rank()
+                || ot.shape().any(|d| d.is_broadcast_like())
+            {
+                return None;
+            }
+            vector_readable(f.tensor_type(inp)?).then_some((out, inp))
+        })
+        .collect()
+}
+
 /// The tensors accessed with vectors, for a vectorized schedule: loads (register caches
 /// of inputs, and the squeezes, slices and broadcasts of inputs that load with vectors,
 /// moved ahead of the math), outputs stored from register caches, and those caches.
@@ -696,6 +727,7 @@ fn vector_accesses(
         .chain(vector_broadcast_reads(p).into_iter().map(|r| r.0))
         .chain(vector_permute_reads(p).into_iter().map(|r| r.0))
         .chain(vector_cat_reads(p).into_iter().map(|r| r.0))
+        .chain(vector_index_select_reads(p).into_iter().map(|r| r.0))
     {
         s.hoist(out)?;
         loads.push(out);
