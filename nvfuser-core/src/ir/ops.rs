@@ -481,6 +481,18 @@ pub enum Op {
         /// The axis.
         axis: usize,
     },
+    /// `torch.scatter` / `torch.scatter_add`: the output is input 0 (`self`) with, for
+    /// every element `j` of the index (input 1), the element at `j` with `j[axis]`
+    /// replaced by `index[j]` set to (or, with `add`, increased by) `src[j]` (input 2, a
+    /// tensor of self's dtype, or a scalar for the value form of `scatter`). Duplicate
+    /// targets: the last index element in row-major order wins; adds are made in
+    /// row-major order. See the evaluator's "# Indexing".
+    Scatter {
+        /// The axis.
+        axis: usize,
+        /// Add instead of replacing (`scatter_add`, `scatter_reduce(reduce="sum")`).
+        add: bool,
+    },
     /// The size of input 0 along `axis`, as an i64 scalar.
     Size {
         /// The axis.
@@ -518,6 +530,8 @@ impl Op {
             Op::Select { .. } => "select",
             Op::Gather { .. } => "gather",
             Op::TakeAlongAxis { .. } => "take_along_axis",
+            Op::Scatter { add: false, .. } => "scatter",
+            Op::Scatter { add: true, .. } => "scatter_add",
             Op::Size { .. } => "size",
         }
     }

@@ -310,6 +310,9 @@ fn rhs(fusion: &Fusion, e: &Expr) -> String {
             operands(fusion, e, 1),
             size_arg(fusion, e, *index)
         ),
+        Op::Scatter { axis, .. } => {
+            format!("{name}({}, axis={axis})", operands(fusion, e, all))
+        }
         Op::Size { axis } => format!("{name}({}, axis={axis})", operands(fusion, e, all)),
     }
 }

@@ -390,6 +390,9 @@ impl<'a> Printer<'a> {
             Op::Select { axis, index } => {
                 self.call(name, ins[0], &[axis.to_string(), self.size_arg(e, *index)])
             }
+            Op::Scatter { axis, .. } => {
+                self.call(name, ins[0], &[axis.to_string(), op(1), op(2)])
+            }
             Op::Size { axis } => self.call(name, ins[0], &[axis.to_string()]),
         }
     }

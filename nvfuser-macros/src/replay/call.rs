@@ -86,6 +86,7 @@ impl Replayer<'_> {
             | Op::Select { .. }
             | Op::Gather { .. }
             | Op::TakeAlongAxis { .. }
+            | Op::Scatter { .. }
             | Op::Size { .. } => self.index_call(e, o),
         }
     }
@@ -337,7 +338,7 @@ impl Replayer<'_> {
         })
     }
 
-    /// Index_select, select, gather, take_along_axis and size.
+    /// Index_select, select, gather, take_along_axis, scatter, scatter_add and size.
     fn index_call(&mut self, e: &Expr, o: &Operands) -> Result<Call, String> {
         let fd = local_fd();
         let (ins, names) = (&o.ins, &o.names);
@@ -381,6 +382,21 @@ impl Replayer<'_> {
                         .take_along_axis(ins[0], ins[1], *axis as i64)
                         .map_err(err)?],
                     quote!(#fd.take_along_axis(#x, #i, #a)),
+                )
+            }
+            Op::Scatter { axis, add } => {
+                o.arity(3)?;
+                let (x, i, s) = (&names[0], &names[1], &names[2]);
+                let a = paths::int(*axis as i64);
+                let v = if *add {
+                    self.fd.scatter_add(ins[0], *axis as i64, ins[1], ins[2])
+                } else {
+                    self.fd.scatter(ins[0], *axis as i64, ins[1], ins[2])
+                };
+                let method = Ident::new(e.op.name(), Span::call_site());
+                (
+                    vec![v.map_err(err)?],
+                    quote!(#fd.#method(#x, #a, #i, #s)),
                 )
             }
             Op::Size { axis } => {
