@@ -52,7 +52,7 @@ fn plan_text(src: &str, sizes: &[&[usize]]) -> String {
 fn scatters_plan_tuned_kernels_that_compile() {
     let mut all = String::new();
     for c in CASES {
-        let text = plan_text(c.src, c.sizes);
+        let text = plan_text(c.src, c.calls[0]);
         assert!(
             !text.contains(": default"),
             "{}: the default schedule\n{text}",
@@ -61,4 +61,49 @@ fn scatters_plan_tuned_kernels_that_compile() {
         all.push_str(&format!("=== {} ===\n{text}\n", c.name));
     }
     insta::assert_snapshot!(all);
+}
+
+/// Every call of `gpu_scatter`'s sweep runs on the CPU device and plans for an H100 (the
+/// launch's checks included), so the GPU test's inputs are valid calls.
+#[test]
+fn every_call_of_the_gpu_sweep_runs_on_the_cpu_and_plans() {
+    use nvfuser_core::eval::HostTensor;
+    use nvfuser_cuda::{Arg, Device};
+    let cpu = Device::cpu();
+    let mut planned = 0;
+    for c in CASES {
+        let fusion = nvfuser_core::dsl::build_str(c.src).unwrap().remove(0).0;
+        let dtypes: Vec<DataType> = fusion
+            .inputs()
+            .iter()
+            .filter(|&&v| fusion.val(v).is_tensor())
+            .map(|&v| fusion.val(v).dtype)
+            .collect();
+        let exec = FusionExecutorCache::new(fusion);
+        for sizes in c.calls {
+            let tensors: Vec<_> = dtypes
+                .iter()
+                .zip(sizes.iter())
+                .enumerate()
+                .map(|(j, (&dt, shape))| {
+                    let h = if j == c.index_input {
+                        let n: usize = shape.iter().product();
+                        let v: Vec<i64> = (0..n).map(|k| (k * 7 % sizes[0][c.axis]) as i64).collect();
+                        HostTensor::from_vec(v, shape).unwrap().cast(dt)
+                    } else {
+                        HostTensor::random(dt, shape, 1)
+                    };
+                    cpu.tensor_from_host(&h).unwrap()
+                })
+                .collect();
+            let args: Vec<Arg> = tensors.iter().map(Arg::from).collect();
+            exec.run(&cpu, &args)
+                .unwrap_or_else(|e| panic!("{} at {sizes:?}: {e}", c.name));
+            let kernels = exec
+                .plan_kernels(DeviceInfo::h100_for_tests(), &args)
+                .unwrap_or_else(|e| panic!("{} at {sizes:?}: {e}", c.name));
+            planned += kernels.len();
+        }
+    }
+    assert!(planned > 0);
 }

@@ -12,7 +12,9 @@ pub struct ScatterCase {
     /// in `0..size of the first input along axis`).
     pub index_input: usize,
     pub axis: usize,
-    pub sizes: &'static [&'static [usize]],
+    /// Calls of the sweep, each the sizes of the tensor inputs in order; the plans use
+    /// the first.
+    pub calls: &'static [&'static [&'static [usize]]],
 }
 
 pub const CASES: &[ScatterCase] = &[
@@ -23,7 +25,7 @@ pub const CASES: &[ScatterCase] = &[
         }",
         index_input: 1,
         axis: 0,
-        sizes: &[&[37, 65], &[50, 64], &[53, 70]],
+        calls: &[&[&[37, 65], &[50, 64], &[53, 70]], &[&[1, 1], &[1, 1], &[1, 1]], &[&[5, 300], &[64, 257], &[64, 300]], &[&[128, 128], &[3, 128], &[3, 128]]],
     },
     ScatterCase {
         name: "scatter_add i32 rank 3 last dim",
@@ -32,7 +34,7 @@ pub const CASES: &[ScatterCase] = &[
         }",
         index_input: 1,
         axis: 2,
-        sizes: &[&[3, 5, 7], &[3, 4, 20], &[3, 4, 20]],
+        calls: &[&[&[3, 5, 7], &[3, 4, 20], &[3, 4, 20]], &[&[2, 3, 1], &[2, 3, 9], &[2, 3, 9]], &[&[7, 9, 130], &[7, 9, 33], &[7, 9, 40]]],
     },
     ScatterCase {
         name: "scatter value bf16 rank 1",
@@ -41,7 +43,7 @@ pub const CASES: &[ScatterCase] = &[
         }",
         index_input: 1,
         axis: 0,
-        sizes: &[&[1001], &[300]],
+        calls: &[&[&[1001], &[300]], &[&[3], &[64]], &[&[4096], &[4096]]],
     },
     ScatterCase {
         name: "scatter_add f32 rank 2 last dim with pointwise producers and consumer",
@@ -51,7 +53,7 @@ pub const CASES: &[ScatterCase] = &[
         }",
         index_input: 1,
         axis: 1,
-        sizes: &[&[129, 33], &[129, 40], &[129, 40]],
+        calls: &[&[&[129, 33], &[129, 40], &[129, 40]], &[&[1, 1], &[1, 5], &[1, 5]], &[&[300, 517], &[300, 64], &[300, 64]]],
     },
     ScatterCase {
         name: "scatter_add f16 rank 3 dim 1",
@@ -60,7 +62,7 @@ pub const CASES: &[ScatterCase] = &[
         }",
         index_input: 1,
         axis: 1,
-        sizes: &[&[4, 9, 33], &[4, 30, 33], &[4, 30, 33]],
+        calls: &[&[&[4, 9, 33], &[4, 30, 33], &[4, 30, 33]], &[&[1, 2, 1], &[1, 7, 1], &[1, 7, 1]], &[&[3, 65, 17], &[3, 5, 17], &[3, 5, 17]]],
     },
     ScatterCase {
         name: "scatter bool rank 2 dim 1, index smaller than the input",
@@ -69,6 +71,6 @@ pub const CASES: &[ScatterCase] = &[
         }",
         index_input: 1,
         axis: 1,
-        sizes: &[&[17, 8], &[9, 12], &[9, 12]],
+        calls: &[&[&[17, 8], &[9, 12], &[9, 12]], &[&[33, 129], &[30, 100], &[31, 101]]],
     },
 ];
