@@ -26,7 +26,10 @@ fn inputs_2d(index: &[i64]) -> Vec<nvfuser_core::eval::EvalInput> {
     vec![
         t(&x, &[3, 4]),
         t(index, &[2, 3]),
-        t(&[10.0f32, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0], &[2, 4]),
+        t(
+            &[10.0f32, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0],
+            &[2, 4],
+        ),
     ]
 }
 
@@ -182,7 +185,10 @@ fn bad_index_values_are_typed_errors() {
             "{msg}"
         );
         let msg = err(&scatter_2d(true), inputs_2d(&[bad, 0, 1, 0, 0, 2]));
-        assert!(msg.contains("scatter_add") && msg.contains("[0, 0]"), "{msg}");
+        assert!(
+            msg.contains("scatter_add") && msg.contains("[0, 0]"),
+            "{msg}"
+        );
     }
 }
 
@@ -198,7 +204,10 @@ fn index_larger_than_the_source_or_the_input_is_a_typed_error() {
             t(&[0.0f32; 4], &[2, 2]),
         ],
     );
-    assert!(msg.contains("scatter") && msg.contains('2') && msg.contains('3'), "{msg}");
+    assert!(
+        msg.contains("scatter") && msg.contains('2') && msg.contains('3'),
+        "{msg}"
+    );
     // Index [2, 5] against an input of [3, 4] outside dim 0.
     let msg = err(
         &scatter_2d(false),
@@ -208,7 +217,10 @@ fn index_larger_than_the_source_or_the_input_is_a_typed_error() {
             t(&[0.0f32; 10], &[2, 5]),
         ],
     );
-    assert!(msg.contains("scatter") && msg.contains('4') && msg.contains('5'), "{msg}");
+    assert!(
+        msg.contains("scatter") && msg.contains('4') && msg.contains('5'),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -228,9 +240,15 @@ fn builder_refuses_wrong_ranks_dtypes_and_sizes() {
     let e = fd.scatter(x, 0, i1, s).unwrap_err();
     assert!(matches!(e, Error::Rank { .. }), "{e}");
     let e = fd.scatter(x, 0, i2, s).unwrap_err().to_string();
-    assert!(e.contains("index size <= 4 at dim 1") && e.contains('5'), "{e}");
+    assert!(
+        e.contains("index size <= 4 at dim 1") && e.contains('5'),
+        "{e}"
+    );
     let e = fd.scatter(x, 0, i3, small).unwrap_err().to_string();
-    assert!(e.contains("index size <= 1 at dim 0 (the source's size)"), "{e}");
+    assert!(
+        e.contains("index size <= 1 at dim 0 (the source's size)"),
+        "{e}"
+    );
     let e = fd.scatter(x, 0, fi, s).unwrap_err();
     assert!(matches!(e, Error::DType { .. }), "{e}");
     let e = fd.scatter(x, 0, i3, s16).unwrap_err();
@@ -254,9 +272,15 @@ const SRC: &str = "fn f(x: Tensor<f32, [N, H]>, i: Tensor<i64, [N, K]>, s: Tenso
 fn language_printers_and_reproducer() {
     let f = nvfuser_core::dsl::build_str(SRC).unwrap().remove(0).0;
     let math = f.to_string();
-    assert!(math.contains("scatter_add(") && math.contains("scatter("), "{math}");
+    assert!(
+        math.contains("scatter_add(") && math.contains("scatter("),
+        "{math}"
+    );
     let repro = f.to_reproducer("f");
-    assert!(repro.contains(".scatter_add(1, ") && repro.contains(".scatter(1, "), "{repro}");
+    assert!(
+        repro.contains(".scatter_add(1, ") && repro.contains(".scatter(1, "),
+        "{repro}"
+    );
     let again = nvfuser_core::dsl::build_str(&repro).unwrap().remove(0).0;
     assert_eq!(again, f, "{repro}");
     let out = run(

@@ -70,7 +70,12 @@ fn scatters_match_the_reference_over_a_shape_sweep() {
         }
     }
     eprintln!("gpu_scatter: compared {compared} outputs with the CPU reference");
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(compared > 0, "nothing compared");
 }
 
@@ -114,4 +119,49 @@ fn bad_indices_are_device_asserts_and_the_device_stays_usable() {
         assert_eq!(good.len(), 24);
     }
     eprintln!("gpu_scatter: 6 bad-index calls reported as DeviceAssert");
+}
+
+/// `pad` with widths given by a scalar input and by scalar math on a size, fused with
+/// its producer and consumer (the kernel of `scatter_plans::PAD_SCALAR`), over odd and
+/// even sizes and widths 0 to 5; a negative width is a typed error before any launch.
+#[test]
+fn pads_with_scalar_widths_match_the_reference() {
+    let Some(dev) = gpu() else { return };
+    let src = "fn f(x: Tensor<f32, [N, H]>, a: i64) -> Tensor<f32, [_, _]> {
+        (x * 2.0).pad([(a, 1), (0, x.size(0) % 2)], 0.5).exp()
+    }";
+    let exec = FusionExecutorCache::new(build(src));
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    for (k, (n, h)) in [(7usize, 33usize), (8, 64), (1, 1), (300, 517), (64, 4096)]
+        .into_iter()
+        .enumerate()
+    {
+        for a in [0i64, 1, 2, 5] {
+            let inputs = vec![rnd(DataType::F32, &[n, h], k as u64), common::int(a)];
+            match run_and_compare(&dev, &exec, &inputs, None, &exact_or_usual) {
+                Ok(c) => compared += c,
+                Err(e) => failures.push(format!("[{n}, {h}] a = {a}: {e}")),
+            }
+        }
+    }
+    let x = dev.tensor_from_slice(&[1.0f32; 6], [2, 3]).unwrap();
+    match exec.run(
+        &dev,
+        &[
+            Arg::from(&x),
+            Arg::Scalar(nvfuser_core::ScalarValue::Int(-1)),
+        ],
+    ) {
+        Err(e) => assert!(e.to_string().contains("pad"), "{e}"),
+        Ok(_) => failures.push("a negative width ran".into()),
+    }
+    eprintln!("gpu_scatter: compared {compared} pad outputs with the CPU reference");
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(compared > 0, "nothing compared");
 }

@@ -5,8 +5,8 @@
 
 mod scatter_cases;
 
-use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
-use nvfuser_core::DataType;
+use nvfuser_core::scheduler::{DeviceInfo, InputInfo, RuntimeInfo};
+use nvfuser_core::{DataType, ScalarValue};
 use nvfuser_cuda::testing::require_nvrtc;
 use nvfuser_cuda::{compile, FusionExecutorCache, GpuArch};
 use scatter_cases::CASES;
@@ -20,14 +20,28 @@ fn plan_text(src: &str, sizes: &[&[usize]]) -> String {
         .iter()
         .map(|s| s.iter().map(|&n| n as i64).collect())
         .collect();
-    let shapes: Vec<(DataType, &[i64])> = fusion
+    // Tensors contiguous, in order; integer scalars 2.
+    let mut next = sizes.iter();
+    let inputs = fusion
         .inputs()
         .iter()
-        .filter(|&&v| fusion.val(v).is_tensor())
-        .zip(&sizes)
-        .map(|(&v, s)| (fusion.val(v).dtype, s.as_slice()))
+        .map(|&v| {
+            if fusion.val(v).is_tensor() {
+                let s = next.next().expect("a size per tensor input");
+                let one = RuntimeInfo::contiguous(
+                    DeviceInfo::h100_for_tests(),
+                    &[(fusion.val(v).dtype, s.as_slice())],
+                );
+                one.inputs[0].clone()
+            } else {
+                InputInfo::Scalar(ScalarValue::Int(2))
+            }
+        })
         .collect();
-    let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &shapes);
+    let info = RuntimeInfo {
+        device: DeviceInfo::h100_for_tests(),
+        inputs,
+    };
     let exec = FusionExecutorCache::new(fusion);
     let plan = exec
         .plan_for(&info, None)
@@ -88,7 +102,8 @@ fn every_call_of_the_gpu_sweep_runs_on_the_cpu_and_plans() {
                 .map(|(j, (&dt, shape))| {
                     let h = if j == c.index_input {
                         let n: usize = shape.iter().product();
-                        let v: Vec<i64> = (0..n).map(|k| (k * 7 % sizes[0][c.axis]) as i64).collect();
+                        let v: Vec<i64> =
+                            (0..n).map(|k| (k * 7 % sizes[0][c.axis]) as i64).collect();
                         HostTensor::from_vec(v, shape).unwrap().cast(dt)
                     } else {
                         HostTensor::random(dt, shape, 1)
@@ -106,4 +121,57 @@ fn every_call_of_the_gpu_sweep_runs_on_the_cpu_and_plans() {
         }
     }
     assert!(planned > 0);
+}
+
+/// A pad whose widths are a scalar input and scalar math on a size, fused with its
+/// producer and consumer: one tuned kernel that reads the widths as scalar arguments.
+pub const PAD_SCALAR: &str = "fn f(x: Tensor<f32, [N, H]>, a: i64) -> Tensor<f32, [_, _]> {
+    (x * 2.0).pad([(a, 1), (0, x.size(0) % 2)], 0.5).exp()
+}";
+
+#[test]
+fn pad_with_scalar_widths_plans_one_tuned_kernel() {
+    let text = plan_text(PAD_SCALAR, &[&[7, 33]]);
+    assert!(
+        text.contains("1 kernel") && !text.contains(": default"),
+        "{text}"
+    );
+    insta::assert_snapshot!(text);
+}
+
+/// The calls of `gpu_scatter`'s pad test run on the CPU device and plan for an H100;
+/// a negative width is refused on the CPU device and by the planner's read checks.
+#[test]
+fn every_call_of_the_gpu_pad_test_runs_on_the_cpu_and_plans() {
+    use nvfuser_core::eval::HostTensor;
+    use nvfuser_cuda::{Arg, Device};
+    let cpu = Device::cpu();
+    let exec = FusionExecutorCache::new(
+        nvfuser_core::dsl::build_str(PAD_SCALAR)
+            .unwrap()
+            .remove(0)
+            .0,
+    );
+    for (n, h) in [(7usize, 33usize), (8, 64), (1, 1), (300, 517), (64, 4096)] {
+        for a in [0i64, 1, 2, 5] {
+            let x = cpu
+                .tensor_from_host(&HostTensor::random(DataType::F32, &[n, h], 3))
+                .unwrap();
+            let args = [Arg::from(&x), Arg::Scalar(ScalarValue::Int(a))];
+            let out = exec.run(&cpu, &args).unwrap();
+            assert_eq!(out[0].sizes(), [n + a as usize + 1, h + n % 2]);
+            exec.plan_kernels(DeviceInfo::h100_for_tests(), &args)
+                .unwrap_or_else(|e| panic!("[{n}, {h}] a = {a}: {e}"));
+        }
+    }
+    let x = cpu
+        .tensor_from_host(&HostTensor::random(DataType::F32, &[2, 3], 3))
+        .unwrap();
+    let args = [Arg::from(&x), Arg::Scalar(ScalarValue::Int(-1))];
+    let e = exec.run(&cpu, &args).unwrap_err().to_string();
+    assert!(e.contains("pad"), "{e}");
+    let e = exec
+        .plan_kernels(DeviceInfo::h100_for_tests(), &args)
+        .map(|k| k.len());
+    assert!(e.is_err(), "planned {e:?}");
 }

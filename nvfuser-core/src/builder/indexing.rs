@@ -180,7 +180,11 @@ impl FusionDefinition {
         let src = if self.val(op, src)?.is_tensor() {
             let sd = self.dtype(op, src)?;
             if sd != d {
-                return Err(Error::dtype(op, format!("a source of the input's dtype {d}"), sd));
+                return Err(Error::dtype(
+                    op,
+                    format!("a source of the input's dtype {d}"),
+                    sd,
+                ));
             }
             let sshape = self.shape(op, src)?;
             if sshape.len() != shape.len() {

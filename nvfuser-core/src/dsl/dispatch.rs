@@ -101,7 +101,7 @@ impl Interp<'_> {
                 other => unreachable!("ranges are {other:?}"),
             },
             Family::Pad => match &vals[1] {
-                A::Widths(w) => fd.pad(v(0), w, v(2)).map(Value::Tensor),
+                A::Widths(w) => fd.pad_sizes(v(0), w, v(2)).map(Value::Tensor),
                 other => unreachable!("widths are {other:?}"),
             },
             Family::Cat => match &vals[0] {

@@ -460,7 +460,7 @@ pub(crate) fn collect_ties(fusion: &Fusion, e: &Expr, out: &mut Vec<Tie>) {
         Op::Pad { widths } => {
             let o = out_dims(0, false);
             for (j, w) in widths.iter().enumerate() {
-                if *w == (0, 0) {
+                if *w == (SizeArg::Const(0), SizeArg::Const(0)) {
                     tie(0, j, o.get(j), Rel::Eq);
                 }
             }

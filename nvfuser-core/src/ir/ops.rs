@@ -429,10 +429,11 @@ pub enum Op {
         /// One per dim.
         ranges: Vec<SliceRange>,
     },
-    /// Constant padding; inputs `[x, value]`.
+    /// Constant padding; inputs `[x, value, width scalars...]`.
     Pad {
-        /// (before, after) per dim, non-negative.
-        widths: Vec<(i64, i64)>,
+        /// (before, after) per dim, non-negative: constants, or integer scalar inputs
+        /// of the expression (checked non-negative at run time).
+        widths: Vec<(SizeArg, SizeArg)>,
     },
     /// Concatenation along `axis`; inputs are the tensors.
     Cat {

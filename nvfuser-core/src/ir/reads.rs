@@ -1,6 +1,6 @@
 //! The data-dependent reads of a fusion, as data: what the arguments of a call must allow
-//! before a kernel reads where they say (select indices, slice bounds given by scalars,
-//! reshape sizes, gather and take_along_axis index sizes), and the max/min reductions
+//! before a kernel reads where they say (select indices, slice bounds and pad widths
+//! given by scalars, reshape sizes, gather and take_along_axis index sizes), and the max/min reductions
 //! whose emptiness only the call's sizes decide. [`ReadChecks::of`] finds them once per
 //! fusion; a kernel carries its own ([`crate::codegen::Kernel::reads`]) and the launcher
 //! runs [`ReadChecks::check`] with the call's extents and scalars, the CPU reference's
@@ -42,6 +42,16 @@ pub enum ReadCheck {
         what: BoundKind,
         /// The bound.
         bound: ValId,
+    },
+    /// A pad width given by a scalar: at least 0 (constant widths are checked when
+    /// the fusion is defined).
+    PadWidth {
+        /// The padded tensor.
+        input: ValId,
+        /// The dim.
+        dim: usize,
+        /// The width.
+        width: ValId,
     },
     /// `reshape(input, sizes)`: sizes >= 0 with at most one -1, the element count kept.
     Reshape {
@@ -138,6 +148,21 @@ impl ReadChecks {
                                     what,
                                     bound,
                                 });
+                            }
+                        }
+                    }
+                }
+                Op::Pad { widths } => {
+                    for (dim, &(lo, hi)) in widths.iter().enumerate() {
+                        for a in [lo, hi] {
+                            if let SizeArg::Input(k) = a {
+                                if let Some(&width) = e.inputs.get(k as usize) {
+                                    push(ReadCheck::PadWidth {
+                                        input: e.inputs[0],
+                                        dim,
+                                        width,
+                                    });
+                                }
                             }
                         }
                     }
@@ -298,6 +323,15 @@ fn check_one(
                 };
                 return Err(bad(
                     format!("a {what} given by a scalar in 0..={size} at dim {dim}"),
+                    v.to_string(),
+                ));
+            }
+        }
+        ReadCheck::PadWidth { dim, width, .. } => {
+            let v = value(ScalarRef::Val(*width))?;
+            if v < 0 {
+                return Err(bad(
+                    format!("a pad width given by a scalar >= 0 at dim {dim} (use slice to crop)"),
                     v.to_string(),
                 ));
             }

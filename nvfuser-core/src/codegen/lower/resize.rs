@@ -120,34 +120,45 @@ impl Lower<'_> {
     fn pad_value(
         &self,
         e: &SExpr,
-        widths: &[(i64, i64)],
+        widths: &[(SizeArg, SizeArg)],
         xext: &[Extent],
         oi: &[Idx],
         at: At,
     ) -> SchedResult<Expr> {
         let out_dt = self.val_dtype_any(e.output);
+        // A width of 0 adds nothing; a scalar width (a kernel argument, checked
+        // non-negative before the launch) may be 0 too, so it keeps its conditions.
+        let width = |a: SizeArg| -> Option<Idx> {
+            match a {
+                SizeArg::Const(c) if c <= 0 => None,
+                SizeArg::Const(c) => Some(Idx::Const(c)),
+                SizeArg::Input(k) => Some(ext(&Extent::Scalar(e.inputs[k as usize]))),
+            }
+        };
         let mut conds = Vec::new();
         let mut xi = Vec::new();
         for ((&(lo, hi), size), o) in widths.iter().zip(xext).zip(oi) {
-            if lo == 0 && hi == 0 {
+            let (lo, hi) = (width(lo), width(hi));
+            if lo.is_none() && hi.is_none() {
                 xi.push(o.clone());
                 continue;
             }
-            let i = Idx::Sub(Box::new(o.clone()), Box::new(Idx::Const(lo)));
-            let i = if lo == 0 { o.clone() } else { i };
-            if lo > 0 {
-                conds.push(Expr::from(o.clone()).bin(BinOp::Ge, Expr::int(lo)));
+            let i = match &lo {
+                Some(l) => Idx::Sub(Box::new(o.clone()), Box::new(l.clone())),
+                None => o.clone(),
+            };
+            if let Some(l) = &lo {
+                conds.push(Expr::from(o.clone()).bin(BinOp::Ge, Expr::from(l.clone())));
             }
-            if hi > 0 {
+            if hi.is_some() {
                 conds.push(Expr::from(i.clone()).bin(BinOp::Lt, ext(size).into()));
             }
             // The read index, clamped where the select does not use it.
-            let at = if lo > 0 {
-                clamped_read(o.clone(), Some(Idx::Const(lo)), None)
-            } else {
-                i
+            let at = match &lo {
+                Some(l) => clamped_read(o.clone(), Some(l.clone()), None),
+                None => i,
             };
-            xi.push(clamped_read(at, None, (hi > 0).then(|| ext(size))));
+            xi.push(clamped_read(at, None, hi.is_some().then(|| ext(size))));
         }
         let fill = self.operand(e, e.inputs[1], out_dt, at)?;
         let v = self.read_at(e, e.inputs[0], &xi)?;
@@ -340,7 +351,8 @@ impl Lower<'_> {
                 vec![Expr::var(si.clone()), Expr::from(size.clone())],
             ),
         };
-        let hit = Expr::var(si.clone()).bin(BinOp::Eq, Expr::from(oi[axis].clone()).cast(DataType::I64));
+        let hit =
+            Expr::var(si.clone()).bin(BinOp::Eq, Expr::from(oi[axis].clone()).cast(DataType::I64));
         let compute = out_dt.compute_type();
         let is_tensor_src = self.is_tensor(src);
         let src_val = if is_tensor_src {
