@@ -165,3 +165,21 @@ fn pads_with_scalar_widths_match_the_reference() {
     );
     assert!(compared > 0, "nothing compared");
 }
+
+/// A scatter into an empty dim with a non-empty index: refused by the read checks
+/// before any launch, as on the CPU device.
+#[test]
+fn scatter_into_an_empty_dim_is_a_typed_error() {
+    let Some(dev) = gpu() else { return };
+    let exec = FusionExecutorCache::new(build(CASES[0].src));
+    let x = dev.tensor_from_slice::<f32>(&[], [0, 3]).unwrap();
+    let i = dev.tensor_from_slice(&[0i64; 6], [2, 3]).unwrap();
+    let s = dev.tensor_from_slice(&[1.0f32; 6], [2, 3]).unwrap();
+    let r = exec
+        .run(&dev, &[Arg::from(&x), Arg::from(&i), Arg::from(&s)])
+        .and_then(|o| o[0].to_vec::<f32>());
+    match r {
+        Err(e) => assert!(e.to_string().contains("scatter"), "{e}"),
+        Ok(v) => panic!("expected an error, got {v:?}"),
+    }
+}

@@ -175,3 +175,52 @@ fn every_call_of_the_gpu_pad_test_runs_on_the_cpu_and_plans() {
         .map(|k| k.len());
     assert!(e.is_err(), "planned {e:?}");
 }
+
+/// A scatter into an empty dim with a non-empty index is refused on the CPU device and
+/// by the whole fusion's read checks before any launch (no kernel would run for the
+/// empty output, so nothing on the GPU could report the bad index).
+#[test]
+fn scatter_into_an_empty_dim_is_refused_before_any_launch() {
+    use nvfuser_core::eval::HostTensor;
+    use nvfuser_cuda::{Arg, Device};
+    let cpu = Device::cpu();
+    let exec = FusionExecutorCache::new(
+        nvfuser_core::dsl::build_str(CASES[0].src)
+            .unwrap()
+            .remove(0)
+            .0,
+    );
+    let x = cpu
+        .tensor_from_host(&HostTensor::zeros(DataType::F32, &[0, 3]).unwrap())
+        .unwrap();
+    let i = cpu
+        .tensor_from_host(&HostTensor::zeros(DataType::I64, &[2, 3]).unwrap())
+        .unwrap();
+    let s = cpu
+        .tensor_from_host(&HostTensor::zeros(DataType::F32, &[2, 3]).unwrap())
+        .unwrap();
+    let args = [Arg::from(&x), Arg::from(&i), Arg::from(&s)];
+    let e = exec.run(&cpu, &args).unwrap_err().to_string();
+    assert!(e.contains("scatter"), "{e}");
+    let reads = nvfuser_core::ir::reads::ReadChecks::of(exec.fusion());
+    let sizes = |ext: &nvfuser_core::ir::Extent| -> Option<i64> {
+        use nvfuser_core::ir::Extent;
+        match ext {
+            Extent::Dim { tensor, axis } => {
+                let k = exec.fusion().input_position(*tensor)?;
+                Some([[0i64, 3], [2, 3], [2, 3]][k][*axis as usize])
+            }
+            Extent::Const(c) => Some(*c),
+            _ => None,
+        }
+    };
+    let call = nvfuser_core::ir::reads::CallValues {
+        extent: &sizes,
+        scalar: &|_| None,
+    };
+    let e = reads
+        .check(exec.fusion(), &call, true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("scatter") && e.contains("empty"), "{e}");
+}

@@ -43,6 +43,16 @@ pub enum ReadCheck {
         /// The bound.
         bound: ValId,
     },
+    /// `scatter`/`scatter_add` into a dim of size 0: an index with elements has no
+    /// valid value (the evaluator refuses it; no kernel runs for an empty output).
+    ScatterTarget {
+        /// The tensor scattered into.
+        input: ValId,
+        /// The index tensor.
+        index: ValId,
+        /// The scattered dim.
+        axis: usize,
+    },
     /// A pad width given by a scalar: at least 0 (constant widths are checked when
     /// the fusion is defined).
     PadWidth {
@@ -152,6 +162,11 @@ impl ReadChecks {
                         }
                     }
                 }
+                Op::Scatter { axis, .. } => push(ReadCheck::ScatterTarget {
+                    input: e.inputs[0],
+                    index: e.inputs[1],
+                    axis: *axis,
+                }),
                 Op::Pad { widths } => {
                     for (dim, &(lo, hi)) in widths.iter().enumerate() {
                         for a in [lo, hi] {
@@ -324,6 +339,16 @@ fn check_one(
                 return Err(bad(
                     format!("a {what} given by a scalar in 0..={size} at dim {dim}"),
                     v.to_string(),
+                ));
+            }
+        }
+        ReadCheck::ScatterTarget { input, index, axis } => {
+            let (xs, is) = (sizes(*input)?, sizes(*index)?);
+            let n = xs.get(*axis).copied().unwrap_or(0);
+            if n == 0 && !is.contains(&0) {
+                return Err(bad(
+                    format!("no index elements, as dim {axis} of the input is empty"),
+                    format!("an index of sizes {is:?} (input sizes {xs:?})"),
                 ));
             }
         }

@@ -73,4 +73,15 @@ pub const CASES: &[ScatterCase] = &[
         axis: 1,
         calls: &[&[&[17, 8], &[9, 12], &[9, 12]], &[&[33, 129], &[30, 100], &[31, 101]]],
     },
+    ScatterCase {
+        name: "scatter_add into a row sum, then a column sum of the result (segments)",
+        src: "fn f(x: Tensor<f32, [N, H]>, i: Tensor<i64, [M]>, s: Tensor<f32, [M]>) -> Tensor<f32, []> {
+            let r = x.sum([1]);
+            let y = r.scatter_add(0, i, s);
+            (y * y).sum([0])
+        }",
+        index_input: 1,
+        axis: 0,
+        calls: &[&[&[64, 1000], &[100], &[100]], &[&[3, 5], &[7], &[9]], &[&[1000, 33], &[1000], &[1000]]],
+    },
 ];
