@@ -113,7 +113,10 @@ fn shape_indexing_creation_and_layouts() {
             let v = fd.constant(0.5);
             fd.pad_sizes(
                 x,
-                &[(Size::Val(a), Size::Const(1)), (Size::Const(0), Size::Val(b))],
+                &[
+                    (Size::Val(a), Size::Const(1)),
+                    (Size::Const(0), Size::Val(b)),
+                ],
                 v,
             )
         }),

@@ -142,7 +142,7 @@ impl Evaluator<'_> {
         sh::check_indices(name, idx, axis, x.shape()[axis])?;
         let scalar = src_arg.scalar;
         // The source element of index position `pos`.
-        fn at<'a>(scalar: bool, pos: &'a [usize]) -> &'a [usize] {
+        fn at(scalar: bool, pos: &[usize]) -> &[usize] {
             if scalar {
                 &[]
             } else {
