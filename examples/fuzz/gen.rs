@@ -131,6 +131,9 @@ pub enum Step {
     /// Slice one axis up to `size(x, axis) - k` (a scalar expression of a size).
     SliceToSize(usize, usize, i64),
     Pad(usize, usize, i64, i64, f64),
+    /// A pad of `axis` whose widths are scalar expressions over the sizes:
+    /// `(size % 3, size % 2 + hi)`.
+    PadScalar(usize, usize, i64),
     Cat(usize, usize, usize),
     /// Merges dims `axis` and `axis + 1` (reshape with a `-1`).
     MergeDims(usize, usize),
@@ -149,6 +152,15 @@ pub enum Step {
     IndexSelect(usize, usize, usize),
     TakeAlongAxis(usize, usize, usize),
     Gather(usize, usize, usize),
+    /// `scatter` (false) or `scatter_add` (true) into `x` along `axis` by the index
+    /// input, of a source tensor (cast to x's dtype) or, for `scatter`, of a constant.
+    Scatter {
+        x: usize,
+        index: usize,
+        src: Option<usize>,
+        axis: usize,
+        add: bool,
+    },
     Select(usize, usize, i64),
     /// `x * (size(x, axis) as dtype)` scaled down: scalar math on sizes.
     ScaleBySize(usize, usize),
@@ -373,11 +385,12 @@ fn draw_inputs(rng: &mut Rng, rank: usize) -> Vec<InputSpec> {
             contiguous,
         });
     }
-    if rank > 0 && rng.chance(20) {
+    if rank > 0 && rng.chance(35) {
         let target = rng.below(rank);
         let dtype = rng.pick(&[DataType::I64, DataType::I32]);
-        // A 1-D index (index_select) or a full-rank one (gather / take_along_axis).
-        let dims = if rng.chance(50) {
+        // A 1-D index (index_select) or a full-rank one (gather / take_along_axis,
+        // scatter / scatter_add).
+        let dims = if rng.chance(40) {
             vec![Ax::U(rng.below(rank))]
         } else {
             (0..rank).map(Ax::U).collect()
@@ -564,6 +577,7 @@ pub fn operands(s: &Step) -> Vec<usize> {
         | Step::Slice(a, ..)
         | Step::SliceToSize(a, ..)
         | Step::Pad(a, ..)
+        | Step::PadScalar(a, ..)
         | Step::MergeDims(a, _)
         | Step::SplitDim(a, ..)
         | Step::Squeeze(a, _)
@@ -583,6 +597,11 @@ pub fn operands(s: &Step) -> Vec<usize> {
         | Step::TakeAlongAxis(a, b, _)
         | Step::Gather(a, b, _) => vec![*a, *b],
         Step::Where(a, b, c) => vec![*a, *b, *c],
+        Step::Scatter { x, index, src, .. } => {
+            let mut v = vec![*x, *index];
+            v.extend(src);
+            v
+        }
     }
 }
 
@@ -616,5 +635,52 @@ mod tests {
         }
         eprintln!("fp8 in {fusions} of 400 recipes: {inputs} inputs, {casts} casts to fp8, {outputs} outputs");
         assert!(fusions >= 20 && inputs >= 10 && casts >= 20 && outputs >= 10);
+    }
+
+    /// `scatter`, `scatter_add` (of tensors and of a constant) and pads with widths
+    /// given by scalars are drawn.
+    #[test]
+    fn scatters_and_scalar_pad_widths_are_drawn() {
+        use nvfuser::ir::{Op, SizeArg};
+        let (mut scatters, mut adds, mut values, mut pads) = (0, 0, 0, 0);
+        let mut proposed = 0;
+        for seed in 1..=2000 {
+            let recipe = Recipe::generate(seed, 12, 1);
+            proposed += recipe
+                .steps
+                .iter()
+                .filter(|s| matches!(s, Step::Scatter { .. }))
+                .count();
+            let Some(built) = recipe.build() else {
+                continue;
+            };
+            let f = &built.fusion;
+            for (_, e) in f.exprs() {
+                match &e.op {
+                    Op::Scatter { add, .. } => {
+                        if *add {
+                            adds += 1;
+                        } else {
+                            scatters += 1;
+                        }
+                        if !f.val(e.inputs[2]).is_tensor() {
+                            values += 1;
+                        }
+                    }
+                    Op::Pad { widths }
+                        if widths.iter().any(|w| {
+                            matches!(w, (SizeArg::Input(_), _) | (_, SizeArg::Input(_)))
+                        }) =>
+                    {
+                        pads += 1
+                    }
+                    _ => {}
+                }
+            }
+        }
+        eprintln!(
+            "in 2000 recipes: {proposed} scatter steps, {scatters} scatters ({values} of a constant), {adds} scatter_adds, {pads} pads with scalar widths"
+        );
+        assert!(scatters >= 20 && adds >= 20 && values >= 5 && pads >= 50);
     }
 }

@@ -125,9 +125,11 @@ fn remap(s: &mut Step, from: usize, to: usize) {
             f(a)
         }
         Step::Scan(_, a, _) => f(a),
-        Step::Permute(a, _) | Step::Slice(a, ..) | Step::SliceToSize(a, ..) | Step::Pad(a, ..) => {
-            f(a)
-        }
+        Step::Permute(a, _)
+        | Step::Slice(a, ..)
+        | Step::SliceToSize(a, ..)
+        | Step::Pad(a, ..)
+        | Step::PadScalar(a, ..) => f(a),
         Step::MergeDims(a, _) | Step::SplitDim(a, ..) | Step::Squeeze(a, _) | Step::Set(a) => f(a),
         Step::SegmentSet(a) | Step::Select(a, ..) | Step::ScaleBySize(a, _) => f(a),
         Step::Triangle(a, ..) => f(a),
@@ -147,6 +149,13 @@ fn remap(s: &mut Step, from: usize, to: usize) {
             f(a);
             f(b);
             f(c);
+        }
+        Step::Scatter { x, index, src, .. } => {
+            f(x);
+            f(index);
+            if let Some(s) = src {
+                f(s);
+            }
         }
     }
 }

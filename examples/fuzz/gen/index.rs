@@ -1,5 +1,6 @@
-//! Indexing steps: `index_select`, `take_along_axis` and `gather` with the recipe's index
-//! input, and `select` of one position. Each has its proposal and its builder call.
+//! Indexing steps: `index_select`, `take_along_axis`, `gather`, `scatter` and
+//! `scatter_add` with the recipe's index input, and `select` of one position. Each has
+//! its proposal and its builder call.
 
 use nvfuser::prelude::*;
 
@@ -24,6 +25,31 @@ impl Gen {
             return None;
         };
         let target = *target;
+        let idims = idims.clone();
+        let scatter_into = if self.rng.chance(60) {
+            self.pick_tensor(|m| m.dims == idims)
+        } else {
+            None
+        };
+        if let Some(x) = scatter_into {
+            // A scatter into a value of the index's dims: its values (in range of the
+            // target dim, drawn at random, so duplicates are common) name the targets.
+            let dx = self.metas[x].dims.clone();
+            let axis = dx.iter().position(|&d| d == Ax::U(target))?;
+            let add = self.rng.chance(50);
+            let src = if !add && self.rng.chance(25) {
+                None
+            } else {
+                Some(self.pick_tensor(|m| m.dims == dx)?)
+            };
+            return Some(Step::Scatter {
+                x,
+                index: ix,
+                src,
+                axis,
+                add,
+            });
+        }
         let x = self.pick_tensor(|m| m.dims.contains(&Ax::U(target)))?;
         let dx = self.metas[x].dims.clone();
         let axis = dx.iter().position(|&d| d == Ax::U(target))?;
@@ -83,6 +109,56 @@ impl Gen {
                 ..m
             },
         ))
+    }
+
+    /// `scatter` / `scatter_add`: the source cast to x's dtype, or the constant 3.
+    pub(super) fn make_scatter(
+        &mut self,
+        x: usize,
+        ix: usize,
+        src: Option<usize>,
+        axis: usize,
+        add: bool,
+    ) -> Option<(ValId, Meta)> {
+        let (xv, m) = self.operand(x)?;
+        let (iv, _) = self.operand(ix)?;
+        if add && (m.dtype == DataType::Bool || m.dtype.is_fp8()) {
+            return None;
+        }
+        let (sv, ms) = match src {
+            Some(s) => {
+                let (sv, ms) = self.operand(s)?;
+                if ms.dims != m.dims {
+                    return None;
+                }
+                let sv = if ms.dtype == m.dtype {
+                    sv
+                } else {
+                    self.fd.cast(sv, m.dtype).ok()?
+                };
+                // A cast may round (an inexact float source stays inexact).
+                let exact = ms.exact && (ms.dtype == m.dtype || !m.dtype.is_float());
+                (sv, Some((ms.bound, exact)))
+            }
+            None => (self.fd.constant(3i64), None),
+        };
+        let (sb, se) = ms.unwrap_or((3.0, true));
+        let v = if add {
+            self.fd.scatter_add(xv, axis as i64, iv, sv).ok()?
+        } else {
+            self.fd.scatter(xv, axis as i64, iv, sv).ok()?
+        };
+        // Adds of floats round (in the same order on both devices, but values computed
+        // upstream within tolerance accumulate); up to a whole axis of duplicates.
+        let (exact, bound) = if add {
+            (
+                m.exact && se && !m.dtype.is_float(),
+                m.bound + sb * super::MAX_DIM as f64,
+            )
+        } else {
+            (m.exact && se, m.bound.max(sb))
+        };
+        Some((v, Meta { exact, bound, ..m }))
     }
 
     pub(super) fn make_select(

@@ -97,7 +97,7 @@ impl Gen {
         let g = |i: &usize| self.growth.get(*i).copied().unwrap_or(1.0);
         match step {
             Step::Cat(a, b, _) => g(a) + g(b),
-            Step::Pad(a, ..) => g(a) * 1.5,
+            Step::Pad(a, ..) | Step::PadScalar(a, ..) => g(a) * 1.5,
             _ => operands(step).iter().map(g).fold(1.0, f64::max),
         }
     }
@@ -200,7 +200,9 @@ impl Gen {
             90 => self.propose_iota(),
             91 => self.propose_uniform_like(),
             92..=94 => self.propose_indexing(inputs),
-            95 => self.propose_select(),
+            95 => self
+                .propose_indexing(inputs)
+                .or_else(|| self.propose_select()),
             96..=97 => self.propose_scale_by_size(),
             98 => self.propose_triangle(),
             _ => self.propose_with_scalar(inputs),
@@ -284,6 +286,7 @@ impl Gen {
             }
             Step::SliceToSize(a, axis, k) => self.make_slice_to_size(*a, *axis, *k),
             Step::Pad(a, axis, lo, hi, value) => self.make_pad(*a, *axis, *lo, *hi, *value),
+            Step::PadScalar(a, axis, hi) => self.make_pad_scalar(*a, *axis, *hi),
             Step::Cat(a, b, axis) => self.make_cat(*a, *b, *axis),
             Step::MergeDims(a, axis) => self.make_merge_dims(*a, *axis),
             Step::SplitDim(a, axis, k) => self.make_split_dim(*a, *axis, *k),
@@ -304,6 +307,13 @@ impl Gen {
             Step::IndexSelect(x, axis, ix) => self.make_index_select(*x, *axis, *ix),
             Step::TakeAlongAxis(x, ix, axis) => self.make_take(*x, *ix, *axis, false),
             Step::Gather(x, ix, axis) => self.make_take(*x, *ix, *axis, true),
+            Step::Scatter {
+                x,
+                index,
+                src,
+                axis,
+                add,
+            } => self.make_scatter(*x, *index, *src, *axis, *add),
             Step::Select(x, axis, index) => self.make_select(*x, *axis, *index),
             Step::ScaleBySize(x, axis) => self.make_scale_by_size(*x, *axis),
             Step::Triangle(x, upper, diagonal) => self.make_triangle(*x, *upper, *diagonal),

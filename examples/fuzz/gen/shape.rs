@@ -3,6 +3,7 @@
 //! track the new shape, with a fresh extent for every dim whose size the step changes.
 
 use nvfuser::builder::Slice;
+use nvfuser::ir::BinaryOp;
 use nvfuser::prelude::*;
 
 use super::pool::{combined, compatible};
@@ -61,6 +62,9 @@ impl Gen {
     pub(super) fn propose_pad(&mut self) -> Option<Step> {
         let a = self.pick_tensor(|m| !m.dims.is_empty())?;
         let axis = self.rng.below(self.metas[a].dims.len());
+        if self.rng.chance(35) {
+            return Some(Step::PadScalar(a, axis, self.rng.below(2) as i64));
+        }
         Some(Step::Pad(
             a,
             axis,
@@ -221,6 +225,47 @@ impl Gen {
             .collect();
         let value = self.fd.constant(value);
         let v = self.fd.pad(x, &widths, value).ok()?;
+        let mut dims = m.dims.clone();
+        dims[axis] = self.fresh_from(&[m.dims[axis]]);
+        Some((
+            v,
+            Meta {
+                dims,
+                bound: m.bound.max(1.0),
+                ..m
+            },
+        ))
+    }
+
+    /// A pad of `axis` by `(size % 3, size % 2 + hi)`: widths that are scalar
+    /// expressions over the input's size, computed on the host and read by the kernel.
+    pub(super) fn make_pad_scalar(
+        &mut self,
+        a: usize,
+        axis: usize,
+        hi: i64,
+    ) -> Option<(ValId, Meta)> {
+        let (x, m) = self.operand(a)?;
+        let n = self.fd.size(x, axis as i64).ok()?;
+        let (three, two, h) = (
+            self.fd.constant(3i64),
+            self.fd.constant(2i64),
+            self.fd.constant(hi),
+        );
+        let lo_w = self.fd.binary(BinaryOp::Remainder, n, three).ok()?;
+        let r = self.fd.binary(BinaryOp::Remainder, n, two).ok()?;
+        let hi_w = self.fd.add(r, h).ok()?;
+        let widths: Vec<(Size, Size)> = (0..m.dims.len())
+            .map(|i| {
+                if i == axis {
+                    (Size::Val(lo_w), Size::Val(hi_w))
+                } else {
+                    (Size::Const(0), Size::Const(0))
+                }
+            })
+            .collect();
+        let value = self.fd.constant(0.25);
+        let v = self.fd.pad_sizes(x, &widths, value).ok()?;
         let mut dims = m.dims.clone();
         dims[axis] = self.fresh_from(&[m.dims[axis]]);
         Some((

@@ -1,4 +1,4 @@
-//! Indexing ops: index_select, select, gather and take_along_axis.
+//! Indexing ops: index_select, select, gather, take_along_axis, scatter and scatter_add.
 
 use super::{describe_shape, normalize_axis, FusionDefinition, Size};
 use crate::error::{Error, Result};
@@ -123,6 +123,102 @@ impl FusionDefinition {
         }
         let d = self.dtype(op, x)?;
         self.emit_tensor(Op::TakeAlongAxis { axis }, &[x, index], d, domain)
+    }
+
+    /// `torch.scatter(x, axis, index, src)`: a new tensor equal to `x` where, for every
+    /// element `j` of `index`, the element at `j` with `j[axis]` replaced by `index[j]`
+    /// is `src[j]`. `src` is a tensor of `x`'s dtype, or a scalar (torch's `value` form,
+    /// cast to `x`'s dtype). The index has `x`'s rank, is no larger than `src` in any
+    /// dim and no larger than `x` outside `axis`. When several index elements name one
+    /// target, the last in row-major order wins (see the evaluator's "# Indexing").
+    pub fn scatter(&mut self, x: ValId, axis: i64, index: ValId, src: ValId) -> Result<ValId> {
+        self.scatter_op("scatter", x, axis, index, src, false)
+    }
+
+    /// `torch.scatter_add(x, axis, index, src)` (= `scatter_reduce(reduce="sum")` with
+    /// `include_self`): like [`Self::scatter`], but each target is increased by the
+    /// `src` elements that name it, added in row-major order of the index. `src` is a
+    /// tensor of `x`'s dtype; bool is refused.
+    pub fn scatter_add(&mut self, x: ValId, axis: i64, index: ValId, src: ValId) -> Result<ValId> {
+        self.scatter_op("scatter_add", x, axis, index, src, true)
+    }
+
+    fn scatter_op(
+        &mut self,
+        op: &str,
+        x: ValId,
+        axis: i64,
+        index: ValId,
+        src: ValId,
+        add: bool,
+    ) -> Result<ValId> {
+        let shape = self.shape(op, x)?;
+        let axis = normalize_axis(op, axis, shape.len())?;
+        let idx = self.index_shape(op, index)?;
+        let d = self.dtype(op, x)?;
+        if add && d == crate::dtype::DataType::Bool {
+            return Err(Error::dtype(op, "a numeric tensor (not bool)", d));
+        }
+        if idx.len() != shape.len() {
+            return Err(Error::Rank {
+                op: op.into(),
+                expected: format!("{} (the input's rank) for the index", shape.len()),
+                found: idx.len(),
+            });
+        }
+        for (i, (a, b)) in shape.iter().zip(&idx).enumerate() {
+            if let (Some(n), Some(m)) = (a.extent.as_const(), b.extent.as_const()) {
+                if i != axis && m > n {
+                    return Err(Error::shape(
+                        op,
+                        format!("index size <= {n} at dim {i} (the input's size)"),
+                        format!("{m}"),
+                    ));
+                }
+            }
+        }
+        let src = if self.val(op, src)?.is_tensor() {
+            let sd = self.dtype(op, src)?;
+            if sd != d {
+                return Err(Error::dtype(
+                    op,
+                    format!("a source of the input's dtype {d}"),
+                    sd,
+                ));
+            }
+            let sshape = self.shape(op, src)?;
+            if sshape.len() != shape.len() {
+                return Err(Error::Rank {
+                    op: op.into(),
+                    expected: format!("{} (the input's rank) for the source", shape.len()),
+                    found: sshape.len(),
+                });
+            }
+            for (i, (a, b)) in sshape.iter().zip(&idx).enumerate() {
+                if let (Some(n), Some(m)) = (a.extent.as_const(), b.extent.as_const()) {
+                    if m > n {
+                        return Err(Error::shape(
+                            op,
+                            format!("index size <= {n} at dim {i} (the source's size)"),
+                            format!("{m}"),
+                        ));
+                    }
+                }
+            }
+            src
+        } else if add {
+            return Err(Error::Kind {
+                op: op.into(),
+                expected: "a source tensor".into(),
+                found: format!("scalar of type {}", self.dtype(op, src)?),
+            });
+        } else if self.dtype(op, src)? != d {
+            self.cast(src, d)?
+        } else {
+            src
+        };
+        let domain = shape.iter().map(as_iteration).collect();
+        self.emit_tensor(Op::Scatter { axis, add }, &[x, index, src], d, domain)
     }
 
     fn index_shape(&self, op: &str, index: ValId) -> Result<Vec<IterDomain>> {

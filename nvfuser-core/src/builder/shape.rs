@@ -402,6 +402,18 @@ impl FusionDefinition {
 
     /// Pads each dim with `widths[i] = (before, after)` copies of `value`.
     pub fn pad(&mut self, x: ValId, widths: &[(i64, i64)], value: ValId) -> Result<ValId> {
+        let w: Vec<(Size, Size)> = widths
+            .iter()
+            .map(|&(lo, hi)| (Size::Const(lo), Size::Const(hi)))
+            .collect();
+        self.pad_sizes(x, &w, value)
+    }
+
+    /// [`Self::pad`] with widths that may be integer scalars (inputs, or scalar
+    /// expressions over inputs and sizes), as nvFuser's pad takes them. A constant width
+    /// must be non-negative here; a scalar one is checked when the fusion runs (a typed
+    /// error on every device, before any kernel).
+    pub fn pad_sizes(&mut self, x: ValId, widths: &[(Size, Size)], value: ValId) -> Result<ValId> {
         let op = "pad";
         let shape = self.shape(op, x)?;
         if widths.len() != shape.len() {
@@ -412,17 +424,40 @@ impl FusionDefinition {
                 widths.len(),
             ));
         }
-        if let Some((i, w)) = widths.iter().enumerate().find(|(_, w)| w.0 < 0 || w.1 < 0) {
+        self.scalar(op, value)?;
+        let mut inputs = vec![x, value];
+        let flat: Vec<Size> = widths.iter().flat_map(|&(lo, hi)| [lo, hi]).collect();
+        let (args, exts) = self.size_args(op, &flat, &mut inputs)?;
+        let pairs: Vec<(SizeArg, SizeArg)> = args.chunks(2).map(|p| (p[0], p[1])).collect();
+        let konst = |a: SizeArg| match a {
+            SizeArg::Const(c) => Some(c),
+            SizeArg::Input(_) => None,
+        };
+        if let Some((i, w)) = pairs
+            .iter()
+            .enumerate()
+            .find(|(_, w)| konst(w.0).is_some_and(|c| c < 0) || konst(w.1).is_some_and(|c| c < 0))
+        {
+            let show = |a: SizeArg| konst(a).map_or("a scalar".to_string(), |c| c.to_string());
             return Err(Error::invalid(
                 op,
                 format!(
-                    "widths {w:?} at dim {i}: expected non-negative widths (use slice to crop)"
+                    "widths ({}, {}) at dim {i}: expected non-negative widths (use slice to crop)",
+                    show(w.0),
+                    show(w.1)
                 ),
             ));
         }
-        self.scalar(op, value)?;
         let mut domain = Vec::with_capacity(shape.len());
-        for (i, (d, &(lo, hi))) in shape.into_iter().zip(widths).enumerate() {
+        for (i, (d, &(lo, hi))) in shape.into_iter().zip(&pairs).enumerate() {
+            let (lo, hi) = match (konst(lo), konst(hi)) {
+                (Some(lo), Some(hi)) => (lo, hi),
+                _ => {
+                    let e = d.extent + exts[2 * i].clone() + exts[2 * i + 1].clone();
+                    domain.push(IterDomain::iteration(e));
+                    continue;
+                }
+            };
             if lo == 0 && hi == 0 {
                 domain.push(d);
                 continue;
@@ -439,14 +474,7 @@ impl FusionDefinition {
             domain.push(IterDomain::iteration(d.extent + Extent::Const(w)));
         }
         let d = self.dtype(op, x)?;
-        self.emit_tensor(
-            Op::Pad {
-                widths: widths.to_vec(),
-            },
-            &[x, value],
-            d,
-            domain,
-        )
+        self.emit_tensor(Op::Pad { widths: pairs }, &inputs, d, domain)
     }
 
     /// Concatenates tensors of one dtype and rank along `axis`.

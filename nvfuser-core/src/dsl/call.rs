@@ -29,7 +29,7 @@ pub(crate) enum ArgVal {
     InputDType,
     Vals(Vec<ValId>),
     Mask(Vec<bool>),
-    Widths(Vec<(i64, i64)>),
+    Widths(Vec<(Size, Size)>),
     Ranges(Vec<Slice>),
 }
 
@@ -376,21 +376,27 @@ impl Interp<'_> {
                     .map(ArgVal::Vals)
             }
             Kind::Widths => {
-                let what = "(before, after) pairs of integer literals, e.g. [(0, 0), (1, 2)]";
+                let what = "(before, after) pairs of integer literals or integer scalars, e.g. [(0, 0), (1, n)]";
                 let elems = self.elems(spec, slot, e, what)?;
-                let pairs: Option<Vec<(i64, i64)>> = elems
+                if !elems
                     .iter()
-                    .map(|x| match &x.kind {
-                        ExprKind::Tuple(p) if p.len() == 2 => {
-                            Some((int_lit(&p[0])?, int_lit(&p[1])?))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                match pairs {
-                    Some(p) => Some(ArgVal::Widths(p)),
-                    None => self.kind_error(spec, slot, e, what),
+                    .all(|x| matches!(&x.kind, ExprKind::Tuple(p) if p.len() == 2))
+                {
+                    return self.kind_error(spec, slot, e, what);
                 }
+                let mut pairs = Vec::with_capacity(elems.len());
+                for x in elems {
+                    let ExprKind::Tuple(p) = &x.kind else {
+                        return self.kind_error(spec, slot, e, what);
+                    };
+                    let lo = self.size(&p[0]);
+                    let hi = self.size(&p[1]);
+                    pairs.push(lo.zip(hi));
+                }
+                pairs
+                    .into_iter()
+                    .collect::<Option<Vec<_>>>()
+                    .map(ArgVal::Widths)
             }
             Kind::Ranges => {
                 let what = "one range per dim: `..`, `a..b`, `a..`, `..b` or `(start, stop, step)`";

@@ -101,7 +101,7 @@ impl Interp<'_> {
                 other => unreachable!("ranges are {other:?}"),
             },
             Family::Pad => match &vals[1] {
-                A::Widths(w) => fd.pad(v(0), w, v(2)).map(Value::Tensor),
+                A::Widths(w) => fd.pad_sizes(v(0), w, v(2)).map(Value::Tensor),
                 other => unreachable!("widths are {other:?}"),
             },
             Family::Cat => match &vals[0] {
@@ -147,6 +147,8 @@ impl Interp<'_> {
                     .take_along_axis(v(0), v(1), int(2))
                     .map(Value::Tensor)
             }
+            Family::Scatter(false) => fd.scatter(v(0), int(1), v(2), v(3)).map(Value::Tensor),
+            Family::Scatter(true) => fd.scatter_add(v(0), int(1), v(2), v(3)).map(Value::Tensor),
             Family::Inplace => unreachable!("reported before dispatch"),
         };
         match r {

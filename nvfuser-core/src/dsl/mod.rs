@@ -56,7 +56,9 @@
 //!   dtype = ..)` (`x.cumsum(1, dtype = f32)`: as `sum`'s `dtype`);
 //!   `broadcast(x, [false, true])`, `unsqueeze(x, axis)`, `squeeze(x, axes)`,
 //!   `expand(x, sizes)`, `reshape(x, sizes)`, `permute(x, perm)`,
-//!   `broadcast_in_dim(x, sizes, dims)`, `slice(x, ranges)`, `pad(x, widths, value)`,
+//!   `broadcast_in_dim(x, sizes, dims)`, `slice(x, ranges)`, `pad(x, widths, value)`
+//!   (widths `[(before, after), ..]` of integer literals or integer scalars:
+//!   `x.pad([(a, 1), (0, x.size(0) % 2)], 0.0)`),
 //!   `cat([a, b], axis)`; `full(sizes, value, dtype)`, `iota(length, start, step, dtype)`,
 //!   `uniform(sizes, low, high, seed, offset, dtype)`,
 //!   `normal(sizes, mean, std, seed, offset, dtype)`, and without the seed and offset,
@@ -64,7 +66,8 @@
 //!   `rand_uniform(sizes, low, high, dtype)`, `rand_normal(sizes, mean, std, dtype)`;
 //!   `size(x, axis)` (an `i64` scalar);
 //!   `index_select(x, axis, index)`, `select(x, axis, index)`, `gather(x, axis, index)`,
-//!   `take_along_axis(x, index, axis)`; `triu(x, diagonal = 0)`, `tril(x, diagonal = 0)`
+//!   `take_along_axis(x, index, axis)`, `scatter(x, axis, index, src)` (`src` a tensor
+//!   of x's dtype or a scalar), `scatter_add(x, axis, index, src)`; `triu(x, diagonal = 0)`, `tril(x, diagonal = 0)`
 //!   (the triangle of the last two dims, expanded into iota, comparison and `where_`).
 //! - **Arguments**: axes, masks, perms and dims are literals (`[1, -1]`, `[false, true]`;
 //!   a single integer is one axis). Sizes are integer literals or integer scalars

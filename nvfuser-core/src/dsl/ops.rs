@@ -106,6 +106,8 @@ pub(crate) enum Family {
     Select,
     Gather,
     TakeAlongAxis,
+    /// `scatter` / `scatter_add` (`add`).
+    Scatter(bool),
     Inplace,
     Triu,
     Tril,
@@ -245,6 +247,12 @@ const SIZE: &[P] = &[p("x", Value), p("axis", Int)];
 const AXIS_INDEX: &[P] = &[p("x", Value), p("axis", Int), p("index", Value)];
 const SELECT: &[P] = &[p("x", Value), p("axis", Int), p("index", Size)];
 const TAKE: &[P] = &[p("x", Value), p("index", Value), p("axis", Int)];
+const SCATTER: &[P] = &[
+    p("x", Value),
+    p("axis", Int),
+    p("index", Value),
+    p("src", Value),
+];
 const INPLACE: &[P] = &[p("value", Value), p("input", Value)];
 const TRIANGLE: &[P] = &[p("x", Value), opt("diagonal", Int, Default::Int(0))];
 
@@ -333,6 +341,8 @@ pub(crate) fn table() -> &'static [OpSpec] {
         for (name, family, params) in rest {
             add(name, family, params);
         }
+        add("scatter", Family::Scatter(false), SCATTER);
+        add("scatter_add", Family::Scatter(true), SCATTER);
         t
     })
 }

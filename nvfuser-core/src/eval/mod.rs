@@ -243,6 +243,25 @@
 //! input in the non-axis dims, never larger); `take_along_axis` broadcasts the index and
 //! the input against each other in the non-axis dims.
 //!
+//! `scatter(x, axis, index, src)` (`torch.scatter`) and `scatter_add` (`torch.scatter_add`,
+//! `scatter_reduce(reduce="sum")` including self) return a new tensor: a copy of `x` in
+//! which, for every element `j` of the index taken in row-major order, the target `t`
+//! (`t = j` but `t[axis] = index[j]`) is set to `src[j]` (scatter; `src` may be a scalar,
+//! torch's `value` form) or set to `out[t] + src[j]` rounded to the dtype (scatter_add;
+//! integers wrap, bool is refused). So when several index elements name one target,
+//! **the last one in row-major order wins**, and a target's adds are made in row-major
+//! order of the index, i.e. in increasing `j[axis]` (the other coordinates of every
+//! contributor equal the target's): the result is deterministic and exact on both
+//! devices, floats included. Shapes are PyTorch's: the index has `x`'s rank, is no
+//! larger than `src` in any dim and no larger than `x` outside `axis` (a typed error
+//! naming both sizes otherwise); an index value outside `0..x.size(axis)` (negatives
+//! included) is an error, on the GPU a device-side check (`Error::DeviceAssert`), never a
+//! write out of bounds. The GPU kernel computes each output element on its own: it
+//! walks the index along `axis` at the element's other coordinates, keeping the last
+//! match (or adding every match in order), then writes `src` at that match or `x`. One
+//! kernel, no atomics and no second pass; its cost per output element is
+//! `index.size(axis)` index reads, which suits short scatter axes.
+//!
 //! # Random numbers
 //!
 //! `uniform`/`normal` number their elements by row-major linear index over the output

@@ -460,7 +460,7 @@ pub(crate) fn collect_ties(fusion: &Fusion, e: &Expr, out: &mut Vec<Tie>) {
         Op::Pad { widths } => {
             let o = out_dims(0, false);
             for (j, w) in widths.iter().enumerate() {
-                if *w == (0, 0) {
+                if *w == (SizeArg::Const(0), SizeArg::Const(0)) {
                     tie(0, j, o.get(j), Rel::Eq);
                 }
             }
@@ -505,6 +505,26 @@ pub(crate) fn collect_ties(fusion: &Fusion, e: &Expr, out: &mut Vec<Tie>) {
                 tie(1, j, x.get(j), Rel::AtMost);
             }
         }
+        Op::Scatter { axis, .. } => {
+            let dims = |k: usize| -> Vec<Extent> {
+                e.inputs
+                    .get(k)
+                    .and_then(|&v| fusion.tensor_type(v))
+                    .map(|t| t.shape().map(|d| d.extent.clone()).collect())
+                    .unwrap_or_default()
+            };
+            let (x, src) = (dims(0), dims(2));
+            let o = out_dims(0, false);
+            for j in 0..rank(0).unwrap_or(0) {
+                tie(0, j, o.get(j), Rel::Eq);
+            }
+            for j in 0..rank(1).unwrap_or(0) {
+                if j != *axis {
+                    tie(1, j, x.get(j), Rel::AtMost);
+                }
+                tie(1, j, src.get(j), Rel::AtMost);
+            }
+        }
         // Slices change extents (their bounds are checked where they are read), reshape
         // keeps the element count (checked by the evaluator and before a launch), and
         // factories and `size` have no tensor operand to tie.
@@ -540,6 +560,9 @@ fn why(e: &Expr) -> String {
         Op::Gather { axis } => {
             format!("gather reads the input at the index's positions outside dim {axis}")
         }
+        Op::Scatter { axis, .. } => format!(
+            "{name} writes the source at the index's positions (outside dim {axis} also into the input's)"
+        ),
         Op::Reduction { .. } | Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. } => {
             format!("{name} keeps the dims it does not reduce")
         }

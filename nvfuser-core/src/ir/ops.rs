@@ -429,10 +429,11 @@ pub enum Op {
         /// One per dim.
         ranges: Vec<SliceRange>,
     },
-    /// Constant padding; inputs `[x, value]`.
+    /// Constant padding; inputs `[x, value, width scalars...]`.
     Pad {
-        /// (before, after) per dim, non-negative.
-        widths: Vec<(i64, i64)>,
+        /// (before, after) per dim, non-negative: constants, or integer scalar inputs
+        /// of the expression (checked non-negative at run time).
+        widths: Vec<(SizeArg, SizeArg)>,
     },
     /// Concatenation along `axis`; inputs are the tensors.
     Cat {
@@ -481,6 +482,18 @@ pub enum Op {
         /// The axis.
         axis: usize,
     },
+    /// `torch.scatter` / `torch.scatter_add`: the output is input 0 (`self`) with, for
+    /// every element `j` of the index (input 1), the element at `j` with `j[axis]`
+    /// replaced by `index[j]` set to (or, with `add`, increased by) `src[j]` (input 2, a
+    /// tensor of self's dtype, or a scalar for the value form of `scatter`). Duplicate
+    /// targets: the last index element in row-major order wins; adds are made in
+    /// row-major order. See the evaluator's "# Indexing".
+    Scatter {
+        /// The axis.
+        axis: usize,
+        /// Add instead of replacing (`scatter_add`, `scatter_reduce(reduce="sum")`).
+        add: bool,
+    },
     /// The size of input 0 along `axis`, as an i64 scalar.
     Size {
         /// The axis.
@@ -518,6 +531,8 @@ impl Op {
             Op::Select { .. } => "select",
             Op::Gather { .. } => "gather",
             Op::TakeAlongAxis { .. } => "take_along_axis",
+            Op::Scatter { add: false, .. } => "scatter",
+            Op::Scatter { add: true, .. } => "scatter_add",
             Op::Size { .. } => "size",
         }
     }

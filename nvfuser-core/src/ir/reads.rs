@@ -1,6 +1,6 @@
 //! The data-dependent reads of a fusion, as data: what the arguments of a call must allow
-//! before a kernel reads where they say (select indices, slice bounds given by scalars,
-//! reshape sizes, gather and take_along_axis index sizes), and the max/min reductions
+//! before a kernel reads where they say (select indices, slice bounds and pad widths
+//! given by scalars, reshape sizes, gather and take_along_axis index sizes), and the max/min reductions
 //! whose emptiness only the call's sizes decide. [`ReadChecks::of`] finds them once per
 //! fusion; a kernel carries its own ([`crate::codegen::Kernel::reads`]) and the launcher
 //! runs [`ReadChecks::check`] with the call's extents and scalars, the CPU reference's
@@ -42,6 +42,26 @@ pub enum ReadCheck {
         what: BoundKind,
         /// The bound.
         bound: ValId,
+    },
+    /// `scatter`/`scatter_add` into a dim of size 0: an index with elements has no
+    /// valid value (the evaluator refuses it; no kernel runs for an empty output).
+    ScatterTarget {
+        /// The tensor scattered into.
+        input: ValId,
+        /// The index tensor.
+        index: ValId,
+        /// The scattered dim.
+        axis: usize,
+    },
+    /// A pad width given by a scalar: at least 0 (constant widths are checked when
+    /// the fusion is defined).
+    PadWidth {
+        /// The padded tensor.
+        input: ValId,
+        /// The dim.
+        dim: usize,
+        /// The width.
+        width: ValId,
     },
     /// `reshape(input, sizes)`: sizes >= 0 with at most one -1, the element count kept.
     Reshape {
@@ -138,6 +158,26 @@ impl ReadChecks {
                                     what,
                                     bound,
                                 });
+                            }
+                        }
+                    }
+                }
+                Op::Scatter { axis, .. } => push(ReadCheck::ScatterTarget {
+                    input: e.inputs[0],
+                    index: e.inputs[1],
+                    axis: *axis,
+                }),
+                Op::Pad { widths } => {
+                    for (dim, &(lo, hi)) in widths.iter().enumerate() {
+                        for a in [lo, hi] {
+                            if let SizeArg::Input(k) = a {
+                                if let Some(&width) = e.inputs.get(k as usize) {
+                                    push(ReadCheck::PadWidth {
+                                        input: e.inputs[0],
+                                        dim,
+                                        width,
+                                    });
+                                }
                             }
                         }
                     }
@@ -298,6 +338,25 @@ fn check_one(
                 };
                 return Err(bad(
                     format!("a {what} given by a scalar in 0..={size} at dim {dim}"),
+                    v.to_string(),
+                ));
+            }
+        }
+        ReadCheck::ScatterTarget { input, index, axis } => {
+            let (xs, is) = (sizes(*input)?, sizes(*index)?);
+            let n = xs.get(*axis).copied().unwrap_or(0);
+            if n == 0 && !is.contains(&0) {
+                return Err(bad(
+                    format!("no index elements, as dim {axis} of the input is empty"),
+                    format!("an index of sizes {is:?} (input sizes {xs:?})"),
+                ));
+            }
+        }
+        ReadCheck::PadWidth { dim, width, .. } => {
+            let v = value(ScalarRef::Val(*width))?;
+            if v < 0 {
+                return Err(bad(
+                    format!("a pad width given by a scalar >= 0 at dim {dim} (use slice to crop)"),
                     v.to_string(),
                 ));
             }

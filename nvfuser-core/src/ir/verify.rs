@@ -146,6 +146,7 @@ pub fn verify(fusion: &Fusion) -> Result<()> {
             | Op::Gather { .. }
             | Op::TakeAlongAxis { .. }
             | Op::Iota { .. } => 2,
+            Op::Scatter { .. } => 3,
             Op::Ternary(t) => t.arity(),
             Op::Rand { .. } => 4,
             _ => 1,

@@ -276,7 +276,10 @@ fn rhs(fusion: &Fusion, e: &Expr) -> String {
             )
         }
         Op::Pad { widths } => {
-            let parts: Vec<String> = widths.iter().map(|(a, b)| format!("({a}, {b})")).collect();
+            let parts: Vec<String> = widths
+                .iter()
+                .map(|&(a, b)| format!("({}, {})", size_arg(fusion, e, a), size_arg(fusion, e, b)))
+                .collect();
             format!(
                 "{name}({}, widths=[{}])",
                 operands(fusion, e, 2),
@@ -310,6 +313,9 @@ fn rhs(fusion: &Fusion, e: &Expr) -> String {
             operands(fusion, e, 1),
             size_arg(fusion, e, *index)
         ),
+        Op::Scatter { axis, .. } => {
+            format!("{name}({}, axis={axis})", operands(fusion, e, all))
+        }
         Op::Size { axis } => format!("{name}({}, axis={axis})", operands(fusion, e, all)),
     }
 }

@@ -340,8 +340,10 @@ impl<'a> Printer<'a> {
                 self.call(name, ins[0], &[format!("[{}]", parts.join(", "))])
             }
             Op::Pad { widths } => {
-                let parts: Vec<String> =
-                    widths.iter().map(|(a, b)| format!("({a}, {b})")).collect();
+                let parts: Vec<String> = widths
+                    .iter()
+                    .map(|&(a, b)| format!("({}, {})", self.size_arg(e, a), self.size_arg(e, b)))
+                    .collect();
                 self.call(name, ins[0], &[format!("[{}]", parts.join(", ")), op(1)])
             }
             Op::Cat { axis } => {
@@ -390,6 +392,7 @@ impl<'a> Printer<'a> {
             Op::Select { axis, index } => {
                 self.call(name, ins[0], &[axis.to_string(), self.size_arg(e, *index)])
             }
+            Op::Scatter { axis, .. } => self.call(name, ins[0], &[axis.to_string(), op(1), op(2)]),
             Op::Size { axis } => self.call(name, ins[0], &[axis.to_string()]),
         }
     }

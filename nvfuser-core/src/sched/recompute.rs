@@ -29,6 +29,7 @@ pub(crate) fn is_resize(op: &Op) -> bool {
             | Op::IndexSelect { .. }
             | Op::Gather { .. }
             | Op::TakeAlongAxis { .. }
+            | Op::Scatter { .. }
     )
 }
 
@@ -43,7 +44,9 @@ pub(crate) fn reads_elsewhere(op: &Op) -> bool {
 /// positions derived from it (no reduction: one output element reads a bounded set of
 /// input elements).
 pub(crate) fn is_recomputable(op: &Op) -> bool {
-    is_resize(op)
+    // A scatter searches the index along its axis in a loop of statements: it has no
+    // value expression to compute at another tensor's position.
+    (is_resize(op) && !matches!(op, Op::Scatter { .. }))
         || matches!(
             op,
             Op::Unary(_)

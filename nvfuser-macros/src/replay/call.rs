@@ -86,6 +86,7 @@ impl Replayer<'_> {
             | Op::Select { .. }
             | Op::Gather { .. }
             | Op::TakeAlongAxis { .. }
+            | Op::Scatter { .. }
             | Op::Size { .. } => self.index_call(e, o),
         }
     }
@@ -266,15 +267,18 @@ impl Replayer<'_> {
                 )
             }
             Op::Pad { widths } => {
-                o.arity(2)?;
-                let w = widths.iter().map(|&(lo, hi)| {
-                    let (lo, hi) = (paths::int(lo), paths::int(hi));
-                    quote!((#lo, #hi))
-                });
+                let mut sizes = Vec::with_capacity(widths.len());
+                let mut w = Vec::with_capacity(widths.len());
+                for &(lo, hi) in widths {
+                    let (lo, hi) = (self.size(e, lo)?, self.size(e, hi)?);
+                    let (lt, ht) = (&lo.tokens, &hi.tokens);
+                    w.push(quote!((#lt, #ht)));
+                    sizes.push((lo.size, hi.size));
+                }
                 let (x, v) = (&names[0], &names[1]);
                 (
-                    vec![self.fd.pad(ins[0], widths, ins[1]).map_err(err)?],
-                    quote!(#fd.pad(#x, &[#(#w),*], #v)),
+                    vec![self.fd.pad_sizes(ins[0], &sizes, ins[1]).map_err(err)?],
+                    quote!(#fd.pad_sizes(#x, &[#(#w),*], #v)),
                 )
             }
             Op::Cat { axis } => {
@@ -337,7 +341,7 @@ impl Replayer<'_> {
         })
     }
 
-    /// Index_select, select, gather, take_along_axis and size.
+    /// Index_select, select, gather, take_along_axis, scatter, scatter_add and size.
     fn index_call(&mut self, e: &Expr, o: &Operands) -> Result<Call, String> {
         let fd = local_fd();
         let (ins, names) = (&o.ins, &o.names);
@@ -382,6 +386,18 @@ impl Replayer<'_> {
                         .map_err(err)?],
                     quote!(#fd.take_along_axis(#x, #i, #a)),
                 )
+            }
+            Op::Scatter { axis, add } => {
+                o.arity(3)?;
+                let (x, i, s) = (&names[0], &names[1], &names[2]);
+                let a = paths::int(*axis as i64);
+                let v = if *add {
+                    self.fd.scatter_add(ins[0], *axis as i64, ins[1], ins[2])
+                } else {
+                    self.fd.scatter(ins[0], *axis as i64, ins[1], ins[2])
+                };
+                let method = Ident::new(e.op.name(), Span::call_site());
+                (vec![v.map_err(err)?], quote!(#fd.#method(#x, #a, #i, #s)))
             }
             Op::Size { axis } => {
                 o.arity(1)?;

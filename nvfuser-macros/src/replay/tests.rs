@@ -104,6 +104,31 @@ fn shape_indexing_creation_and_layouts() {
             let v = fd.define_scalar(DataType::I32)?;
             fd.pad(x, &[(3, 0)], v)
         }),
+        ("pad with scalar widths", |fd| {
+            let x = fd.define_tensor(DataType::F32, &[-1, 4])?;
+            let a = fd.define_scalar(DataType::I64)?;
+            let n = fd.size(x, 0)?;
+            let two = fd.constant(2i64);
+            let b = fd.binary(nvfuser_core::ir::BinaryOp::Remainder, n, two)?;
+            let v = fd.constant(0.5);
+            fd.pad_sizes(
+                x,
+                &[
+                    (Size::Val(a), Size::Const(1)),
+                    (Size::Const(0), Size::Val(b)),
+                ],
+                v,
+            )
+        }),
+        ("scatter and scatter_add", |fd| {
+            let x = fd.define_tensor(DataType::F16, &[-1, 5])?;
+            let i = fd.define_tensor(DataType::I32, &[-1, 3])?;
+            let s = fd.define_tensor(DataType::F16, &[-1, 4])?;
+            let v = fd.constant(2.0);
+            let a = fd.scatter_add(x, 1, i, s)?;
+            let b = fd.scatter(a, -1, i, s)?;
+            fd.scatter(b, 1, i, v)
+        }),
         ("cat", |fd| {
             let a = fd.define_tensor(DataType::F16, &[-1, 4])?;
             let b = fd.define_tensor(DataType::F16, &[2, 4])?;

@@ -329,6 +329,7 @@ impl Lower<'_> {
                     | Op::Select { .. }
                     | Op::Gather { .. }
                     | Op::TakeAlongAxis { .. }
+                    | Op::Scatter { .. }
             )
             && e.inputs.iter().all(|&i| match self.s.tensors.get(&i) {
                 Some(it) => it.memory == MemoryType::Local,
@@ -351,6 +352,20 @@ impl Lower<'_> {
             .last()
             .map(|&l| t.domain.dom(l))
             .filter(|d| d.parallel == ParallelType::Vectorize);
+        if let Op::Scatter { axis, add } = e.op {
+            if vec.is_some() {
+                return unsupported(format!("a vectorized scatter (T{})", tv.id()));
+            }
+            let body = self.scatter_stmts(e, axis, add, &cidx, lhs)?;
+            // The block scopes the search's declarations.
+            let cond = if cond.is_empty() {
+                vec![Expr::int(1).cast(DataType::Bool)]
+            } else {
+                cond
+            };
+            out.push(Stmt::If { cond, body });
+            return Ok(());
+        }
         let stmt = if let Some(vd) = vec {
             let width = vd.extent.as_const().unwrap_or(1);
             let p = e.inputs[0];

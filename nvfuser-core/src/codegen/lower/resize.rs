@@ -1,6 +1,7 @@
 //! Resize and indexing ops (slice, pad, cat, reshape, select, index_select, gather,
 //! take_along_axis): the input's indices computed from the output's, with bounds
-//! conditions where an element may come from nowhere.
+//! conditions where an element may come from nowhere. `scatter`/`scatter_add`
+//! ([`Lower::scatter_stmts`]): each output element searches the index along the axis.
 
 use std::collections::HashMap;
 use std::ops::{Add, Div, Mul, Rem};
@@ -8,7 +9,7 @@ use std::ops::{Add, Div, Mul, Rem};
 use super::indexing::{forward_indices, shape_doms};
 use super::{ext, unsupported, At, Lower};
 use crate::codegen::index::Idx;
-use crate::codegen::kir::{BinOp, CType, Expr, Func};
+use crate::codegen::kir::{BinOp, CType, Expr, Func, Stmt};
 use crate::dtype::DataType;
 use crate::ir::{Extent, IterKind, Op, SizeArg, SliceRange, ValId};
 use crate::sched::{DomId, MemoryType, SExpr, SchedResult, ScheduleError};
@@ -119,34 +120,45 @@ impl Lower<'_> {
     fn pad_value(
         &self,
         e: &SExpr,
-        widths: &[(i64, i64)],
+        widths: &[(SizeArg, SizeArg)],
         xext: &[Extent],
         oi: &[Idx],
         at: At,
     ) -> SchedResult<Expr> {
         let out_dt = self.val_dtype_any(e.output);
+        // A width of 0 adds nothing; a scalar width (a kernel argument, checked
+        // non-negative before the launch) may be 0 too, so it keeps its conditions.
+        let width = |a: SizeArg| -> Option<Idx> {
+            match a {
+                SizeArg::Const(c) if c <= 0 => None,
+                SizeArg::Const(c) => Some(Idx::Const(c)),
+                SizeArg::Input(k) => Some(ext(&Extent::Scalar(e.inputs[k as usize]))),
+            }
+        };
         let mut conds = Vec::new();
         let mut xi = Vec::new();
         for ((&(lo, hi), size), o) in widths.iter().zip(xext).zip(oi) {
-            if lo == 0 && hi == 0 {
+            let (lo, hi) = (width(lo), width(hi));
+            if lo.is_none() && hi.is_none() {
                 xi.push(o.clone());
                 continue;
             }
-            let i = Idx::Sub(Box::new(o.clone()), Box::new(Idx::Const(lo)));
-            let i = if lo == 0 { o.clone() } else { i };
-            if lo > 0 {
-                conds.push(Expr::from(o.clone()).bin(BinOp::Ge, Expr::int(lo)));
+            let i = match &lo {
+                Some(l) => Idx::Sub(Box::new(o.clone()), Box::new(l.clone())),
+                None => o.clone(),
+            };
+            if let Some(l) = &lo {
+                conds.push(Expr::from(o.clone()).bin(BinOp::Ge, Expr::from(l.clone())));
             }
-            if hi > 0 {
+            if hi.is_some() {
                 conds.push(Expr::from(i.clone()).bin(BinOp::Lt, ext(size).into()));
             }
             // The read index, clamped where the select does not use it.
-            let at = if lo > 0 {
-                clamped_read(o.clone(), Some(Idx::Const(lo)), None)
-            } else {
-                i
+            let at = match &lo {
+                Some(l) => clamped_read(o.clone(), Some(l.clone()), None),
+                None => i,
             };
-            xi.push(clamped_read(at, None, (hi > 0).then(|| ext(size))));
+            xi.push(clamped_read(at, None, hi.is_some().then(|| ext(size))));
         }
         let fill = self.operand(e, e.inputs[1], out_dt, at)?;
         let v = self.read_at(e, e.inputs[0], &xi)?;
@@ -388,6 +400,158 @@ impl Lower<'_> {
             self.read_at(e, e.inputs[0], &xi)?,
             Expr::int(0).cast(out_dt),
         ))
+    }
+}
+
+impl Lower<'_> {
+    /// `scatter` / `scatter_add` at one output element `p` (stored into `lhs`): a serial
+    /// loop over `k < index.size(axis)` reads `index` at `p` with `p[axis] = k` (when `p`
+    /// lies inside the index in the other dims), checks it against `x.size(axis)` (the
+    /// device-side check; a bad index matches nothing) and, where it equals `p[axis]`,
+    /// keeps `src` at that position (the last match wins: the evaluator's row-major
+    /// rule) or adds it to the running value, rounded to the dtype at each step as the
+    /// evaluator does. Every read is in bounds; no atomics, no other thread's element.
+    pub(super) fn scatter_stmts(
+        &self,
+        e: &SExpr,
+        axis: usize,
+        add: bool,
+        cidx: &HashMap<DomId, Idx>,
+        lhs: Expr,
+    ) -> SchedResult<Vec<Stmt>> {
+        let od = &self.t(e.output).domain;
+        let oi: Vec<Idx> = od
+            .root
+            .iter()
+            .map(|r| {
+                if od.dom(*r).kind != IterKind::Broadcast {
+                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
+                } else {
+                    Idx::Const(0)
+                }
+            })
+            .collect();
+        let out_dt = self.val_dtype_any(e.output);
+        let (x, index, src) = (e.inputs[0], e.inputs[1], e.inputs[2]);
+        let oext: Vec<Idx> = self.shape_extents(e.output).iter().map(ext).collect();
+        let iext: Vec<Idx> = self.shape_extents(index).iter().map(ext).collect();
+        let size = oext[axis].clone();
+        let n = format!("T{}", e.output.id());
+        let (k, si, found, val) = (
+            format!("{n}_sk"),
+            format!("{n}_si"),
+            format!("{n}_sf"),
+            format!("{n}_sv"),
+        );
+        let mut ji = oi.clone();
+        ji[axis] = Idx::var(k.clone());
+        let raw = self.read_at(e, index, &ji)?;
+        let check = match self.check_code(e) {
+            Some(code) => Expr::call(
+                Func::CheckIndex,
+                vec![
+                    Expr::var("nvf_err"),
+                    code,
+                    Expr::var(si.clone()),
+                    Expr::from(size.clone()).cast(DataType::I64),
+                ],
+            ),
+            None => Expr::call(
+                Func::InRange,
+                vec![Expr::var(si.clone()), Expr::from(size.clone())],
+            ),
+        };
+        let hit =
+            Expr::var(si.clone()).bin(BinOp::Eq, Expr::from(oi[axis].clone()).cast(DataType::I64));
+        let compute = out_dt.compute_type();
+        let is_tensor_src = self.is_tensor(src);
+        let src_val = if is_tensor_src {
+            self.read_at(e, src, &ji)?
+        } else {
+            self.operand(e, src, out_dt, At::Loop(cidx))?
+        };
+        let x_val = self.read_at(e, x, &oi)?;
+        let mut before = Vec::new();
+        let on_hit = if add {
+            before.push(Stmt::Decl {
+                konst: false,
+                ty: CType::Data(out_dt),
+                name: val.clone(),
+                init: x_val.clone().cast(out_dt),
+            });
+            let sum = Expr::var(val.clone())
+                .cast(compute)
+                .bin(BinOp::Add, src_val.cast(out_dt).cast(compute));
+            vec![Stmt::Assign {
+                lhs: Expr::var(val.clone()),
+                rhs: sum.cast(out_dt),
+            }]
+        } else {
+            before.push(Stmt::Decl {
+                konst: false,
+                ty: CType::Data(DataType::Bool),
+                name: found.clone(),
+                init: Expr::int(0).cast(DataType::Bool),
+            });
+            before.push(Stmt::Decl {
+                konst: false,
+                ty: CType::Data(out_dt),
+                name: val.clone(),
+                init: Expr::int(0).cast(out_dt),
+            });
+            vec![
+                Stmt::Assign {
+                    lhs: Expr::var(found.clone()),
+                    rhs: Expr::int(1).cast(DataType::Bool),
+                },
+                Stmt::Assign {
+                    lhs: Expr::var(val.clone()),
+                    rhs: src_val.cast(out_dt),
+                },
+            ]
+        };
+        let body = vec![
+            Stmt::Decl {
+                konst: true,
+                ty: CType::Data(DataType::I64),
+                name: si,
+                init: raw.cast(DataType::I64),
+            },
+            Stmt::If {
+                cond: vec![check, hit],
+                body: on_hit,
+            },
+        ];
+        // Only output elements inside the index in the other dims have candidates.
+        let inside: Vec<Expr> = (0..oi.len())
+            .filter(|&d| d != axis)
+            .map(|d| Expr::from(oi[d].clone()).bin(BinOp::Lt, Expr::from(iext[d].clone())))
+            .collect();
+        let lp = Stmt::For {
+            var: k,
+            extent: iext[axis].clone(),
+            unroll: false,
+            body,
+        };
+        let mut stmts = before;
+        stmts.push(if inside.is_empty() {
+            lp
+        } else {
+            Stmt::If {
+                cond: inside,
+                body: vec![lp],
+            }
+        });
+        let result = if add {
+            Expr::var(val)
+        } else {
+            Expr::var(found).select(Expr::var(val), x_val.cast(out_dt))
+        };
+        stmts.push(Stmt::Assign {
+            lhs,
+            rhs: result.cast(self.t(e.output).dtype),
+        });
+        Ok(stmts)
     }
 }
 

@@ -19,6 +19,7 @@ impl Lower<'_> {
                 Op::Gather { axis } | Op::TakeAlongAxis { axis } | Op::IndexSelect { axis } => {
                     CheckKind::Index { axis: *axis }
                 }
+                Op::Scatter { axis, .. } => CheckKind::Index { axis: *axis },
                 Op::Binary(_) if self.int_division(e).is_some() => CheckKind::DivisionByZero,
                 _ => continue,
             };
@@ -119,6 +120,13 @@ impl Lower<'_> {
                     arg(1)
                 )
             }
+            Op::Scatter { axis, .. } => format!(
+                "{out} = {}({}, {}, {}, axis={axis})",
+                e.op.name(),
+                arg(0),
+                arg(1),
+                arg(2)
+            ),
             op => format!("{out} = {}({})", op.name(), ins.join(", ")),
         }
     }

@@ -1,4 +1,4 @@
-//! The indexing ops (index_select, select, gather, take_along_axis, size): axes and
+//! The indexing ops (index_select, select, gather, take_along_axis, scatter, size): axes and
 //! index tensors checked against the input, then applied by [`crate::eval::shape`].
 
 use super::{checked_numel, invalid_ir, Evaluator};
@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::eval::shape as sh;
 use crate::eval::tensor::{HostData, HostTensor};
 use crate::ir::{Expr, IterKind, SizeArg};
-use ndarray::{ArrayD, IxDyn};
+use ndarray::{ArrayD, Dimension, IxDyn};
 
 impl Evaluator<'_> {
     pub(super) fn axis_error(&self, e: &Expr, axis: usize, rank: usize) -> Error {
@@ -81,6 +81,125 @@ impl Evaluator<'_> {
         // the output's here.
         sh::gather(name, x.data(), axis, view)
     }
+    /// `scatter` / `scatter_add`: a copy of input 0 with the index's targets replaced
+    /// (or increased) in row-major order of the index, so the last duplicate wins and
+    /// adds are made in that order, each rounded to the dtype (integers wrap).
+    pub(super) fn scatter(&self, e: &Expr, axis: usize, add: bool) -> Result<HostData> {
+        let name = e.op.name();
+        let x = self.moved(e)?;
+        let out_dt = x.dtype();
+        let idx = self.index_tensor(e, self.arg(e, 1)?)?;
+        let src_arg = self.arg(e, 2)?;
+        let rank = x.rank();
+        if axis >= rank {
+            return Err(self.axis_error(e, axis, rank));
+        }
+        if idx.ndim() != rank {
+            return Err(Error::Rank {
+                op: name.into(),
+                expected: format!("{rank} (the input's rank) for the index"),
+                found: idx.ndim(),
+            });
+        }
+        let src = if src_arg.t.dtype() == out_dt {
+            std::borrow::Cow::Borrowed(src_arg.t)
+        } else {
+            std::borrow::Cow::Owned(src_arg.t.cast(out_dt))
+        };
+        if !src_arg.scalar && src.rank() != rank {
+            return Err(Error::Rank {
+                op: name.into(),
+                expected: format!("{rank} (the input's rank) for the source"),
+                found: src.rank(),
+            });
+        }
+        for d in 0..rank {
+            let is = idx.shape()[d];
+            let (xs, ss) = (x.shape()[d], (!src_arg.scalar).then(|| src.shape()[d]));
+            if d != axis && is > xs {
+                return Err(Error::shape(
+                    name,
+                    format!("index size <= {xs} at dim {d} (the input's size)"),
+                    format!(
+                        "{is} (index shape {:?}, input shape {:?})",
+                        idx.shape(),
+                        x.shape()
+                    ),
+                ));
+            }
+            if let Some(ss) = ss.filter(|&ss| is > ss) {
+                return Err(Error::shape(
+                    name,
+                    format!("index size <= {ss} at dim {d} (the source's size)"),
+                    format!(
+                        "{is} (index shape {:?}, source shape {:?})",
+                        idx.shape(),
+                        src.shape()
+                    ),
+                ));
+            }
+        }
+        sh::check_indices(name, idx, axis, x.shape()[axis])?;
+        let scalar = src_arg.scalar;
+        // The source element of index position `pos`.
+        fn at(scalar: bool, pos: &[usize]) -> &[usize] {
+            if scalar {
+                &[]
+            } else {
+                pos
+            }
+        }
+        let mut q = vec![0usize; rank];
+        Ok(match (x.data(), src.data()) {
+            (HostData::Float(a), HostData::Float(s)) => {
+                let mut out = a.as_standard_layout().into_owned();
+                for (pos, &i) in idx.indexed_iter() {
+                    q.copy_from_slice(pos.slice());
+                    q[axis] = i as usize;
+                    let v = s[at(scalar, pos.slice())];
+                    let t = &mut out[q.as_slice()];
+                    *t = if add {
+                        crate::dtype::round_to(*t + v, out_dt)
+                    } else {
+                        v
+                    };
+                }
+                HostData::Float(out)
+            }
+            (HostData::Int(a), HostData::Int(s)) => {
+                let mut out = a.as_standard_layout().into_owned();
+                for (pos, &i) in idx.indexed_iter() {
+                    q.copy_from_slice(pos.slice());
+                    q[axis] = i as usize;
+                    let v = s[at(scalar, pos.slice())];
+                    let t = &mut out[q.as_slice()];
+                    *t = if add {
+                        crate::eval::convert::wrap_int(t.wrapping_add(v), out_dt)
+                    } else {
+                        v
+                    };
+                }
+                HostData::Int(out)
+            }
+            (HostData::Bool(a), HostData::Bool(s)) if !add => {
+                let mut out = a.as_standard_layout().into_owned();
+                for (pos, &i) in idx.indexed_iter() {
+                    q.copy_from_slice(pos.slice());
+                    q[axis] = i as usize;
+                    out[q.as_slice()] = s[at(scalar, pos.slice())];
+                }
+                HostData::Bool(out)
+            }
+            (a, _) => {
+                return Err(Error::dtype(
+                    name,
+                    "a numeric input for scatter_add",
+                    a.kind_name(),
+                ))
+            }
+        })
+    }
+
     /// `index_select`: a 1-D integer index whose entries are within the axis.
     pub(super) fn index_select(&self, e: &Expr, axis: usize) -> Result<HostData> {
         let name = e.op.name();

@@ -275,7 +275,12 @@ impl Evaluator<'_> {
     }
     /// `pad`: one non-negative (before, after) pair per dim and a padded shape that
     /// fits; the input is converted to the output's dtype and padded with input 1.
-    pub(super) fn pad(&self, e: &Expr, widths: &[(i64, i64)], out0: DataType) -> Result<HostData> {
+    pub(super) fn pad(
+        &self,
+        e: &Expr,
+        widths: &[(SizeArg, SizeArg)],
+        out0: DataType,
+    ) -> Result<HostData> {
         let name = e.op.name();
         let x = self.arg(e, 0)?.t;
         if widths.len() != x.rank() {
@@ -287,6 +292,10 @@ impl Evaluator<'_> {
             ));
         }
         let mut w = Vec::with_capacity(widths.len());
+        let widths: Vec<(i64, i64)> = widths
+            .iter()
+            .map(|&(lo, hi)| Ok((self.size_arg(e, lo)?, self.size_arg(e, hi)?)))
+            .collect::<Result<_>>()?;
         for (d, &(lo, hi)) in widths.iter().enumerate() {
             if lo < 0 || hi < 0 {
                 return Err(Error::invalid(

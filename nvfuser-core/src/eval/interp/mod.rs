@@ -376,6 +376,7 @@ impl<'a> Evaluator<'a> {
             Op::Select { axis, index } => one(tensor(self.select(e, *axis, *index)?)),
             Op::Gather { axis } => one(tensor(self.gather(e, *axis, false)?)),
             Op::TakeAlongAxis { axis } => one(tensor(self.gather(e, *axis, true)?)),
+            Op::Scatter { axis, add } => one(tensor(self.scatter(e, *axis, *add)?)),
             Op::Size { axis } => one(self.dim_size(e, *axis, out0)?),
         })
     }

@@ -68,7 +68,9 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
         if !(is_pointwise(&e.op)
             || is_creation(&e.op)
             || is_input_squeeze(fusion, e)
-            || is_recomputable(&e.op))
+            || is_recomputable(&e.op)
+            // A scatter is computed in its loops, never recomputed elsewhere.
+            || matches!(e.op, crate::ir::Op::Scatter { .. }))
         {
             return Err(Unfit::NotPointwise {
                 op: e.op.name().into(),
