@@ -239,32 +239,13 @@ fn rewrite(f: &Fusion, nf: &mut Fusion, e: &Expr, ps: &[Piece]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::{evaluate, EvalInput, HostTensor};
 
     fn build(src: &str) -> Fusion {
         crate::dsl::build_str(src).unwrap().remove(0).0
     }
 
     fn same_values(f: &Fusion, g: &Fusion, shapes: &[(DataType, &[usize])]) {
-        crate::ir::verify(g).unwrap();
-        let inputs: Vec<EvalInput> = shapes
-            .iter()
-            .enumerate()
-            .map(|(k, (d, s))| EvalInput::Tensor(HostTensor::random(*d, s, 11 + k as u64)))
-            .collect();
-        let want = evaluate(f, &inputs).unwrap();
-        let got = evaluate(g, &inputs).unwrap();
-        assert_eq!(got.len(), want.len());
-        for (a, b) in got.iter().zip(&want) {
-            assert_eq!(a.shape(), b.shape());
-            let (a, b) = (a.to_f64_vec(), b.to_f64_vec());
-            for (x, y) in a.iter().zip(&b) {
-                assert!(
-                    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
-                    "{x} vs {y}"
-                );
-            }
-        }
+        crate::scheduler::assert_same_values(f, g, shapes);
     }
 
     #[test]

@@ -185,3 +185,28 @@ pub fn default_schedule_kind(
 
 #[cfg(test)]
 mod tests;
+
+/// Test support for the fusion rewrites: `g` verifies and computes what `f` computes,
+/// bit for bit (NaNs equal), on random inputs of `shapes`.
+#[cfg(test)]
+pub(crate) fn assert_same_values(f: &Fusion, g: &Fusion, shapes: &[(crate::DataType, &[usize])]) {
+    use crate::eval::{evaluate, EvalInput, HostTensor};
+    crate::ir::verify(g).unwrap();
+    let inputs: Vec<EvalInput> = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, (d, s))| EvalInput::Tensor(HostTensor::random(*d, s, 11 + k as u64)))
+        .collect();
+    let want = evaluate(f, &inputs).unwrap();
+    let got = evaluate(g, &inputs).unwrap();
+    assert_eq!(got.len(), want.len());
+    for (a, b) in got.iter().zip(&want) {
+        assert_eq!(a.shape(), b.shape());
+        for (x, y) in a.to_f64_vec().iter().zip(&b.to_f64_vec()) {
+            assert!(
+                x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                "{x} vs {y}"
+            );
+        }
+    }
+}

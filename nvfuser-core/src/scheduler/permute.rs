@@ -190,7 +190,6 @@ impl Rewrite<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::{evaluate, EvalInput, HostTensor};
     use crate::DataType;
 
     fn build(src: &str) -> Fusion {
@@ -198,19 +197,7 @@ mod tests {
     }
 
     fn same_values(f: &Fusion, g: &Fusion, shapes: &[(DataType, &[usize])]) {
-        crate::ir::verify(g).unwrap();
-        let inputs: Vec<EvalInput> = shapes
-            .iter()
-            .enumerate()
-            .map(|(k, (d, s))| EvalInput::Tensor(HostTensor::random(*d, s, 7 + k as u64)))
-            .collect();
-        let want = evaluate(f, &inputs).unwrap();
-        let got = evaluate(g, &inputs).unwrap();
-        assert_eq!(got.len(), want.len());
-        for (a, b) in got.iter().zip(&want) {
-            assert_eq!(a.shape(), b.shape());
-            assert_eq!(a.to_f64_vec(), b.to_f64_vec());
-        }
+        crate::scheduler::assert_same_values(f, g, shapes);
     }
 
     fn permuted_inputs(g: &Fusion) -> usize {

@@ -53,19 +53,7 @@ impl Lower<'_> {
     /// output's, with bounds conditions where an element may come from nowhere.
     pub(super) fn resize_value(&self, e: &SExpr, at: At) -> SchedResult<Expr> {
         let oi: Vec<Idx> = match at {
-            At::Loop(cidx) => {
-                let od = &self.t(e.output).domain;
-                od.root
-                    .iter()
-                    .map(|r| {
-                        if od.dom(*r).kind != IterKind::Broadcast {
-                            cidx.get(r).cloned().unwrap_or(Idx::Const(0))
-                        } else {
-                            Idx::Const(0)
-                        }
-                    })
-                    .collect()
-            }
+            At::Loop(cidx) => self.output_indices(e, cidx),
             At::Index(idx) => idx.to_vec(),
         };
         let oext: Vec<Idx> = self.shape_extents(e.output).iter().map(ext).collect();
@@ -168,9 +156,49 @@ impl Lower<'_> {
         })
     }
 
+    /// The indices of `e`'s output dims at the loop indices `cidx` (0 in broadcast dims).
+    fn output_indices(&self, e: &SExpr, cidx: &HashMap<DomId, Idx>) -> Vec<Idx> {
+        let od = &self.t(e.output).domain;
+        od.root
+            .iter()
+            .map(|r| {
+                if od.dom(*r).kind != IterKind::Broadcast {
+                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
+                } else {
+                    Idx::Const(0)
+                }
+            })
+            .collect()
+    }
+
     /// `cat`: the input whose range along `axis` holds the output index. Each input's
     /// index is clamped into its range ([`clamped_read`]).
     fn cat_value(&self, e: &SExpr, axis: usize, oi: &[Idx]) -> SchedResult<Expr> {
+        self.cat_select(e, axis, oi, Ok)
+    }
+
+    /// The address a vector of cat `e` starts at: the element of the piece the
+    /// output index `cidx` lies in (`cat_value` with addresses; the validation saw to
+    /// it that a vector lies in one piece).
+    pub(super) fn cat_address(
+        &self,
+        e: &SExpr,
+        axis: usize,
+        cidx: &HashMap<DomId, Idx>,
+    ) -> SchedResult<Expr> {
+        let oi = self.output_indices(e, cidx);
+        self.cat_select(e, axis, &oi, |el| memory_address(el, "cat"))
+    }
+
+    /// `oi[axis] < end0 ? piece0 : (oi[axis] < end1 ? piece1 : ...)`, each piece read at
+    /// its clamped index and passed through `each`.
+    fn cat_select(
+        &self,
+        e: &SExpr,
+        axis: usize,
+        oi: &[Idx],
+        each: impl Fn(Expr) -> SchedResult<Expr>,
+    ) -> SchedResult<Expr> {
         let mut offset = Extent::Const(0);
         let mut pieces = Vec::new();
         let n = e.inputs.len();
@@ -184,65 +212,7 @@ impl Lower<'_> {
             let end = (k + 1 < n).then(|| ext(&len));
             xi[axis] = clamped_read(oi[axis].clone(), start, end);
             offset = offset + len;
-            pieces.push((ext(&offset), self.read_at(e, p, &xi)?));
-        }
-        let Some((_, mut v)) = pieces.pop() else {
-            return unsupported("cat of no inputs".into());
-        };
-        while let Some((end, r)) = pieces.pop() {
-            let here = Expr::from(oi[axis].clone()).bin(BinOp::Lt, end.into());
-            v = here.select(r, v.paren());
-        }
-        Ok(v)
-    }
-
-    /// The address a vector of cat `e` starts at: the element of the piece the
-    /// output index `cidx` lies in (`cat_value` with addresses; the validation saw to
-    /// it that a vector lies in one piece).
-    pub(super) fn cat_address(
-        &self,
-        e: &SExpr,
-        axis: usize,
-        cidx: &HashMap<DomId, Idx>,
-    ) -> SchedResult<Expr> {
-        let od = &self.t(e.output).domain;
-        let oi: Vec<Idx> = od
-            .root
-            .iter()
-            .map(|r| {
-                if od.dom(*r).kind != IterKind::Broadcast {
-                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
-                } else {
-                    Idx::Const(0)
-                }
-            })
-            .collect();
-        let mut offset = Extent::Const(0);
-        let mut pieces = Vec::new();
-        let n = e.inputs.len();
-        for (k, &p) in e.inputs.iter().enumerate() {
-            let Some(len) = self.shape_extents(p).get(axis).cloned() else {
-                return unsupported(format!("cat: T{} has no dim {axis}", p.id()));
-            };
-            let mut xi = oi.clone();
-            let first = offset == Extent::Const(0);
-            let start = (!first).then(|| ext(&offset));
-            let end = (k + 1 < n).then(|| ext(&len));
-            xi[axis] = clamped_read(oi[axis].clone(), start, end);
-            offset = offset + len;
-            // A recomputed slice reads its input converted to its own dtype, the same:
-            // the element itself is what the vector copies.
-            let mut el = self.read_at(e, p, &xi)?;
-            while let Expr::Cast(_, inner) | Expr::Paren(inner) = el {
-                el = *inner;
-            }
-            if !matches!(el, Expr::Elem(..)) {
-                return unsupported(format!(
-                    "cat: a vector of T{} is not read from memory",
-                    p.id()
-                ));
-            }
-            pieces.push((ext(&offset), el.addr_of()));
+            pieces.push((ext(&offset), each(self.read_at(e, p, &xi)?)?));
         }
         let Some((_, mut v)) = pieces.pop() else {
             return unsupported("cat of no inputs".into());
@@ -263,18 +233,7 @@ impl Lower<'_> {
         axis: usize,
         cidx: &HashMap<DomId, Idx>,
     ) -> SchedResult<(Expr, Expr)> {
-        let od = &self.t(e.output).domain;
-        let oi: Vec<Idx> = od
-            .root
-            .iter()
-            .map(|r| {
-                if od.dom(*r).kind != IterKind::Broadcast {
-                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
-                } else {
-                    Idx::Const(0)
-                }
-            })
-            .collect();
+        let oi = self.output_indices(e, cidx);
         let xext = self.shape_extents(e.inputs[0]);
         let raw = self.read_at(e, e.inputs[1], &[oi[axis].clone()])?;
         let size = ext(&xext[axis]);
@@ -296,14 +255,8 @@ impl Lower<'_> {
             ),
             None => Expr::call(Func::InRange, vec![i.into(), size.into()]),
         };
-        let mut el = self.read_at(e, e.inputs[0], &xi)?;
-        while let Expr::Cast(_, inner) | Expr::Paren(inner) = el {
-            el = *inner;
-        }
-        if !matches!(el, Expr::Elem(..)) {
-            return unsupported("index_select: a vector is not read from memory".into());
-        }
-        Ok((check, el.addr_of()))
+        let addr = memory_address(self.read_at(e, e.inputs[0], &xi)?, "index_select")?;
+        Ok((check, addr))
     }
 
     /// `reshape`, row-major: the output index linearized, then split over the input dims.
@@ -419,18 +372,7 @@ impl Lower<'_> {
         cidx: &HashMap<DomId, Idx>,
         lhs: Expr,
     ) -> SchedResult<Vec<Stmt>> {
-        let od = &self.t(e.output).domain;
-        let oi: Vec<Idx> = od
-            .root
-            .iter()
-            .map(|r| {
-                if od.dom(*r).kind != IterKind::Broadcast {
-                    cidx.get(r).cloned().unwrap_or(Idx::Const(0))
-                } else {
-                    Idx::Const(0)
-                }
-            })
-            .collect();
+        let oi = self.output_indices(e, cidx);
         let out_dt = self.val_dtype_any(e.output);
         let (x, index, src) = (e.inputs[0], e.inputs[1], e.inputs[2]);
         let oext: Vec<Idx> = self.shape_extents(e.output).iter().map(ext).collect();
@@ -562,6 +504,18 @@ impl Lower<'_> {
 /// at `i = 0` the unsigned thread index wrapped to `T1[2^32 - 1]`, an illegal address
 /// (GPU fuzz seed 11227029). So the subtraction is `max(i, start) - start`, never
 /// below zero in unsigned arithmetic either.
+/// The address of an element read from memory: a recomputed slice reads its input
+/// converted to its own dtype, the same, so the conversion is dropped.
+fn memory_address(mut el: Expr, op: &str) -> SchedResult<Expr> {
+    while let Expr::Cast(_, inner) | Expr::Paren(inner) = el {
+        el = *inner;
+    }
+    if !matches!(el, Expr::Elem(..)) {
+        return unsupported(format!("{op}: a vector is not read from memory"));
+    }
+    Ok(el.addr_of())
+}
+
 fn clamped_read(i: Idx, start: Option<Idx>, size: Option<Idx>) -> Idx {
     let i = match start {
         Some(s) => Idx::Sub(
