@@ -235,26 +235,7 @@ impl Lower<'_> {
     ) -> SchedResult<(Expr, Expr)> {
         let oi = self.output_indices(e, cidx);
         let xext = self.shape_extents(e.inputs[0]);
-        let raw = self.read_at(e, e.inputs[1], &[oi[axis].clone()])?;
-        let size = ext(&xext[axis]);
-        let i = Idx::Value(Box::new(raw.clone().cast(CType::Index)));
-        let mut xi = oi.clone();
-        xi[axis] = Idx::Min(
-            Box::new(Idx::Max(Box::new(i.clone()), Box::new(Idx::Const(0)))),
-            Box::new(Idx::Sub(Box::new(size.clone()), Box::new(Idx::Const(1)))),
-        );
-        let check = match self.check_code(e) {
-            Some(code) => Expr::call(
-                Func::CheckIndex,
-                vec![
-                    Expr::var("nvf_err"),
-                    code,
-                    raw.cast(DataType::I64),
-                    Expr::from(size).cast(DataType::I64),
-                ],
-            ),
-            None => Expr::call(Func::InRange, vec![i.into(), size.into()]),
-        };
+        let (check, xi) = self.checked_indices(e, axis, &xext, &oi)?;
         let addr = memory_address(self.read_at(e, e.inputs[0], &xi)?, "index_select")?;
         Ok((check, addr))
     }
@@ -311,14 +292,15 @@ impl Lower<'_> {
 
     /// `index_select`, `gather` and `take_along_axis`: the input read at the index
     /// tensor's value along `axis`, zero (and the error flag set) where it is outside.
-    fn indexed_value(
+    /// The input indices an indexing op `e` reads at output indices `oi`, its index
+    /// clamped into the input, and the condition that checks the index.
+    fn checked_indices(
         &self,
         e: &SExpr,
         axis: usize,
         xext: &[Extent],
         oi: &[Idx],
-    ) -> SchedResult<Expr> {
-        let out_dt = self.val_dtype_any(e.output);
+    ) -> SchedResult<(Expr, Vec<Idx>)> {
         let idx_of = |v: Expr| Idx::Value(Box::new(v.cast(CType::Index)));
         let index = e.inputs[1];
         let raw = match &e.op {
@@ -349,6 +331,18 @@ impl Lower<'_> {
             ),
             None => Expr::call(Func::InRange, vec![i.into(), size.into()]),
         };
+        Ok((check, xi))
+    }
+
+    fn indexed_value(
+        &self,
+        e: &SExpr,
+        axis: usize,
+        xext: &[Extent],
+        oi: &[Idx],
+    ) -> SchedResult<Expr> {
+        let out_dt = self.val_dtype_any(e.output);
+        let (check, xi) = self.checked_indices(e, axis, xext, oi)?;
         Ok(check.select(
             self.read_at(e, e.inputs[0], &xi)?,
             Expr::int(0).cast(out_dt),

@@ -575,6 +575,17 @@ fn vector_slice_reads(p: &PointwisePlan) -> Vec<(ValId, ValId, i64)> {
         .collect()
 }
 
+/// True when `out`, the result of a read of fusion inputs, can be a vector load of its
+/// own: scheduled (not recomputed inside a resize op), not a fusion output (an output is
+/// stored, not loaded), and without broadcast dims.
+fn loadable_result(p: &PointwisePlan, out: ValId) -> bool {
+    let f = &p.fusion;
+    !p.recomputed.contains(&out)
+        && f.outputs().iter().all(|o| o.val != out)
+        && f.tensor_type(out)
+            .is_some_and(|o| o.shape().all(|d| !d.is_broadcast_like()))
+}
+
 /// The permutes of fusion inputs loaded with vectors, with the input each reads: the
 /// innermost dim stays innermost (a head split `[B, S, H, D]` to `[B, H, S, D]`: each
 /// vector is a contiguous run of the input's rows), the input's innermost dim is
@@ -593,18 +604,11 @@ fn vector_permute_reads(p: &PointwisePlan) -> Vec<(ValId, ValId)> {
                 return None;
             };
             let (out, inp) = (e.outputs[0], e.inputs[0]);
-            if p.recomputed.contains(&out)
-                || f.input_position(inp).is_none()
-                || f.outputs().iter().any(|o| o.val == out)
-            {
+            if !loadable_result(p, out) || f.input_position(inp).is_none() {
                 return None;
             }
-            let t = f.tensor_type(inp)?;
-            let full = f
-                .tensor_type(out)
-                .is_some_and(|o| o.shape().all(|d| !d.is_broadcast_like()));
             let inner_kept = perm.last().is_some_and(|&l| l + 1 == perm.len());
-            (full && inner_kept && vector_readable(t)).then_some((out, inp))
+            (inner_kept && vector_readable(f.tensor_type(inp)?)).then_some((out, inp))
         })
         .collect()
 }
@@ -625,12 +629,7 @@ fn vector_cat_reads(p: &PointwisePlan) -> Vec<(ValId, Vec<(ValId, i64)>)> {
                 return None;
             };
             let out = e.outputs[0];
-            let ot = f.tensor_type(out)?;
-            if p.recomputed.contains(&out)
-                || f.outputs().iter().any(|o| o.val == out)
-                || axis + 1 != ot.rank()
-                || ot.shape().any(|d| d.is_broadcast_like())
-            {
+            if !loadable_result(p, out) || axis + 1 != f.tensor_type(out)?.rank() {
                 return None;
             }
             let mut reads = Vec::new();
@@ -691,13 +690,10 @@ fn vector_index_select_reads(p: &PointwisePlan) -> Vec<(ValId, ValId)> {
                 return None;
             };
             let (out, inp) = (e.outputs[0], e.inputs[0]);
-            let ot = f.tensor_type(out)?;
-            if p.recomputed.contains(&out)
+            if !loadable_result(p, out)
                 || f.input_position(inp).is_none()
                 || f.input_position(e.inputs[1]).is_none()
-                || f.outputs().iter().any(|o| o.val == out)
-                || axis + 1 >= ot.rank()
-                || ot.shape().any(|d| d.is_broadcast_like())
+                || axis + 1 >= f.tensor_type(out)?.rank()
             {
                 return None;
             }
