@@ -18,6 +18,7 @@ mod indexing;
 mod pointwise;
 mod reduction;
 mod scan;
+mod sort;
 mod shape;
 mod triangular;
 
