@@ -18,8 +18,8 @@ mod indexing;
 mod pointwise;
 mod reduction;
 mod scan;
-mod sort;
 mod shape;
+mod sort;
 mod triangular;
 
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -46,7 +46,10 @@ impl FusionDefinition {
         let mut domain = shape;
         if let Some(k) = k {
             if k < 0 {
-                return Err(Error::invalid(name, format!("k must be >= 0, found k = {k}")));
+                return Err(Error::invalid(
+                    name,
+                    format!("k must be >= 0, found k = {k}"),
+                ));
             }
             if let Some(n) = domain[axis].extent.as_const() {
                 if k > n {

@@ -81,9 +81,7 @@ impl Interp<'_> {
             Family::Sort => fd
                 .sort(v(0), int(1), boolean(2), boolean(3))
                 .map(|(a, b)| Value::Tuple(vec![Value::Tensor(a), Value::Tensor(b)])),
-            Family::Argsort => fd
-                .argsort(v(0), int(1), boolean(2))
-                .map(Value::Tensor),
+            Family::Argsort => fd.argsort(v(0), int(1), boolean(2)).map(Value::Tensor),
             Family::Topk => fd
                 .topk(v(0), int(1), int(2), boolean(3), boolean(4))
                 .map(|(a, b)| Value::Tuple(vec![Value::Tensor(a), Value::Tensor(b)])),
