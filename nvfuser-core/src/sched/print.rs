@@ -61,6 +61,13 @@ impl ScheduledFusion {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        if let Some(l) = &s.sort {
+            let _ = writeln!(
+                out,
+                "block sort: {} rows of {} elements per block, {} threads",
+                l.rows_per_block, l.pad, l.threads
+            );
+        }
         for e in &s.recomputed {
             let args: Vec<String> = e.inputs.iter().map(|&v| name(v)).collect();
             let _ = writeln!(

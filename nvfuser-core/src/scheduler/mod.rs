@@ -67,6 +67,7 @@ pub mod reduction;
 pub mod registry;
 pub(crate) mod resize;
 mod schedulers;
+mod sort;
 pub mod squeeze;
 mod unfit;
 
@@ -76,7 +77,7 @@ pub use info::{
 };
 pub use params::{
     CompileParams, HeuristicParams, InvalidParams, LaunchParams, OuterReductionParams,
-    PersistentParams, PointwiseParams, ReductionParams, ScanParams, TransposeParams,
+    PersistentParams, PointwiseParams, ReductionParams, ScanParams, SortParams, TransposeParams,
 };
 pub use presets::{GpuModel, GpuSpec, UnknownGpu};
 pub use reduce_squeeze::squeeze_reduction_broadcasts;

@@ -179,6 +179,22 @@ pub struct ScanParams {
     pub compile: CompileParams,
 }
 
+/// Sort: each block sorts `rows_per_block` rows of up to `pad` elements (a power of
+/// two) with `threads` threads in dynamic shared memory (see `scheduler::sort`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SortParams {
+    /// Elements a row may hold: a power of two, at least the sorted dim's size.
+    pub pad: i64,
+    /// Rows sorted by one block.
+    pub rows_per_block: i64,
+    /// Threads of a block, 32 to 1024.
+    pub threads: i64,
+    /// Launch the parameters were computed for.
+    pub launch: LaunchParams,
+    /// Kernel options.
+    pub compile: CompileParams,
+}
+
 /// The parameters of whichever scheduler took the fusion.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum HeuristicParams {
@@ -196,6 +212,8 @@ pub enum HeuristicParams {
     Transpose(TransposeParams),
     /// See [`ScanParams`].
     Scan(ScanParams),
+    /// See [`SortParams`].
+    Sort(SortParams),
     /// The default (untuned) schedule.
     Default,
 }
@@ -276,6 +294,7 @@ impl HeuristicParams {
             HeuristicParams::InnerPersistent(_) => SchedulerKind::InnerPersistent,
             HeuristicParams::Transpose(_) => SchedulerKind::Transpose,
             HeuristicParams::Scan(_) => SchedulerKind::Scan,
+            HeuristicParams::Sort(_) => SchedulerKind::Sort,
             HeuristicParams::Default => SchedulerKind::Default,
         }
     }
@@ -318,6 +337,7 @@ impl HeuristicParams {
                 HeuristicParams::InnerPersistent(x) => x.launch = none,
                 HeuristicParams::Transpose(x) => x.launch = none,
                 HeuristicParams::Scan(x) => x.launch = none,
+                HeuristicParams::Sort(x) => x.launch = none,
                 HeuristicParams::NoOp | HeuristicParams::Default => {}
             }
             p
@@ -334,6 +354,7 @@ impl HeuristicParams {
             HeuristicParams::InnerPersistent(p) => Some(&p.compile),
             HeuristicParams::Transpose(p) => Some(&p.compile),
             HeuristicParams::Scan(p) => Some(&p.compile),
+            HeuristicParams::Sort(p) => Some(&p.compile),
             HeuristicParams::NoOp | HeuristicParams::Default => None,
         }
     }
@@ -452,6 +473,29 @@ impl HeuristicParams {
                     i64::from(p.vectorize),
                     !p.vectorize || [2, 4, 8, 16].contains(&p.chunk),
                     "a chunk of 2, 4, 8 or 16 elements when set",
+                )
+            }
+            HeuristicParams::Sort(p) => {
+                check(
+                    k,
+                    "pad",
+                    p.pad,
+                    p.pad >= 1 && (p.pad as u64).is_power_of_two(),
+                    "a power of two",
+                )?;
+                check(
+                    k,
+                    "rows_per_block",
+                    p.rows_per_block,
+                    p.rows_per_block >= 1,
+                    "at least 1",
+                )?;
+                check(
+                    k,
+                    "threads",
+                    p.threads,
+                    (32..=1024).contains(&p.threads),
+                    "32 to 1024",
                 )
             }
             HeuristicParams::NoOp | HeuristicParams::Default => Ok(()),

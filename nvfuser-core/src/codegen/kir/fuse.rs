@@ -222,6 +222,7 @@ fn is_collective(f: Func) -> bool {
         Func::BlockWelfordX
             | Func::BlockWelfordY
             | Func::BlockScanX
+            | Func::SortRows
             | Func::GridReduce
             | Func::GridWelford
             | Func::GridAllreduceGroup
