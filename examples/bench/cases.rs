@@ -601,8 +601,8 @@ fn sort_fusion(k: Option<i64>) -> Result<Fusion, Error> {
 
 /// Sorting (the Parity issue): `topk` with k = 64 and k = 8 and a full `sort` of
 /// `[N, 32K]` f32 rows. Bytes: the input once, the values (f32) and the indices (i64)
-/// written. The LLM-vocabulary shape `[64, 128256]` is not a case: its rows do not fit
-/// one block's shared memory, which the sort scheduler needs (it refuses them).
+/// written; and a topk (k = 50) over an LLM vocabulary, `[64, 128256]` (radix select: a
+/// row that no block could sort whole).
 pub fn sort_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     let mut cases = Vec::new();
     let (n, h) = (s(4096, shrink), s(32768, shrink));
@@ -639,6 +639,20 @@ pub fn sort_cases(shrink: usize) -> Result<Vec<Case>, Error> {
             note,
         });
     }
+    let (n, v) = (s(64, shrink), s(128256, shrink));
+    let inputs = vec![tensor(DataType::F32, &[n, v])];
+    cases.push(Case {
+        name: "topk_vocab_f32".into(),
+        group: "main",
+        kernel: "topk",
+        shape: vec![n, v],
+        dtype: DataType::F32,
+        fusion: sort_fusion(Some(50.min(v as i64)))?,
+        bytes: input_bytes(&inputs) + (n * 50.min(v) * (4 + 8)) as u64,
+        inputs,
+        check: rows(0, 0, 4, exact),
+        note: "torch.topk(logits, 50, 1) over a vocabulary of 128256: values f32 + indices i64",
+    });
     Ok(cases)
 }
 

@@ -4,7 +4,7 @@
 //! computes what a block does (every phase is a loop over independent elements or
 //! pairs followed by a barrier). Rows with ties, NaNs, signed zeros and padding, both
 //! directions, `topk` and full sorts, rows along either dim, several rows per block,
-//! f32, f64, bf16, i32, i64 and bool. Skips with a printed reason when no C++ compiler
+//! the radix-select topk (also of rows of 70000), f32, f64, bf16, i32, i64 and bool. Skips with a printed reason when no C++ compiler
 //! runs.
 
 mod common;
@@ -29,6 +29,7 @@ typedef int nvfuser_index_t;
 struct nvf_dim3 { unsigned int x, y, z; };
 static nvf_dim3 threadIdx, blockIdx, blockDim;
 static inline void __syncthreads() {}
+static inline unsigned int atomicAdd(unsigned int* a, unsigned int v) { unsigned int o = *a; *a += v; return o; }
 static inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 static inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline long long __double_as_longlong(double d) { long long u; std::memcpy(&u, &d, 8); return u; }
@@ -44,7 +45,7 @@ const MAIN: &str = r#"
 template <typename T> static int run(FILE* in, FILE* out, const long long* h) {
   const int d0 = (int)h[1], d1 = (int)h[2], axis = (int)h[3];
   const bool desc = h[4] != 0;
-  const int k = (int)h[5], pad = (int)h[6], rpb = (int)h[7];
+  const int k = (int)h[5], pad = (int)h[6], rpb = (int)h[7], select = (int)h[8];
   T* x = new T[(size_t)d0 * d1];
   if (fread(x, sizeof(T), (size_t)d0 * d1, in) != (size_t)d0 * d1) return 2;
   nvf_shape<2> xs;
@@ -58,7 +59,10 @@ template <typename T> static int run(FILE* in, FILE* out, const long long* h) {
   blockDim.x = 1; threadIdx.x = 0;
   for (int b = 0; b * rpb < rows; ++b) {
     blockIdx.x = b;
-    nvf_sort_rows((const T*)x, xs, v, os, ix.data(), os, axis, pad, rpb, desc);
+    if (select > 0)
+      nvf_topk_rows((const T*)x, xs, v, os, ix.data(), os, axis, select, desc);
+    else
+      nvf_sort_rows((const T*)x, xs, v, os, ix.data(), os, axis, pad, rpb, desc);
   }
   fwrite(v, sizeof(T), (size_t)o0 * o1, out);
   fwrite(ix.data(), sizeof(long long), ix.size(), out);
@@ -67,8 +71,8 @@ template <typename T> static int run(FILE* in, FILE* out, const long long* h) {
 int main(int argc, char** argv) {
   FILE* in = fopen(argv[1], "rb");
   FILE* out = fopen(argv[2], "wb");
-  long long h[8];
-  if (fread(h, 8, 8, in) != 8) return 2;
+  long long h[9];
+  if (fread(h, 8, 9, in) != 9) return 2;
   switch (h[0]) {
     case 0: return run<float>(in, out, h);
     case 1: return run<double>(in, out, h);
@@ -234,7 +238,7 @@ fn sort_support_matches_the_reference_bit_for_bit() {
         (DataType::BF16, 4),
         (DataType::Bool, 5),
     ];
-    let shapes: [([usize; 2], usize, Option<usize>, Option<i64>); 10] = [
+    let shapes: [([usize; 2], usize, Option<usize>, Option<i64>); 14] = [
         ([3, 7], 1, None, None),
         ([5, 8], 1, Some(3), None),
         ([4, 1], 1, Some(1), None),
@@ -245,6 +249,11 @@ fn sort_support_matches_the_reference_bit_for_bit() {
         ([9, 33], 1, Some(0), Some(5)),
         ([1, 4096], 1, Some(8), None),
         ([7, 100], 1, Some(100), Some(2)),
+        // Radix-select topk (one row per block), also of rows no block could sort.
+        ([3, 5000], 1, Some(64), Some(1)),
+        ([2, 70000], 1, Some(50), Some(1)),
+        ([300, 9], 0, Some(9), Some(1)),
+        ([2, 3000], 1, Some(1), Some(1)),
     ];
     let mut compared = 0usize;
     for &(dtype, code) in &types {
@@ -262,6 +271,12 @@ fn sort_support_matches_the_reference_bit_for_bit() {
                 let n = d[axis];
                 let pad = (n as u64).next_power_of_two() as i64;
                 let rpb = c.rpb.unwrap_or((1024 / pad).max(1));
+                // The last shapes take the radix-select topk.
+                let select = if s >= 10 {
+                    (c.k.unwrap() as u64).next_power_of_two() as i64
+                } else {
+                    0
+                };
                 let mut fd = FusionDefinition::new();
                 let x = fd.define_tensor(dtype, &[-1, -1]).unwrap();
                 let (v, i) = fd
@@ -281,6 +296,7 @@ fn sort_support_matches_the_reference_bit_for_bit() {
                     c.k.unwrap_or(n) as i64,
                     pad,
                     rpb,
+                    select,
                 ];
                 let mut file: Vec<u8> = header.iter().flat_map(|h| h.to_le_bytes()).collect();
                 file.extend(data);
@@ -299,5 +315,5 @@ fn sort_support_matches_the_reference_bit_for_bit() {
         }
     }
     eprintln!("sort support: {compared} cases equal to the reference");
-    assert_eq!(compared, 6 * 10 * 2);
+    assert_eq!(compared, 6 * 14 * 2);
 }

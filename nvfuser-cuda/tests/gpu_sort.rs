@@ -4,8 +4,9 @@
 //! their neighbours), one row and many, both directions, `k` of 1, 8 and 64, the sorted
 //! dim innermost and outermost, every dtype family, inputs with ties (small integers),
 //! NaNs, infinities and signed zeros, and a topk with math before and after it (three
-//! segments). Rows too long for a block's shared memory must be refused with the typed
-//! reason, never computed wrong. Prints how many outputs it compared and how many calls
+//! segments), and the radix-select topk of long rows (an LLM vocabulary of 128256, rows
+//! of 200000). Rows too long for a block's shared memory (full sorts) must be refused
+//! with the typed reason, never computed wrong. Prints how many outputs it compared and how many calls
 //! were refused; fails on the first mismatch. `sort_plans` checks the plans without a
 //! GPU.
 
@@ -264,6 +265,75 @@ fn sorts_match_the_reference_exactly_over_a_sweep() {
         c.outputs, c.refused
     );
     assert!(c.outputs > 500, "only {} outputs compared", c.outputs);
+}
+
+#[test]
+fn topk_of_long_rows_selects_by_radix_and_matches_the_reference() {
+    let Some(_) = require_gpu() else { return };
+    let device = Device::cuda(0).unwrap();
+    let mut c = Counts::default();
+    let f = DataType::F32;
+    check(
+        &device,
+        topk(f, 2, -1, 50, true),
+        f,
+        &[64, 128256],
+        21,
+        &mut c,
+    );
+    check(
+        &device,
+        topk(f, 2, -1, 8, false),
+        f,
+        &[3, 200_000],
+        22,
+        &mut c,
+    );
+    check(
+        &device,
+        topk(f, 2, -1, 1024, true),
+        f,
+        &[5, 4097],
+        23,
+        &mut c,
+    );
+    check(
+        &device,
+        topk(DataType::BF16, 2, -1, 64, true),
+        DataType::BF16,
+        &[33, 50000],
+        24,
+        &mut c,
+    );
+    check(
+        &device,
+        topk(DataType::I64, 2, -1, 3, true),
+        DataType::I64,
+        &[7, 70000],
+        25,
+        &mut c,
+    );
+    check(
+        &device,
+        topk(DataType::Bool, 2, -1, 100, false),
+        DataType::Bool,
+        &[4, 9999],
+        26,
+        &mut c,
+    );
+    check(
+        &device,
+        topk(DataType::F64, 2, 0, 16, true),
+        DataType::F64,
+        &[70000, 3],
+        27,
+        &mut c,
+    );
+    eprintln!(
+        "gpu_sort: {} outputs of radix-select topk equal to the reference, {} refused",
+        c.outputs, c.refused
+    );
+    assert_eq!((c.outputs, c.refused), (14, 0));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Sorts (`sort`, `argsort`, `topk`) planned for an H100 without a GPU: every fusion of
-//! one sort of an input is one sort kernel, a sort with math around it is three
-//! segments, rows too long for shared memory are refused with a typed reason; every
+//! one sort of an input is one sort kernel (a topk of a long row selects by radix
+//! instead of sorting it), a sort with math around it is three segments, rows too long
+//! for shared memory are refused with a typed reason; every
 //! kernel is compiled by NVRTC where it is found, and two kernels are snapshots.
 //! `gpu_sort` runs the same fusions on a GPU.
 
@@ -112,12 +113,28 @@ fn sorts_plan_as_one_sort_kernel_on_an_h100() {
             vec![2, 16384],
             16384,
         ),
+        // Radix-select topk: rows of any length, one per block.
+        (
+            topk(DataType::F32, 2, -1, 50, true),
+            DataType::F32,
+            vec![64, 128256],
+            131072,
+        ),
+        (
+            topk(DataType::F64, 2, 0, 8, false),
+            DataType::F64,
+            vec![70000, 3],
+            131072,
+        ),
     ];
     for (i, (fusion, dtype, sizes, pad)) in cases.into_iter().enumerate() {
         let params = planned(fusion, dtype, &sizes)
             .unwrap_or_else(|e| panic!("case {i} ({sizes:?}) did not plan: {e}"));
         match params {
-            HeuristicParams::Sort(p) => assert_eq!(p.pad, pad, "case {i}: {p:?}"),
+            HeuristicParams::Sort(p) => {
+                assert_eq!(p.pad, pad, "case {i}: {p:?}");
+                assert_eq!(p.select > 0, pad > 32768 || i == 1, "case {i}: {p:?}");
+            }
             other => panic!(
                 "case {i}: planned with {:?}, not the sort scheduler",
                 other.kind()

@@ -52,7 +52,7 @@ fn launch_bound(k: &Kernel) -> Option<i64> {
 fn calls_sort(body: &[Stmt]) -> bool {
     body.iter().any(|st| match st {
         Stmt::Call {
-            func: super::kir::Func::SortRows,
+            func: super::kir::Func::SortRows | super::kir::Func::TopkRows,
             ..
         } => true,
         Stmt::For { body, .. } | Stmt::If { body, .. } => calls_sort(body),

@@ -53,6 +53,29 @@ __device__ inline nvfuser_index_t nvf_sort_row_offset(const nvf_shape<N>& s, int
   }
   return off;
 }
+// Sorts `tile / pad` runs of `pad` (key, index) pairs (a power of two) ascending, each
+// by itself, with a bitonic network; ends with a barrier.
+template <typename K, typename I>
+__device__ inline void nvf_bitonic_sort(K* skey, I* sidx, nvfuser_index_t tile, nvfuser_index_t pad) {
+  for (nvfuser_index_t size = 2; size <= pad; size <<= 1) {
+    // The last merge of a run sorts it ascending; earlier ones alternate.
+    const nvfuser_index_t dir = size & (pad - 1);
+    for (nvfuser_index_t j = size >> 1; j > 0; j >>= 1) {
+      for (nvfuser_index_t p = threadIdx.x; p < tile / 2; p += blockDim.x) {
+        const nvfuser_index_t lo = ((p & ~(j - 1)) << 1) | (p & (j - 1));
+        const nvfuser_index_t hi = lo + j;
+        const K a = skey[lo], b = skey[hi];
+        const I ia = sidx[lo], ib = sidx[hi];
+        const bool greater = a > b || (a == b && ia > ib);
+        if (greater == ((lo & dir) == 0)) {
+          skey[lo] = b; skey[hi] = a;
+          sidx[lo] = ib; sidx[hi] = ia;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
 template <typename T, typename K, typename I, int N>
 __device__ inline void nvf_sort_rows_impl(
     const T* __restrict__ in, const nvf_shape<N>& in_s,
@@ -79,24 +102,7 @@ __device__ inline void nvf_sort_rows_impl(
     sidx[e] = (I)c;
   }
   __syncthreads();
-  for (nvfuser_index_t size = 2; size <= pad; size <<= 1) {
-    // The last merge of a row sorts it ascending; earlier ones alternate.
-    const nvfuser_index_t dir = size & (pad - 1);
-    for (nvfuser_index_t j = size >> 1; j > 0; j >>= 1) {
-      for (nvfuser_index_t p = threadIdx.x; p < tile / 2; p += blockDim.x) {
-        const nvfuser_index_t lo = ((p & ~(j - 1)) << 1) | (p & (j - 1));
-        const nvfuser_index_t hi = lo + j;
-        const K a = skey[lo], b = skey[hi];
-        const I ia = sidx[lo], ib = sidx[hi];
-        const bool greater = a > b || (a == b && ia > ib);
-        if (greater == ((lo & dir) == 0)) {
-          skey[lo] = b; skey[hi] = a;
-          sidx[lo] = ib; sidx[hi] = ia;
-        }
-      }
-      __syncthreads();
-    }
-  }
+  nvf_bitonic_sort(skey, sidx, tile, pad);
   for (nvfuser_index_t e = threadIdx.x; e < tile; e += blockDim.x) {
     const nvfuser_index_t r = e / pad, c = e - r * pad, row = first + r;
     if (row < rows && c < k) {
@@ -124,8 +130,125 @@ __device__ inline void nvf_sort_rows(
   else
     nvf_sort_rows_impl<T, K, unsigned int, N>(in, in_s, out_v, v_s, out_i, i_s, axis, pad, rows_per_block, descending);
 }
+// topk of one row per block without sorting the row: a radix select (8 bits a pass,
+// most significant first, over a histogram in shared memory) finds the k-th (key,
+// index) pair of the row's order, reading the row from global memory each pass (index
+// passes only when the k-th key has ties left out); the pairs up to it are gathered
+// (in any order: atomics), padded to `kpad` (a power of two) and sorted by the bitonic
+// network, so the result is the order of a full sort. Shared memory: 256 + 4 counters
+// (u32), kpad keys and kpad u32 indices.
+template <typename T, typename K, int N>
+__device__ inline void nvf_topk_rows_impl(
+    const T* __restrict__ in, const nvf_shape<N>& in_s,
+    T* __restrict__ out_v, const nvf_shape<N>& v_s,
+    long long* __restrict__ out_i, const nvf_shape<N>& i_s,
+    int axis, nvfuser_index_t kpad, bool descending) {
+  unsigned int* hist = reinterpret_cast<unsigned int*>(nvf_sort_smem);
+  unsigned int* info = hist + 256;
+  K* skey = reinterpret_cast<K*>(nvf_sort_smem + 1088);
+  unsigned int* sidx = reinterpret_cast<unsigned int*>(nvf_sort_smem + 1088 + sizeof(K) * kpad);
+  const nvfuser_index_t n = in_s.size[axis];
+  const nvfuser_index_t k = out_i != nullptr ? i_s.size[axis] : v_s.size[axis];
+  nvfuser_index_t rows = 1;
+  for (int d = 0; d < N; ++d) if (d != axis) rows *= in_s.size[d];
+  const nvfuser_index_t row = blockIdx.x;
+  if (row >= rows || k <= 0 || k > n) return;  // the same for the whole block
+  const nvfuser_index_t base = nvf_sort_row_offset(in_s, axis, row);
+  const nvfuser_index_t step = in_s.stride[axis];
+  const K flip = descending ? (K)~(K)0 : (K)0;
+  // The k-th pair: its key `pk`, and (when `ties`) its index `pi`.
+  K pk = 0, kmask = 0;
+  unsigned int pi = 0, imask = 0;
+  unsigned int want = (unsigned int)k;
+  bool ties = false;
+  const int key_bits = (int)sizeof(K) * 8;
+  int index_bits = 0;
+  while (index_bits < 32 && ((unsigned long long)(n - 1) >> index_bits) != 0ull) index_bits += 8;
+  for (int pass = 0; pass < key_bits / 8 + index_bits / 8; ++pass) {
+    const bool on_key = pass < key_bits / 8;
+    if (!on_key && !ties) break;  // uniform: every thread read the same counters
+    const int shift = on_key ? key_bits - 8 * (pass + 1) : index_bits - 8 * (pass - key_bits / 8 + 1);
+    for (nvfuser_index_t d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0u;
+    __syncthreads();
+    for (nvfuser_index_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const K x = nvf_sort_key(in[base + i * step]) ^ flip;
+      if ((x & kmask) != pk) continue;
+      const unsigned int digit = on_key ? (unsigned int)(x >> shift) & 255u
+                                        : ((unsigned int)i >> shift) & 255u;
+      if (!on_key && ((unsigned int)i & imask) != pi) continue;
+      atomicAdd(&hist[digit], 1u);
+    }
+    __syncthreads();
+    for (nvfuser_index_t d = threadIdx.x; d < 256; d += blockDim.x) {
+      unsigned int before = 0u;
+      for (nvfuser_index_t e = 0; e < d; ++e) before += hist[e];
+      if (before < want && want <= before + hist[d]) {
+        info[0] = (unsigned int)d;
+        info[1] = before;
+        info[2] = hist[d];
+      }
+    }
+    __syncthreads();
+    const unsigned int digit = info[0];
+    want -= info[1];
+    if (on_key) {
+      pk |= ((K)digit) << shift;
+      kmask |= ((K)255) << shift;
+      // After the last key digit: ties of the k-th key are left out, so the index
+      // decides which of them are taken.
+      if (pass == key_bits / 8 - 1) ties = want < info[2];
+    } else {
+      pi |= digit << shift;
+      imask |= 255u << shift;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) info[3] = 0u;
+  __syncthreads();
+  for (nvfuser_index_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const K x = nvf_sort_key(in[base + i * step]) ^ flip;
+    const bool take = x < pk || (x == pk && (!ties || (unsigned int)i <= pi));
+    if (take) {
+      const unsigned int slot = atomicAdd(&info[3], 1u);
+      if (slot < (unsigned int)kpad) {
+        skey[slot] = x;
+        sidx[slot] = (unsigned int)i;
+      }
+    }
+  }
+  for (nvfuser_index_t j = k + threadIdx.x; j < kpad; j += blockDim.x) {
+    skey[j] = (K)~(K)0;
+    sidx[j] = (unsigned int)(n + j);
+  }
+  __syncthreads();
+  nvf_bitonic_sort(skey, sidx, kpad, kpad);
+  for (nvfuser_index_t c = threadIdx.x; c < k; c += blockDim.x) {
+    const nvfuser_index_t src = (nvfuser_index_t)sidx[c];
+    if (out_v != nullptr)
+      out_v[nvf_sort_row_offset(v_s, axis, row) + c * v_s.stride[axis]] = in[base + src * step];
+    if (out_i != nullptr)
+      out_i[nvf_sort_row_offset(i_s, axis, row) + c * i_s.stride[axis]] = (long long)src;
+  }
+}
+// topk of the rows of `in` along `axis` (see nvf_topk_rows_impl): one row per block,
+// k = the outputs' size along `axis`, at most kpad.
+template <typename T, int N>
+__device__ inline void nvf_topk_rows(
+    const T* __restrict__ in, const nvf_shape<N> in_s,
+    T* __restrict__ out_v, const nvf_shape<N> v_s,
+    long long* __restrict__ out_i, const nvf_shape<N> i_s,
+    int axis, nvfuser_index_t kpad, bool descending) {
+  typedef decltype(nvf_sort_key(T())) K;
+  nvf_topk_rows_impl<T, K, N>(in, in_s, out_v, v_s, out_i, i_s, axis, kpad, descending);
+}
 // ---- end of sort support ----
 "#;
+
+/// Bytes of shared memory one block of a radix-select topk kernel uses: 256 + 4
+/// counters, then `kpad` keys and `kpad` u32 indices.
+pub fn topk_shared_bytes(key_bytes: i64, kpad: i64) -> i64 {
+    1088 + kpad.saturating_mul(key_bytes + 4)
+}
 
 /// Bytes of shared memory one block of a sort kernel uses: `rows_per_block * pad`
 /// pairs of a key (8 bytes for 64-bit types, else 4) and an index (2 bytes when `pad`

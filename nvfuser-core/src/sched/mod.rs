@@ -339,6 +339,11 @@ pub struct SortLayout {
     pub rows_per_block: i64,
     /// Threads of a block (`threadIdx.x`).
     pub threads: i64,
+    /// A `topk` by radix select (`nvf_topk_rows`, one row per block, any row length)
+    /// when nonzero: the power of two at least `k` its selected pairs are sorted in;
+    /// 0 sorts whole rows (`nvf_sort_rows`).
+    #[serde(default)]
+    pub select: i64,
 }
 
 /// The kernel graph and every tensor's scheduling state.

@@ -77,10 +77,15 @@ impl ScheduledFusion {
         let ok = layout.pad >= 1
             && (layout.pad as u64).is_power_of_two()
             && layout.rows_per_block >= 1
-            && (32..=1024).contains(&layout.threads);
+            && (32..=1024).contains(&layout.threads)
+            && layout.select >= 0
+            && (layout.select == 0
+                || ((layout.select as u64).is_power_of_two()
+                    && layout.select <= 4096
+                    && layout.rows_per_block == 1));
         if !ok {
             return Err(ScheduleError::Unsupported(format!(
-                "sort layout {layout:?}: expected a power-of-two pad, at least one row per block and 32 to 1024 threads"
+                "sort layout {layout:?}: expected a power-of-two pad, at least one row per block, 32 to 1024 threads, and a select of 0 or a power of two up to 4096 with one row per block"
             )));
         }
         self.schedule.sort = Some(layout);

@@ -189,6 +189,10 @@ pub struct SortParams {
     pub rows_per_block: i64,
     /// Threads of a block, 32 to 1024.
     pub threads: i64,
+    /// Nonzero: a `topk` by radix select, one row per block, its `k` pairs sorted in a
+    /// power of two `select` (see `sched::SortLayout::select`); 0: whole rows sorted.
+    #[serde(default)]
+    pub select: i64,
     /// Launch the parameters were computed for.
     pub launch: LaunchParams,
     /// Kernel options.
@@ -496,6 +500,17 @@ impl HeuristicParams {
                     p.threads,
                     (32..=1024).contains(&p.threads),
                     "32 to 1024",
+                )?;
+                check(
+                    k,
+                    "select",
+                    p.select,
+                    p.select == 0
+                        || (p.select > 0
+                            && (p.select as u64).is_power_of_two()
+                            && p.select <= 4096
+                            && p.rows_per_block == 1),
+                    "0, or a power of two up to 4096 with one row per block",
                 )
             }
             HeuristicParams::NoOp | HeuristicParams::Default => Ok(()),

@@ -10,8 +10,14 @@
 //! f32 row of 32768 takes 192 KiB and fits an H100's 227 KiB. A row whose pairs do not
 //! fit the device's shared memory per block is refused
 //! ([`Unfit::SortRowTooLong`]): no kernel runs, and the plan's error says why (a
-//! global-memory sort is not built yet). `topk` sorts the whole row and stores its
-//! first `k`.
+//! global-memory sort is not built yet).
+//!
+//! A `topk` of rows of at least 2048 with `k` up to 1024 does not sort the row: one
+//! block per row finds the k-th (key, index) pair by radix select (8 bits a pass over a
+//! shared histogram, reading the row from global memory each pass), gathers the pairs
+//! up to it and sorts only those (`SortParams::select` slots), so any row length
+//! works (an LLM vocabulary of 128256) and the work is a few passes over the row.
+//! Shorter rows, and a larger `k`, sort whole rows and store the first `k`.
 
 use super::auto::pointwise::index_type;
 use super::auto::{check_fusion, Plan};
@@ -19,7 +25,7 @@ use super::contract::{Analysis, Refusal, Scheduler, SchedulerError, SchedulerKin
 use super::info::RuntimeInfo;
 use super::params::{CompileParams, HeuristicParams, LaunchParams, SortParams};
 use super::unfit::Unfit;
-use crate::codegen::sort_support::sort_shared_bytes;
+use crate::codegen::sort_support::{sort_shared_bytes, topk_shared_bytes};
 use crate::ir::{Fusion, IterKind, Op, ValId};
 use crate::sched::{ScheduledFusion, SortLayout};
 
@@ -29,6 +35,7 @@ pub(crate) struct SortPlan {
     fusion: Fusion,
     input: ValId,
     axis: usize,
+    k: Option<i64>,
 }
 
 fn not_a_sort(why: impl Into<String>) -> Unfit {
@@ -50,7 +57,7 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<SortPlan> {
             exprs.len()
         )));
     };
-    let Op::Sort { axis, .. } = e.op else {
+    let Op::Sort { axis, k, .. } = e.op else {
         return Err(not_a_sort(format!("{} is not a sort", e.op.name())));
     };
     let input = e.inputs[0];
@@ -72,8 +79,15 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<SortPlan> {
         fusion: fusion.clone(),
         input,
         axis,
+        k,
     })
 }
+
+/// The largest `k` a radix-select topk takes (its pairs are sorted in shared memory).
+const MAX_SELECT: i64 = 1024;
+/// The shortest row a topk selects in rather than sorting whole (shorter rows share a
+/// block in the sort).
+const SELECT_FROM: i64 = 2048;
 
 /// Threads of a block sorting `tile` elements: one per pair, 32 to 1024.
 fn threads_for(tile: i64) -> i64 {
@@ -107,15 +121,46 @@ pub(crate) fn heuristics(p: &SortPlan, info: &RuntimeInfo) -> Plan<SortParams> {
         return Err(not_a_sort("an empty sort (the no-op scheduler takes it)"));
     }
     let pad = (n as u64).next_power_of_two() as i64;
-    let rows_per_block = (1024 / pad).max(1);
-    let threads = threads_for(pad * rows_per_block);
     let key_bytes = if f.val(p.input).dtype.size_bytes() == 8 {
         8
     } else {
         4
     };
-    let bytes = sort_shared_bytes(key_bytes, pad, rows_per_block);
     let limit = i64::from(info.device.shared_memory_per_block);
+    let compile = CompileParams {
+        index_type: index_type(f, info),
+        min_blocks_per_sm: None,
+    };
+    // A topk of a long row: radix select, one row per block, any length.
+    if let Some(k) =
+        p.k.filter(|&k| k >= 1 && k <= MAX_SELECT && n >= SELECT_FROM)
+    {
+        let select = (k as u64).next_power_of_two() as i64;
+        let threads = if n >= 16384 { 512 } else { 256 };
+        if rows > i64::from(info.device.max_grid_dim[0]) {
+            return Err(Unfit::GridLimit {
+                count: rows,
+                what: "blocks of a topk".into(),
+                axis: 'x',
+            });
+        }
+        if topk_shared_bytes(key_bytes, select) <= limit {
+            return Ok(SortParams {
+                pad,
+                rows_per_block: 1,
+                threads,
+                select,
+                launch: LaunchParams {
+                    grid: [rows, 1, 1],
+                    block: [threads, 1, 1],
+                },
+                compile,
+            });
+        }
+    }
+    let rows_per_block = (1024 / pad).max(1);
+    let threads = threads_for(pad * rows_per_block);
+    let bytes = sort_shared_bytes(key_bytes, pad, rows_per_block);
     if bytes > limit {
         return Err(Unfit::SortRowTooLong {
             elements: n,
@@ -135,14 +180,12 @@ pub(crate) fn heuristics(p: &SortPlan, info: &RuntimeInfo) -> Plan<SortParams> {
         pad,
         rows_per_block,
         threads,
+        select: 0,
         launch: LaunchParams {
             grid: [blocks, 1, 1],
             block: [threads, 1, 1],
         },
-        compile: CompileParams {
-            index_type: index_type(f, info),
-            min_blocks_per_sm: None,
-        },
+        compile,
     })
 }
 
@@ -156,6 +199,7 @@ pub(crate) fn schedule(
         pad: params.pad,
         rows_per_block: params.rows_per_block,
         threads: params.threads,
+        select: params.select,
     })?;
     Ok(sf)
 }
@@ -203,7 +247,7 @@ impl Scheduler for Sort {
         let t = p.fusion.tensor_type(p.input);
         let dim = t.and_then(|t| t.shape().nth(p.axis).cloned());
         if let Some(n) = dim.and_then(|d| info.eval(&p.fusion, &d.extent)) {
-            if n > sp.pad {
+            if sp.select == 0 && n > sp.pad {
                 return Err(mismatch(format!(
                     "rows of {n} elements, but the kernel holds rows of at most {}",
                     sp.pad

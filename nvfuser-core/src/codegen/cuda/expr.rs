@@ -204,6 +204,7 @@ impl Display for Func {
             Func::GridAllreduceGroup => "nvf_grid_allreduce_group",
             Func::GridReduceGroup => "nvf_grid_reduce_group",
             Func::SortRows => "nvf_sort_rows",
+            Func::TopkRows => "nvf_topk_rows",
         };
         f.write_str(name)
     }

@@ -205,6 +205,9 @@ pub enum Func {
     /// indices_shape, axis, pad, rows_per_block, descending)` (see
     /// [`crate::codegen::sort_support`]); a null output is not written.
     SortRows,
+    /// The radix-select topk of a sort kernel: `(in, in_shape, values, values_shape,
+    /// indices, indices_shape, axis, kpad, descending)`.
+    TopkRows,
 }
 
 impl Expr {

@@ -223,6 +223,7 @@ fn is_collective(f: Func) -> bool {
             | Func::BlockWelfordY
             | Func::BlockScanX
             | Func::SortRows
+            | Func::TopkRows
             | Func::GridReduce
             | Func::GridWelford
             | Func::GridAllreduceGroup

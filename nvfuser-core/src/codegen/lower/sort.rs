@@ -6,7 +6,7 @@
 
 use super::super::abi::{IndexType, KernelAbi, Param, ParamKind};
 use super::super::kir::{Expr, Func, Stmt};
-use super::super::sort_support::sort_shared_bytes;
+use super::super::sort_support::{sort_shared_bytes, topk_shared_bytes};
 use super::super::{Kernel, KernelOptions, LaunchDims};
 use super::scalar_name;
 use crate::dtype::{DataType, ScalarValue};
@@ -29,11 +29,20 @@ pub(in crate::codegen) fn lower(
         return unsupported("a sort kernel computes exactly one expression");
     };
     let Op::Sort {
-        axis, descending, ..
+        axis,
+        descending,
+        k,
     } = e.op
     else {
         return unsupported(format!("a sort kernel of {}", e.op.name()));
     };
+    if layout.select > 0 && !k.is_some_and(|k| k <= layout.select) {
+        return unsupported(format!(
+            "a radix-select topk of {} slots for {} of k = {k:?}",
+            layout.select,
+            e.op.name()
+        ));
+    }
     let x = e.inputs[0];
     if f.input_position(x).is_none() {
         return unsupported("a sort kernel reads its input from global memory (a fusion input)");
@@ -99,7 +108,7 @@ pub(in crate::codegen) fn lower(
         let v = if is_out(v) { v } else { x };
         Expr::var(format!("T{}_shape", v.id()))
     };
-    let args = vec![
+    let mut args = vec![
         Expr::var(format!("T{}", x.id())),
         shape(x),
         data(values, dtype),
@@ -107,22 +116,34 @@ pub(in crate::codegen) fn lower(
         data(indices, DataType::I64),
         shape(indices),
         Expr::int(axis as i64),
-        Expr::int(layout.pad),
-        Expr::int(layout.rows_per_block),
-        Expr::Lit(ScalarValue::Bool(descending), DataType::Bool),
     ];
-    let body = vec![
-        Stmt::Comment(format!(
-            "Block sort along dim {axis} ({}): {} row(s) of up to {} elements per block, (key, index) pairs in dynamic shared memory.",
-            if descending { "descending" } else { "ascending" },
-            layout.rows_per_block,
-            layout.pad
-        )),
-        Stmt::Call {
-            func: Func::SortRows,
-            args,
-        },
-    ];
+    let direction = if descending {
+        "descending"
+    } else {
+        "ascending"
+    };
+    let (comment, func) = if layout.select > 0 {
+        args.push(Expr::int(layout.select));
+        (
+            format!(
+                "topk along dim {axis} ({direction}): one row per block, radix select of the k-th pair, the selected pairs sorted in {} slots.",
+                layout.select
+            ),
+            Func::TopkRows,
+        )
+    } else {
+        args.push(Expr::int(layout.pad));
+        args.push(Expr::int(layout.rows_per_block));
+        (
+            format!(
+                "Block sort along dim {axis} ({direction}): {} row(s) of up to {} elements per block, (key, index) pairs in dynamic shared memory.",
+                layout.rows_per_block, layout.pad
+            ),
+            Func::SortRows,
+        )
+    };
+    args.push(Expr::Lit(ScalarValue::Bool(descending), DataType::Bool));
+    let body = vec![Stmt::Comment(comment), Stmt::Call { func, args }];
     // One block per `rows_per_block` rows: the rows are every dim but the sorted one.
     let mut rows = Extent::Const(1);
     for (d, dim) in tt.shape().enumerate() {
@@ -133,7 +154,11 @@ pub(in crate::codegen) fn lower(
     }
     let grid = rows.ceil_div(Extent::Const(layout.rows_per_block));
     let key_bytes = if dtype.size_bytes() == 8 { 8 } else { 4 };
-    let bytes = sort_shared_bytes(key_bytes, layout.pad, layout.rows_per_block);
+    let bytes = if layout.select > 0 {
+        topk_shared_bytes(key_bytes, layout.select)
+    } else {
+        sort_shared_bytes(key_bytes, layout.pad, layout.rows_per_block)
+    };
     let Ok(dynamic_shared) = u32::try_from(bytes) else {
         return unsupported(format!("{bytes} bytes of shared memory per block"));
     };
