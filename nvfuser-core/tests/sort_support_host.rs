@@ -96,7 +96,7 @@ fn value(i: usize, seed: u64) -> f64 {
         2 => 0.0,
         3 => f64::INFINITY,
         4 => f64::NEG_INFINITY,
-        r => (r as f64 - 12.0) * if h % 2 == 0 { 0.5 } else { 1.0 },
+        r => (r as f64 - 12.0) * if h.is_multiple_of(2) { 0.5 } else { 1.0 },
     }
 }
 
@@ -104,11 +104,13 @@ struct Case {
     dtype: DataType,
     code: i64,
     d: [usize; 2],
-    axis: usize,
-    desc: bool,
     k: Option<usize>,
     rpb: Option<i64>,
 }
+
+/// A shape: sizes, the sorted dim, `k` (a topk) and rows per block (else the
+/// scheduler's).
+type Shape = ([usize; 2], usize, Option<usize>, Option<i64>);
 
 fn bytes_and_input(c: &Case, seed: u64) -> (Vec<u8>, EvalInput) {
     let n = c.d[0] * c.d[1];
@@ -238,7 +240,7 @@ fn sort_support_matches_the_reference_bit_for_bit() {
         (DataType::BF16, 4),
         (DataType::Bool, 5),
     ];
-    let shapes: [([usize; 2], usize, Option<usize>, Option<i64>); 14] = [
+    let shapes: [Shape; 14] = [
         ([3, 7], 1, None, None),
         ([5, 8], 1, Some(3), None),
         ([4, 1], 1, Some(1), None),
@@ -263,8 +265,6 @@ fn sort_support_matches_the_reference_bit_for_bit() {
                     dtype,
                     code,
                     d,
-                    axis,
-                    desc,
                     k,
                     rpb,
                 };

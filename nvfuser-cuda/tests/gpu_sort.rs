@@ -166,7 +166,7 @@ const LENGTHS: [usize; 24] = [
 
 /// Rows for a row length: a few million elements at most, one row at times.
 fn rows_for(n: usize, k: usize) -> usize {
-    if k % 3 == 0 {
+    if k.is_multiple_of(3) {
         1
     } else {
         ((1 << 21) / n).clamp(1, 257)

@@ -133,7 +133,7 @@ pub(crate) fn heuristics(p: &SortPlan, info: &RuntimeInfo) -> Plan<SortParams> {
     };
     // A topk of a long row: radix select, one row per block, any length.
     if let Some(k) =
-        p.k.filter(|&k| k >= 1 && k <= MAX_SELECT && n >= SELECT_FROM)
+        p.k.filter(|&k| (1..=MAX_SELECT).contains(&k) && n >= SELECT_FROM)
     {
         let select = (k as u64).next_power_of_two() as i64;
         let threads = if n >= 16384 { 512 } else { 256 };

@@ -36,7 +36,7 @@ pub(in crate::codegen) fn lower(
     else {
         return unsupported(format!("a sort kernel of {}", e.op.name()));
     };
-    if layout.select > 0 && !k.is_some_and(|k| k <= layout.select) {
+    if layout.select > 0 && k.is_none_or(|k| k > layout.select) {
         return unsupported(format!(
             "a radix-select topk of {} slots for {} of k = {k:?}",
             layout.select,
