@@ -233,3 +233,15 @@ fn printers_show_sorts_and_the_reproducer_round_trips() {
         .count();
     assert_eq!(n, 2);
 }
+
+#[test]
+fn a_k_that_is_not_a_literal_is_a_typed_error_that_explains() {
+    let src = "fn f(x: Tensor<f32, [_, _]>, n: i64) -> (Tensor<f32, [_, _]>, Tensor<i64, [_, _]>) { x.topk(n) }";
+    let errs = dsl::build_str(src).unwrap_err();
+    let msg: String = errs.iter().map(|e| e.render(src)).collect();
+    assert!(
+        msg.contains("argument `k` of `topk` must be an integer literal")
+            && msg.contains("k is a constant"),
+        "{msg}"
+    );
+}
