@@ -632,6 +632,23 @@ pub unsafe fn launch_raw_with(
 #[cfg(feature = "cuda")]
 const DEFAULT_DYNAMIC_SHARED: u32 = 48 * 1024;
 
+/// Raises `function`'s dynamic shared memory limit to `shared` bytes. Called before
+/// every such launch (a host call of about a microsecond, legal during a CUDA graph's
+/// capture), so a function loaded again at a reused address never keeps a stale limit.
+#[cfg(feature = "cuda")]
+fn raise_dynamic_shared(function: &CudaFunction, shared: u32) -> Result<(), Error> {
+    let bytes = i32::try_from(shared).unwrap_or(i32::MAX);
+    // SAFETY: `function` is a loaded function of the device's context.
+    unsafe {
+        cudarc::driver::result::function::set_function_attribute(
+            function.cu_function(),
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes,
+        )
+    }
+    .map_err(|e| Error::driver("cuFuncSetAttribute", e))
+}
+
 /// [`launch_raw_with`] with `shared` bytes of dynamic shared memory per block
 /// ([`Kernel::dynamic_shared`]): above 48 KiB the function's limit
 /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`) is raised to it first; a size
@@ -655,16 +672,7 @@ pub unsafe fn launch_raw_shared(
         .ok_or(Error::NotAGpu { op: "launch" })?;
     let (g, b) = ((grid[0], grid[1], grid[2]), (block[0], block[1], block[2]));
     if shared > DEFAULT_DYNAMIC_SHARED {
-        let bytes = i32::try_from(shared).unwrap_or(i32::MAX);
-        // SAFETY: `function` is a loaded function of the device's context.
-        unsafe {
-            cudarc::driver::result::function::set_function_attribute(
-                function.cu_function(),
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                bytes,
-            )
-        }
-        .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
+        raise_dynamic_shared(function, shared)?;
     }
     // SAFETY: the caller's contract.
     unsafe {
