@@ -240,7 +240,7 @@ fn sort_support_matches_the_reference_bit_for_bit() {
         (DataType::BF16, 4),
         (DataType::Bool, 5),
     ];
-    let shapes: [Shape; 14] = [
+    let shapes: [Shape; 17] = [
         ([3, 7], 1, None, None),
         ([5, 8], 1, Some(3), None),
         ([4, 1], 1, Some(1), None),
@@ -256,6 +256,10 @@ fn sort_support_matches_the_reference_bit_for_bit() {
         ([2, 70000], 1, Some(50), Some(1)),
         ([300, 9], 0, Some(9), Some(1)),
         ([2, 3000], 1, Some(1), Some(1)),
+        // Rows the one host thread keeps in registers (32 keys, 16 of 64 bits).
+        ([5, 32], 1, Some(7), Some(1)),
+        ([6, 16], 1, Some(16), Some(1)),
+        ([4, 20], 1, Some(3), Some(1)),
     ];
     let mut compared = 0usize;
     for &(dtype, code) in &types {
@@ -315,5 +319,5 @@ fn sort_support_matches_the_reference_bit_for_bit() {
         }
     }
     eprintln!("sort support: {compared} cases equal to the reference");
-    assert_eq!(compared, 6 * 14 * 2);
+    assert_eq!(compared, 6 * 17 * 2);
 }

@@ -131,22 +131,26 @@ __device__ inline void nvf_sort_rows(
     nvf_sort_rows_impl<T, K, unsigned int, N>(in, in_s, out_v, v_s, out_i, i_s, axis, pad, rows_per_block, descending);
 }
 // topk of one row per block without sorting the row: a radix select (8 bits a pass,
-// most significant first, over a histogram in shared memory) finds the k-th (key,
-// index) pair of the row's order, reading the row from global memory each pass (index
+// most significant first) finds the k-th (key, index) pair of the row's order (index
 // passes only when the k-th key has ties left out); the pairs up to it are gathered
 // (in any order: atomics), padded to `kpad` (a power of two) and sorted by the bitonic
-// network, so the result is the order of a full sort. Shared memory: 256 + 4 counters
-// (u32), kpad keys and kpad u32 indices.
+// network, so the result is the order of a full sort. A row of at most
+// NVF_TOPK_ITEMS (16 for 64-bit keys) keys per thread is read once into registers;
+// a longer one is read from global memory each pass. Each warp counts digits in a
+// histogram of its own (no atomics contended across warps). Shared memory: 256
+// counters per warp (at most 32 warps), 256 + 4 more, kpad keys and kpad u32 indices.
+#define NVF_TOPK_ITEMS 32
 template <typename T, typename K, int N>
 __device__ inline void nvf_topk_rows_impl(
     const T* __restrict__ in, const nvf_shape<N>& in_s,
     T* __restrict__ out_v, const nvf_shape<N>& v_s,
     long long* __restrict__ out_i, const nvf_shape<N>& i_s,
     int axis, nvfuser_index_t kpad, bool descending) {
-  unsigned int* hist = reinterpret_cast<unsigned int*>(nvf_sort_smem);
+  unsigned int* whist = reinterpret_cast<unsigned int*>(nvf_sort_smem);
+  unsigned int* hist = whist + 256 * 32;
   unsigned int* info = hist + 256;
-  K* skey = reinterpret_cast<K*>(nvf_sort_smem + 1088);
-  unsigned int* sidx = reinterpret_cast<unsigned int*>(nvf_sort_smem + 1088 + sizeof(K) * kpad);
+  K* skey = reinterpret_cast<K*>(nvf_sort_smem + 4 * (256 * 33 + 16));
+  unsigned int* sidx = reinterpret_cast<unsigned int*>(nvf_sort_smem + 4 * (256 * 33 + 16) + sizeof(K) * kpad);
   const nvfuser_index_t n = in_s.size[axis];
   const nvfuser_index_t k = out_i != nullptr ? i_s.size[axis] : v_s.size[axis];
   nvfuser_index_t rows = 1;
@@ -155,7 +159,33 @@ __device__ inline void nvf_topk_rows_impl(
   if (row >= rows || k <= 0 || k > n) return;  // the same for the whole block
   const nvfuser_index_t base = nvf_sort_row_offset(in_s, axis, row);
   const nvfuser_index_t step = in_s.stride[axis];
+  const nvfuser_index_t bd = blockDim.x;
   const K flip = descending ? (K)~(K)0 : (K)0;
+  const int warps = (int)((bd + 31) / 32);
+  unsigned int* my_hist = whist + 256 * (threadIdx.x / 32);
+  // The row's keys in registers when they fit.
+  const int items = sizeof(K) == 4 ? NVF_TOPK_ITEMS : NVF_TOPK_ITEMS / 2;
+  const bool cached = n <= (nvfuser_index_t)items * bd;
+  K cache[NVF_TOPK_ITEMS];
+  if (cached) {
+#pragma unroll
+    for (int j = 0; j < NVF_TOPK_ITEMS; ++j) {
+      const nvfuser_index_t i = (nvfuser_index_t)j * bd + threadIdx.x;
+      if (j < items && i < n) cache[j] = nvf_sort_key(in[base + i * step]) ^ flip;
+    }
+  }
+  // Calls f(i, key) for this thread's positions of the row.
+  auto each = [&](auto&& f) {
+    if (cached) {
+#pragma unroll
+      for (int j = 0; j < NVF_TOPK_ITEMS; ++j) {
+        const nvfuser_index_t i = (nvfuser_index_t)j * bd + threadIdx.x;
+        if (j < items && i < n) f(i, cache[j]);
+      }
+    } else {
+      for (nvfuser_index_t i = threadIdx.x; i < n; i += bd) f(i, nvf_sort_key(in[base + i * step]) ^ flip);
+    }
+  };
   // The k-th pair: its key `pk`, and (when `ties`) its index `pi`.
   K pk = 0, kmask = 0;
   unsigned int pi = 0, imask = 0;
@@ -168,18 +198,23 @@ __device__ inline void nvf_topk_rows_impl(
     const bool on_key = pass < key_bits / 8;
     if (!on_key && !ties) break;  // uniform: every thread read the same counters
     const int shift = on_key ? key_bits - 8 * (pass + 1) : index_bits - 8 * (pass - key_bits / 8 + 1);
-    for (nvfuser_index_t d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0u;
+    for (nvfuser_index_t d = threadIdx.x; d < 256 * warps; d += bd) whist[d] = 0u;
     __syncthreads();
-    for (nvfuser_index_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const K x = nvf_sort_key(in[base + i * step]) ^ flip;
-      if ((x & kmask) != pk) continue;
+    each([&](nvfuser_index_t i, K x) {
+      if ((x & kmask) != pk) return;
+      if (!on_key && ((unsigned int)i & imask) != pi) return;
       const unsigned int digit = on_key ? (unsigned int)(x >> shift) & 255u
                                         : ((unsigned int)i >> shift) & 255u;
-      if (!on_key && ((unsigned int)i & imask) != pi) continue;
-      atomicAdd(&hist[digit], 1u);
+      atomicAdd(&my_hist[digit], 1u);
+    });
+    __syncthreads();
+    for (nvfuser_index_t d = threadIdx.x; d < 256; d += bd) {
+      unsigned int c = 0u;
+      for (int w = 0; w < warps; ++w) c += whist[256 * w + d];
+      hist[d] = c;
     }
     __syncthreads();
-    for (nvfuser_index_t d = threadIdx.x; d < 256; d += blockDim.x) {
+    for (nvfuser_index_t d = threadIdx.x; d < 256; d += bd) {
       unsigned int before = 0u;
       for (nvfuser_index_t e = 0; e < d; ++e) before += hist[e];
       if (before < want && want <= before + hist[d]) {
@@ -205,8 +240,7 @@ __device__ inline void nvf_topk_rows_impl(
   }
   if (threadIdx.x == 0) info[3] = 0u;
   __syncthreads();
-  for (nvfuser_index_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const K x = nvf_sort_key(in[base + i * step]) ^ flip;
+  each([&](nvfuser_index_t i, K x) {
     const bool take = x < pk || (x == pk && (!ties || (unsigned int)i <= pi));
     if (take) {
       const unsigned int slot = atomicAdd(&info[3], 1u);
@@ -215,14 +249,14 @@ __device__ inline void nvf_topk_rows_impl(
         sidx[slot] = (unsigned int)i;
       }
     }
-  }
-  for (nvfuser_index_t j = k + threadIdx.x; j < kpad; j += blockDim.x) {
+  });
+  for (nvfuser_index_t j = k + threadIdx.x; j < kpad; j += bd) {
     skey[j] = (K)~(K)0;
     sidx[j] = (unsigned int)(n + j);
   }
   __syncthreads();
   nvf_bitonic_sort(skey, sidx, kpad, kpad);
-  for (nvfuser_index_t c = threadIdx.x; c < k; c += blockDim.x) {
+  for (nvfuser_index_t c = threadIdx.x; c < k; c += bd) {
     const nvfuser_index_t src = (nvfuser_index_t)sidx[c];
     if (out_v != nullptr)
       out_v[nvf_sort_row_offset(v_s, axis, row) + c * v_s.stride[axis]] = in[base + src * step];
@@ -244,10 +278,10 @@ __device__ inline void nvf_topk_rows(
 // ---- end of sort support ----
 "#;
 
-/// Bytes of shared memory one block of a radix-select topk kernel uses: 256 + 4
-/// counters, then `kpad` keys and `kpad` u32 indices.
+/// Bytes of shared memory one block of a radix-select topk kernel uses: 256 counters
+/// for each of up to 32 warps, 256 + 16 more, then `kpad` keys and `kpad` u32 indices.
 pub fn topk_shared_bytes(key_bytes: i64, kpad: i64) -> i64 {
-    1088 + kpad.saturating_mul(key_bytes + 4)
+    4 * (256 * 33 + 16) + kpad.saturating_mul(key_bytes + 4)
 }
 
 /// Bytes of shared memory one block of a sort kernel uses: `rows_per_block * pad`

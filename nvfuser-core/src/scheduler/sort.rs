@@ -136,7 +136,11 @@ pub(crate) fn heuristics(p: &SortPlan, info: &RuntimeInfo) -> Plan<SortParams> {
         p.k.filter(|&k| (1..=MAX_SELECT).contains(&k) && n >= SELECT_FROM)
     {
         let select = (k as u64).next_power_of_two() as i64;
-        let threads = if n >= 16384 { 512 } else { 256 };
+        // Enough threads to keep the row's keys in registers (32 a thread, 16 for
+        // 64-bit keys) where 1024 can.
+        let items = if key_bytes == 8 { 16 } else { 32 };
+        let threads = ((n + items - 1) / items).clamp(256, 1024);
+        let threads = (threads as u64).next_power_of_two().min(1024) as i64;
         if rows > i64::from(info.device.max_grid_dim[0]) {
             return Err(Unfit::GridLimit {
                 count: rows,
