@@ -13,8 +13,9 @@
 //! global-memory sort is not built yet).
 //!
 //! A `topk` of rows of at least 2048 with `k` up to 1024 does not sort the row: one
-//! block per row finds the k-th (key, index) pair by radix select (8 bits a pass over a
-//! shared histogram, reading the row from global memory each pass), gathers the pairs
+//! block per row finds the k-th (key, index) pair by radix select (8 bits a pass over
+//! per-warp shared histograms; the row's keys in registers when 1024 threads hold
+//! them, else read from global memory each pass), gathers the pairs
 //! up to it and sorts only those (`SortParams::select` slots), so any row length
 //! works (an LLM vocabulary of 128256) and the work is a few passes over the row.
 //! Shorter rows, and a larger `k`, sort whole rows and store the first `k`.
