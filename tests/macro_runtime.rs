@@ -370,3 +370,24 @@ fn layouts_the_entry_point_cannot_see_are_checked_by_the_executor() {
     let err = softmax(&Device::cpu(), &t).unwrap_err();
     assert!(err.to_string().contains("declared contiguous"), "{err}");
 }
+
+fusion! {
+    /// The 3 largest of each row (doubled) and their positions, and the ascending
+    /// order of each row.
+    pub fn top3_and_order(x: Tensor<f32, [N, V]>) -> (Tensor<f32, [N, 3]>, Tensor<i64, [N, 3]>, Tensor<i64, [N, V]>) {
+        let (v, i) = (x * 2.0f32).topk(3);
+        (v, i, x.argsort(1))
+    }
+}
+
+#[test]
+fn topk_and_argsort_through_the_macro_on_the_cpu_device() -> Result<(), nvfuser::Error> {
+    let device = Device::cpu();
+    let x = device.tensor_from_slice(&[1.0f32, 5.0, 3.0, 5.0, -1.0, 0.0, 2.0, 2.0], [2, 4])?;
+    let (v, i, o): (Tensor, Tensor, Tensor) = top3_and_order(&device, &x)?;
+    // Ties go to the lower index: 5 at 1 and 3, 2 at 2 and 3.
+    assert_eq!(v.to_vec::<f32>()?, [10.0, 10.0, 6.0, 4.0, 4.0, 0.0]);
+    assert_eq!(i.to_vec::<i64>()?, [1, 3, 2, 2, 3, 1]);
+    assert_eq!(o.to_vec::<i64>()?, [0, 2, 1, 3, 0, 1, 2, 3]);
+    Ok(())
+}

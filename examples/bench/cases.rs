@@ -585,6 +585,77 @@ pub fn scan_cases(shrink: usize) -> Result<Vec<Case>, Error> {
     Ok(cases)
 }
 
+/// A builder fusion of one `[n, h]` f32 input: `topk(x, k, 1)` (values and indices), or
+/// the stable `sort(x, 1)` when `k` is `None`.
+fn sort_fusion(k: Option<i64>) -> Result<Fusion, Error> {
+    let mut fd = FusionDefinition::new();
+    let x = fd.define_tensor(DataType::F32, &[-1, -1])?;
+    let (v, i) = match k {
+        Some(k) => fd.topk(x, k, 1, true, true)?,
+        None => fd.sort(x, 1, false, true)?,
+    };
+    fd.add_output(v)?;
+    fd.add_output(i)?;
+    Ok(fd.finish()?)
+}
+
+/// Sorting (the Parity issue): `topk` with k = 64 and k = 8 and a full `sort` of
+/// `[N, 32K]` f32 rows. Bytes: the input once, the values (f32) and the indices (i64)
+/// written; and a topk (k = 50) over an LLM vocabulary, `[64, 128256]` (radix select: a
+/// row that no block could sort whole).
+pub fn sort_cases(shrink: usize) -> Result<Vec<Case>, Error> {
+    let mut cases = Vec::new();
+    let (n, h) = (s(4096, shrink), s(32768, shrink));
+    let exact = Tolerance::new(0.0, 0.0);
+    for (name, k, note) in [
+        (
+            "topk_f32",
+            Some(64),
+            "torch.topk(x, 64, 1): values f32 + indices i64",
+        ),
+        (
+            "topk8_f32",
+            Some(8),
+            "torch.topk(x, 8, 1): values f32 + indices i64",
+        ),
+        (
+            "sort_f32",
+            None,
+            "torch.sort(x, 1, stable=True): values f32 + indices i64",
+        ),
+    ] {
+        let inputs = vec![tensor(DataType::F32, &[n, h])];
+        let out = k.map_or(h, |k| k as usize);
+        cases.push(Case {
+            name: name.into(),
+            group: "main",
+            kernel: if k.is_some() { "topk" } else { "sort" },
+            shape: vec![n, h],
+            dtype: DataType::F32,
+            fusion: sort_fusion(k)?,
+            bytes: input_bytes(&inputs) + (n * out * (4 + 8)) as u64,
+            inputs,
+            check: rows(0, 0, 4, exact),
+            note,
+        });
+    }
+    let (n, v) = (s(64, shrink), s(128256, shrink));
+    let inputs = vec![tensor(DataType::F32, &[n, v])];
+    cases.push(Case {
+        name: "topk_vocab_f32".into(),
+        group: "main",
+        kernel: "topk",
+        shape: vec![n, v],
+        dtype: DataType::F32,
+        fusion: sort_fusion(Some(50.min(v as i64)))?,
+        bytes: input_bytes(&inputs) + (n * 50.min(v) * (4 + 8)) as u64,
+        inputs,
+        check: rows(0, 0, 4, exact),
+        note: "torch.topk(logits, 50, 1) over a vocabulary of 128256: values f32 + indices i64",
+    });
+    Ok(cases)
+}
+
 /// Training-side cases beyond the norm sweep: the backwards at two LLM shapes (tokens x
 /// hidden of a 7B and a 70B model), and channels-last batch norm forward.
 pub fn training_cases(shrink: usize) -> Result<Vec<Case>, Error> {

@@ -126,6 +126,7 @@ fn selected(opts: &Options, shrink: usize) -> Result<Vec<Case>, Error> {
         cases.extend(cases::movement_cases(shrink)?);
         cases.extend(cases::training_cases(shrink)?);
         cases.extend(cases::scan_cases(shrink)?);
+        cases.extend(cases::sort_cases(shrink)?);
     }
     if opts.sweep {
         cases.extend(cases::sweep_cases(shrink * shrink)?);

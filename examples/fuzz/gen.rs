@@ -117,6 +117,18 @@ pub enum Step {
     /// An inclusive scan along one axis (negative from the end); a float `cumprod`
     /// scans factors near 1 made from the operand (see `make_scan`).
     Scan(ScanOp, usize, i64),
+    /// A sort along one axis (negative from the end), descending or not, keeping the
+    /// first `k` (`topk`) or all (`sort`), and output `pick` (0 values, 1 indices:
+    /// `argsort` without `k`); `ties` first rounds a float operand to halves (see
+    /// `make_sort`).
+    Sort {
+        a: usize,
+        axis: i64,
+        descending: bool,
+        k: Option<i64>,
+        pick: usize,
+        ties: bool,
+    },
     Var(usize, Vec<i64>, i64, bool),
     /// var_mean, keeping output `pick` (0 var, 1 mean).
     VarMean(usize, Vec<i64>, i64, usize),
@@ -569,6 +581,7 @@ pub fn operands(s: &Step) -> Vec<usize> {
         | Step::Cast(a, _)
         | Step::Reduce(_, a, ..)
         | Step::Scan(_, a, _)
+        | Step::Sort { a, .. }
         | Step::Var(a, ..)
         | Step::VarMean(a, ..)
         | Step::Welford(a, ..)
@@ -682,5 +695,38 @@ mod tests {
             "in 2000 recipes: {proposed} scatter steps, {scatters} scatters ({values} of a constant), {adds} scatter_adds, {pads} pads with scalar widths"
         );
         assert!(scatters >= 20 && adds >= 20 && values >= 5 && pads >= 50);
+    }
+
+    /// Sorts are drawn: sort, argsort and topk, in both directions, and live (some
+    /// output depends on them).
+    #[test]
+    fn sorts_are_drawn() {
+        let (mut fusions, mut topks, mut sorts, mut desc) = (0, 0, 0, 0);
+        for seed in 1..401 {
+            let recipe = Recipe::generate(seed, 12, 1);
+            let Some(built) = recipe.build() else {
+                continue;
+            };
+            let f = &built.fusion;
+            let live = f.live_exprs();
+            let mut any = false;
+            for (id, e) in f.exprs() {
+                if let nvfuser::ir::Op::Sort { k, descending, .. } = e.op {
+                    if !live[id.index()] {
+                        continue;
+                    }
+                    any = true;
+                    if k.is_some() {
+                        topks += 1;
+                    } else {
+                        sorts += 1;
+                    }
+                    desc += usize::from(descending);
+                }
+            }
+            fusions += usize::from(any);
+        }
+        eprintln!("live sorts in {fusions} of 400 recipes: {sorts} sort/argsort, {topks} topk, {desc} descending");
+        assert!(fusions >= 20 && topks >= 10 && sorts >= 10 && desc >= 10);
     }
 }

@@ -124,7 +124,7 @@ fn remap(s: &mut Step, from: usize, to: usize) {
         Step::Var(a, ..) | Step::VarMean(a, ..) | Step::Welford(a, ..) | Step::Broadcast(a, _) => {
             f(a)
         }
-        Step::Scan(_, a, _) => f(a),
+        Step::Scan(_, a, _) | Step::Sort { a, .. } => f(a),
         Step::Permute(a, _)
         | Step::Slice(a, ..)
         | Step::SliceToSize(a, ..)

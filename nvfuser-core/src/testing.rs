@@ -203,6 +203,33 @@ pub fn scan_cases() -> Vec<(String, Fusion)> {
     out
 }
 
+/// Every sort (`sort` both ways, `argsort`, `topk` of the largest and the smallest) on
+/// every dtype the builder takes, along the first and the last axis (also counted from
+/// the end) of a rank-3 input; the result is the values (the indices for `argsort`).
+pub fn sort_cases() -> Vec<(String, Fusion)> {
+    let mut out = Vec::new();
+    for d in DataType::ALL {
+        for axis in [0i64, 2, -1] {
+            for (what, descending, k) in [
+                ("sort", false, None),
+                ("sort descending", true, None),
+                ("argsort", false, None),
+                ("topk largest", true, Some(2)),
+                ("topk smallest", false, Some(2)),
+            ] {
+                if let Some(f) = try_build(|fd| {
+                    let x = fd.define_tensor(d, &[-1, 3, 5])?;
+                    let (v, i) = fd.sort_op(x, axis, descending, k)?;
+                    Ok(if what == "argsort" { i } else { v })
+                }) {
+                    out.push((format!("{what} on {d} axis {axis}"), f));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// LayerNorm written with sums over the last dim of a rank-`rank` f32 input `x` with
 /// weights `w`, `b` of `[hidden]`: `mean = sum(x, -1, keepdim) * (1 / hidden)`, `d = x -
 /// mean`, `var = sum(d * d, -1, keepdim) * (1 / hidden)`, `r = rsqrt(var + 1e-12)`;

@@ -5,7 +5,7 @@ use nvfuser_core::builder::Slice;
 use nvfuser_core::dsl;
 use nvfuser_core::prelude::*;
 use nvfuser_core::testing::{
-    binary_cases, reduction_cases, scan_cases, ternary_cases, try_build, unary_cases,
+    binary_cases, reduction_cases, scan_cases, sort_cases, ternary_cases, try_build, unary_cases,
 };
 
 fn round_trip(what: &str, fusion: &Fusion) {
@@ -51,6 +51,16 @@ fn every_reduction_with_and_without_keepdim() {
             .count(),
         2
     );
+    for (what, f) in &cases {
+        round_trip(what, f);
+    }
+}
+
+#[test]
+fn every_sort_on_every_dtype_and_axis() {
+    let cases = sort_cases();
+    // Five sorts on the seven dtypes that are not fp8 along three axes.
+    assert_eq!(cases.len(), 5 * 7 * 3, "{} cases", cases.len());
     for (what, f) in &cases {
         round_trip(what, f);
     }

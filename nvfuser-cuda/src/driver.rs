@@ -112,6 +112,7 @@ const DEVICE_SYMBOLS: &[&str] = &[
     "cuModuleUnload",
     "cuModuleGetFunction",
     "cuFuncGetAttribute",
+    "cuFuncSetAttribute",
     "cuLaunchKernel",
     "cuLaunchCooperativeKernel",
     "cuMemGetInfo_v2",

@@ -349,7 +349,7 @@ pub(crate) fn launch_recorded(
             device,
             gpu,
             function,
-            (grid, block, kernel.grid_sync),
+            (grid, block, kernel.grid_sync, kernel.dynamic_shared),
             params.as_mut_slice(),
             args,
             timer,
@@ -511,7 +511,7 @@ unsafe fn launch_ordered(
     device: &Device,
     gpu: &crate::device::CudaDevice,
     function: &CudaFunction,
-    (grid, block, cooperative): ([u32; 3], [u32; 3], bool),
+    (grid, block, cooperative, shared): ([u32; 3], [u32; 3], bool, u32),
     params: &mut [*mut c_void],
     args: &[Arg<'_>],
     timer: Option<&mut LaunchTimer>,
@@ -537,7 +537,7 @@ unsafe fn launch_ordered(
         t.before(device, grid, block)?;
     }
     // SAFETY: the caller's contract.
-    unsafe { launch_raw_with(device, function, (grid, block), params, cooperative)? };
+    unsafe { launch_raw_shared(device, function, (grid, block), params, cooperative, shared)? };
     if let Some(t) = timer {
         t.after(device)?;
     }
@@ -624,10 +624,56 @@ pub unsafe fn launch_raw_with(
     params: &mut [*mut c_void],
     cooperative: bool,
 ) -> Result<(), Error> {
+    // SAFETY: the caller's contract.
+    unsafe { launch_raw_shared(device, function, (grid, block), params, cooperative, 0) }
+}
+
+/// The most dynamic shared memory a block gets without raising the function's limit.
+#[cfg(feature = "cuda")]
+const DEFAULT_DYNAMIC_SHARED: u32 = 48 * 1024;
+
+/// Raises `function`'s dynamic shared memory limit to `shared` bytes. Called before
+/// every such launch (a host call of about a microsecond, legal during a CUDA graph's
+/// capture), so a function loaded again at a reused address never keeps a stale limit.
+#[cfg(feature = "cuda")]
+fn raise_dynamic_shared(function: &CudaFunction, shared: u32) -> Result<(), Error> {
+    let bytes = i32::try_from(shared).unwrap_or(i32::MAX);
+    // SAFETY: `function` is a loaded function of the device's context.
+    unsafe {
+        cudarc::driver::result::function::set_function_attribute(
+            function.cu_function(),
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes,
+        )
+    }
+    .map_err(|e| Error::driver("cuFuncSetAttribute", e))
+}
+
+/// [`launch_raw_with`] with `shared` bytes of dynamic shared memory per block
+/// ([`Kernel::dynamic_shared`]): above 48 KiB the function's limit
+/// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`) is raised to it first; a size
+/// above the device's opt-in limit is the driver's typed error.
+///
+/// # Safety
+///
+/// As [`launch_raw`].
+#[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
+pub unsafe fn launch_raw_shared(
+    device: &Device,
+    function: &CudaFunction,
+    (grid, block): ([u32; 3], [u32; 3]),
+    params: &mut [*mut c_void],
+    cooperative: bool,
+    shared: u32,
+) -> Result<(), Error> {
     let stream = device
         .cuda_stream()
         .ok_or(Error::NotAGpu { op: "launch" })?;
     let (g, b) = ((grid[0], grid[1], grid[2]), (block[0], block[1], block[2]));
+    if shared > DEFAULT_DYNAMIC_SHARED {
+        raise_dynamic_shared(function, shared)?;
+    }
     // SAFETY: the caller's contract.
     unsafe {
         if cooperative {
@@ -635,7 +681,7 @@ pub unsafe fn launch_raw_with(
                 function.cu_function(),
                 g,
                 b,
-                0,
+                shared,
                 stream.cu_stream(),
                 params,
             )
@@ -645,7 +691,7 @@ pub unsafe fn launch_raw_with(
                 function.cu_function(),
                 g,
                 b,
-                0,
+                shared,
                 stream.cu_stream(),
                 params,
             )

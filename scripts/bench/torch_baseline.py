@@ -95,6 +95,10 @@ def make_cases(shrink):
         "cumsum_f32": lambda x: torch.cumsum(x, 1),
         "cumsum_bf16": lambda x: torch.cumsum(x, 1),
         "cumsum_cols_f32": lambda x: torch.cumsum(x, 0),
+        "topk_f32": lambda x: torch.topk(x, 64, 1),
+        "topk8_f32": lambda x: torch.topk(x, 8, 1),
+        "topk_vocab_f32": lambda x: torch.topk(x, 50, 1),
+        "sort_f32": lambda x: torch.sort(x, 1, stable=True),
         "batchnorm": lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=EPS),
     }
     # Backward cases: inputs (dy, forward input, parameters...); the timed call is
@@ -156,6 +160,17 @@ def make_cases(shrink):
     add("cumsum_f32", "cumsum_f32", [n, h], f32, [([n, h], f32)], n * h, "torch.cumsum(x, 1)")
     add("cumsum_bf16", "cumsum_bf16", [n, h], bf16, [([n, h], bf16)], n * h, "torch.cumsum(x, 1)")
     add("cumsum_cols_f32", "cumsum_cols_f32", [n, h], f32, [([n, h], f32)], n * h, "torch.cumsum(x, 0)")
+    # Sorting: bytes are the input read and the values (f32) and indices (i64) written.
+    n, h = s(4096), s(32768)
+    for name, k in [("topk_f32", 64), ("topk8_f32", 8)]:
+        add(name, name, [n, h], f32, [([n, h], f32)], n * k,
+            f"torch.topk(x, {k}, 1): values f32 + indices i64", nbytes=n * h * 4 + n * k * 12)
+    add("sort_f32", "sort_f32", [n, h], f32, [([n, h], f32)], n * h,
+        "torch.sort(x, 1, stable=True): values f32 + indices i64", nbytes=n * h * 16)
+    n, v = s(64), s(128256)
+    add("topk_vocab_f32", "topk_vocab_f32", [n, v], f32, [([n, v], f32)], n * 50,
+        "torch.topk(logits, 50, 1) over a vocabulary of 128256: values f32 + indices i64",
+        nbytes=n * v * 4 + n * 50 * 12)
     n, v = s(4096), s(32000)
     add("cross_entropy_fwd", "cross_entropy_fwd", [n, v], bf16, [([n, v], bf16), ([n, 1], ("index", v))], n,
         "F.cross_entropy(logits.float(), labels, reduction='none')", out_dtype=f32)

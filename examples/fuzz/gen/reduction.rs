@@ -1,8 +1,9 @@
 //! Reduction steps: sum, product, max, min and mean over random axes, the variance
 //! family (var, var_mean, welford), and the scans (cumsum, cumprod, cummax, cummin along
-//! one axis). Each has its proposal and its builder call.
+//! one axis), and the sorts (sort, argsort, topk), proposed with the scans. Each has its
+//! proposal and its builder call.
 
-use nvfuser::ir::ScanOp;
+use nvfuser::ir::{ScanOp, UnaryOp};
 use nvfuser::prelude::*;
 
 use super::{Ax, Gen, Meta, Red, Step, MAX_DIM};
@@ -91,6 +92,9 @@ impl Gen {
 
     /// A scan of any tensor and dtype along a random axis (a 0-d tensor takes 0 or -1).
     pub(super) fn propose_scan(&mut self) -> Option<Step> {
+        if self.rng.chance(60) {
+            return self.propose_sort();
+        }
         let a = self.pick_tensor(|_| true)?;
         let rank = self.metas[a].dims.len() as i64;
         let mut axis = self.rng.below(rank.max(1) as usize) as i64;
@@ -99,6 +103,82 @@ impl Gen {
             axis -= rank.max(1);
         }
         Some(Step::Scan(self.rng.pick(ScanOp::ALL), a, axis))
+    }
+
+    /// A sort, argsort or topk of a value both devices compute exactly (the order of
+    /// inexact values could differ by a rounding, and so the indices), not fp8, of rank
+    /// 1 or more; `k` is small (a call whose dim is shorter is refused by both devices).
+    pub(super) fn propose_sort(&mut self) -> Option<Step> {
+        let a = self.pick_tensor(|m| m.exact && !m.dims.is_empty() && !m.dtype.is_fp8())?;
+        let rank = self.metas[a].dims.len() as i64;
+        let mut axis = self.rng.below(rank as usize) as i64;
+        if self.rng.chance(25) {
+            axis -= rank;
+        }
+        let k = if self.rng.chance(50) {
+            Some(self.rng.pick(&[0i64, 1, 1, 2, 3, 3, 5, 8]))
+        } else {
+            None
+        };
+        Some(Step::Sort {
+            a,
+            axis,
+            descending: self.rng.chance(50),
+            k,
+            pick: self.rng.below(2),
+            ties: self.rng.chance(50),
+        })
+    }
+
+    /// The sort: with `ties`, a float operand is first `round(x * 2)` (exact on both
+    /// devices; many equal keys, whose order is the index order).
+    pub(super) fn make_sort(
+        &mut self,
+        a: usize,
+        axis: i64,
+        descending: bool,
+        k: Option<i64>,
+        pick: usize,
+        ties: bool,
+    ) -> Option<(ValId, Meta)> {
+        let (x, m) = self.operand(a)?;
+        if !m.exact || m.dtype.is_fp8() {
+            return None;
+        }
+        let x = if ties && m.dtype.is_float() {
+            let two = self.fd.constant(2.0);
+            let y = self.fd.mul(x, two).ok()?;
+            let y = self.fd.unary(UnaryOp::Round, y).ok()?;
+            if self.fd.fusion().val(y).dtype != m.dtype {
+                return None;
+            }
+            y
+        } else {
+            x
+        };
+        let (values, indices) = self.fd.sort_op(x, axis, descending, k).ok()?;
+        let rank = m.dims.len() as i64;
+        let along = (if axis < 0 { axis + rank } else { axis }) as usize;
+        let mut dims = m.dims.clone();
+        if k.is_some() {
+            dims[along] = self.fresh();
+        }
+        let (v, dtype, bound) = if pick == 0 {
+            let b = if ties { m.bound * 2.0 + 1.0 } else { m.bound };
+            (values, m.dtype, b)
+        } else {
+            (indices, DataType::I64, (1u64 << 22) as f64)
+        };
+        Some((
+            v,
+            Meta {
+                dims,
+                dtype,
+                scalar: false,
+                exact: true,
+                bound,
+            },
+        ))
     }
 
     /// The scan: a float `cumprod` runs over factors `1 + k tanh(x)`, like a product.

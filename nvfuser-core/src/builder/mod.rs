@@ -19,6 +19,7 @@ mod pointwise;
 mod reduction;
 mod scan;
 mod shape;
+mod sort;
 mod triangular;
 
 use std::sync::atomic::{AtomicU32, Ordering};

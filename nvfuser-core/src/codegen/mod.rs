@@ -18,6 +18,7 @@ pub mod index;
 pub mod kir;
 mod lower;
 pub mod preamble;
+pub mod sort_support;
 
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +83,10 @@ pub struct Kernel {
     pub grid_sync: bool,
     /// See [`KernelOptions::min_blocks_per_sm`].
     pub min_blocks_per_sm: Option<i64>,
+    /// Bytes of dynamic shared memory each block gets at launch (a sort kernel's rows,
+    /// [`sort_support`]); 0 for every other kernel. Above 48 KiB the launcher first
+    /// raises the function's limit (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+    pub dynamic_shared: u32,
 }
 
 impl Kernel {
@@ -93,6 +98,11 @@ impl Kernel {
 
 /// Validates, lowers and returns the kernel for a scheduled fusion.
 pub fn generate(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<Kernel> {
+    // A block sort has no loop nests to validate: its lowering checks its one
+    // expression itself.
+    if let Some(layout) = sf.schedule().sort {
+        return lower::sort::lower(sf, layout, opts);
+    }
     sf.validate()?;
     lower::lower(sf, opts)
 }

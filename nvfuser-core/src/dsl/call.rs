@@ -245,15 +245,21 @@ impl Interp<'_> {
         expected: &str,
     ) -> Option<ArgVal> {
         if !matches!(e.kind, ExprKind::Invalid) {
+            let name = spec.params[slot].name;
+            let hint = if spec.name == "topk" && name == "k" {
+                format!(
+                    "k is a constant: it is the size of the outputs' sorted dim, which the fusion's shapes hold (a scalar k is not supported); the signature is {}",
+                    spec.usage()
+                )
+            } else {
+                format!("the signature is {}", spec.usage())
+            };
             self.errors.push(
                 DslError::new(
                     e.span,
-                    format!(
-                        "argument `{}` of `{}` must be {expected}",
-                        spec.params[slot].name, spec.name
-                    ),
+                    format!("argument `{name}` of `{}` must be {expected}", spec.name),
                 )
-                .with_hint(format!("the signature is {}", spec.usage())),
+                .with_hint(hint),
             );
         }
         None

@@ -78,6 +78,13 @@ impl Interp<'_> {
                 _ => fd.scan(s, v(0), int(1)),
             }
             .map(Value::Tensor),
+            Family::Sort => fd
+                .sort(v(0), int(1), boolean(2), boolean(3))
+                .map(|(a, b)| Value::Tuple(vec![Value::Tensor(a), Value::Tensor(b)])),
+            Family::Argsort => fd.argsort(v(0), int(1), boolean(2)).map(Value::Tensor),
+            Family::Topk => fd
+                .topk(v(0), int(1), int(2), boolean(3), boolean(4))
+                .map(|(a, b)| Value::Tuple(vec![Value::Tensor(a), Value::Tensor(b)])),
             Family::Var => fd
                 .var(v(0), &ints(1), int(2), boolean(3))
                 .map(Value::Tensor),
@@ -184,6 +191,11 @@ impl Interp<'_> {
             Error::Arity { what, .. } if what.contains("pairs") => find(&["widths"]),
             Error::Arity { what, .. } if what.contains("permutation") => find(&["perm"]),
             Error::Arity { what, .. } if what.contains("broadcast dims") => find(&["dims"]),
+            Error::InvalidArgument { reason, .. } | Error::Shape { found: reason, .. }
+                if reason.starts_with("k ") =>
+            {
+                find(&["k"])
+            }
             Error::InvalidArgument { reason, .. } if reason.contains("correction") => {
                 find(&["correction"])
             }

@@ -82,6 +82,9 @@ pub(crate) enum Family {
     SegmentSet,
     Reduction(ReductionOp),
     Scan(ScanOp),
+    Sort,
+    Argsort,
+    Topk,
     Var,
     VarMean,
     Welford,
@@ -197,6 +200,28 @@ const SCAN_DTYPE: &[P] = &[
     p("axis", Int),
     opt("dtype", DType, Default::InputDType),
 ];
+/// `sort(x, axis = -1, descending = false, stable = false)`: `(values, indices)`.
+const SORT: &[P] = &[
+    p("x", Value),
+    opt("axis", Int, Default::Int(-1)),
+    opt("descending", Bool, Default::Bool(false)),
+    opt("stable", Bool, Default::Bool(false)),
+];
+/// `argsort(x, axis = -1, descending = false)`: the indices of `sort`.
+const ARGSORT: &[P] = &[
+    p("x", Value),
+    opt("axis", Int, Default::Int(-1)),
+    opt("descending", Bool, Default::Bool(false)),
+];
+/// `topk(x, k, axis = -1, largest = true, sorted = true)`: `(values, indices)`; `k` is
+/// an integer literal.
+const TOPK: &[P] = &[
+    p("x", Value),
+    p("k", Int),
+    opt("axis", Int, Default::Int(-1)),
+    opt("largest", Bool, Default::Bool(true)),
+    opt("sorted", Bool, Default::Bool(true)),
+];
 const BROADCAST: &[P] = &[p("x", Value), p("mask", Mask)];
 const UNSQUEEZE: &[P] = &[p("x", Value), p("axis", Int)];
 const SQUEEZE: &[P] = &[p("x", Value), p("axes", Axes)];
@@ -310,7 +335,10 @@ pub(crate) fn table() -> &'static [OpSpec] {
             };
             add(name, Family::RandGen(d), params);
         }
-        let rest: [(&'static str, Family, &'static [P]); 26] = [
+        let rest: [(&'static str, Family, &'static [P]); 29] = [
+            ("sort", Family::Sort, SORT),
+            ("argsort", Family::Argsort, ARGSORT),
+            ("topk", Family::Topk, TOPK),
             ("cast", Family::Cast, CAST),
             ("set", Family::Set, X),
             ("segment_set", Family::SegmentSet, X),
@@ -364,6 +392,8 @@ fn alias(name: &str) -> Option<&'static str> {
         "average" => "mean",
         "cumulative_sum" | "prefix_sum" | "inclusive_scan" => "cumsum",
         "cumulative_prod" => "cumprod",
+        "top_k" => "topk",
+        "arg_sort" | "sort_indices" => "argsort",
         "variance" => "var",
         "clip" => "clamp",
         "swish" => "silu",

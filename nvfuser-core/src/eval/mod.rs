@@ -214,6 +214,31 @@
 //!   -2..2)`); the evaluator refuses an IR scan whose axis is not below the input's rank
 //!   with the same error.
 //!
+//! # Sorting
+//!
+//! `sort`, `argsort` and `topk` along one `axis` (IR `Op::Sort`, two outputs: the values
+//! in the input's dtype and their positions along the axis as **i64**) follow one
+//! total order, the same on every device, bit for bit:
+//!
+//! * **Stable.** Each lane (the other indices fixed) is sorted as (key, index) pairs: a
+//!   key before another by the order below, equal keys by the **lower index first**, in
+//!   ascending and descending sorts alike (descending reverses the key order only).
+//!   `topk(k, largest)` is the first `k` pairs of the descending (`largest`) or ascending
+//!   order, so it is always sorted, and its ties go to the lower index.
+//! * **Key order.** Integers and bools (`false < true`) by value. Floats (f16, bf16,
+//!   f32, f64) by IEEE order, with **NaN above +inf** (every NaN equal to every other, so
+//!   NaNs keep their index order) and **-0 equal to +0** (they keep their index order
+//!   too). So an ascending sort puts NaNs last and a `topk` of the largest takes NaNs
+//!   first, as PyTorch. fp8 tensors are refused by the builder (cast them first).
+//! * **Values** are the input elements themselves (a `-0` stays `-0`, a NaN stays NaN);
+//!   indices are exact. The comparison of both devices is exact.
+//! * **Shapes.** The outputs have the input's shape, except that `topk` makes the sorted
+//!   dim `k` long. `k` is a constant `0 <= k <= size`: a larger `k` is refused by the
+//!   builder when the size is static, else by the argument checks of every device
+//!   ([`crate::ir::bind::check_sizes`]: `argument 0 dim 1: size 3`, expected `be at
+//!   least 5`, `topk takes k = 5 elements along dim 1`). `k = 0` and empty dims give
+//!   empty outputs. 0-d tensors are refused.
+//!
 //! # Shape ops
 //!
 //! * `broadcast` inserts size-1 dims; `expand` turns size-1 broadcast dims into the given
@@ -290,6 +315,7 @@ mod math;
 mod pointwise;
 mod reduce;
 mod shape;
+mod sort;
 mod tensor;
 
 pub use crate::dtype::round_to;

@@ -74,6 +74,8 @@ pub(crate) enum Rel {
     EqUnlessKeep,
     /// At most the other side (gather's index).
     AtMost,
+    /// At least the other side (the sorted dim of `topk` against `k`).
+    AtLeast,
 }
 
 /// One pairing: dim `axis` of expression input `operand` against `other`.
@@ -158,7 +160,7 @@ impl SizeChecks {
                 else {
                     continue;
                 };
-                if t.rel != Rel::AtMost && dim.kind == IterKind::Broadcast {
+                if !matches!(t.rel, Rel::AtMost | Rel::AtLeast) && dim.kind == IterKind::Broadcast {
                     continue;
                 }
                 if dim.extent == t.other {
@@ -217,12 +219,13 @@ impl SizeChecks {
                         Rel::Eq => x == y,
                         Rel::EqUnlessKeep => y == -1 || x == y,
                         Rel::AtMost => x <= y,
+                        Rel::AtLeast => x >= y,
                     };
                     if !ok {
-                        let relation = if *rel == Rel::AtMost {
-                            "be at most"
-                        } else {
-                            "equal"
+                        let relation = match rel {
+                            Rel::AtMost => "be at most",
+                            Rel::AtLeast => "be at least",
+                            _ => "equal",
                         };
                         let other = match b {
                             Extent::Const(c) => c.to_string(),
@@ -424,6 +427,17 @@ pub(crate) fn collect_ties(fusion: &Fusion, e: &Expr, out: &mut Vec<Tie>) {
                 tie(0, j, o.get(j), Rel::Eq);
             }
         }
+        Op::Sort { axis, k, .. } => {
+            // Both outputs keep every dim but the sorted one, which `topk` shortens to
+            // `k`: the input must hold at least `k` elements there.
+            let o = out_dims(0, true);
+            for j in 0..rank(0).unwrap_or(0) {
+                match (j == *axis, k) {
+                    (true, Some(k)) => tie(0, j, Some(&Extent::Const(*k)), Rel::AtLeast),
+                    _ => tie(0, j, o.get(j), Rel::Eq),
+                }
+            }
+        }
         Op::Broadcast { mask } => {
             let o = out_dims(0, false);
             let kept = mask.iter().enumerate().filter(|(_, b)| !**b);
@@ -565,6 +579,9 @@ fn why(e: &Expr) -> String {
         ),
         Op::Reduction { .. } | Op::Var { .. } | Op::VarMean { .. } | Op::Welford { .. } => {
             format!("{name} keeps the dims it does not reduce")
+        }
+        Op::Sort { axis, k: Some(k), .. } => {
+            format!("topk takes k = {k} elements along dim {axis}")
         }
         _ => format!("{name} keeps this dim"),
     }

@@ -399,6 +399,18 @@ pub enum Op {
         /// The scanned axis (a logical dim of the input).
         axis: usize,
     },
+    /// Stable sort along `axis` (the order of `eval`'s "Sorting" section: ties by the
+    /// lower index first, NaN above +inf, -0 equal to +0). Outputs `[values, indices]`,
+    /// indices i64 positions along `axis`. With `k`, only the first `k` elements of the
+    /// sorted order (`topk`; the output's dim `axis` has extent `k`). Inputs: `[x]`.
+    Sort {
+        /// The sorted axis (a logical dim of the input).
+        axis: usize,
+        /// Largest first (`topk`'s `largest`).
+        descending: bool,
+        /// Keep the first `k` of the order (`topk`); `None` keeps all (`sort`).
+        k: Option<i64>,
+    },
     /// Inserts broadcast dims where `mask` is true. Output rank is `mask.len()`.
     Broadcast {
         /// One entry per output dim; true marks a new size-1 dim.
@@ -516,6 +528,8 @@ impl Op {
             Op::VarMean { .. } => "var_mean",
             Op::Welford { .. } => "welford",
             Op::Scan { op, .. } => op.name(),
+            Op::Sort { k: None, .. } => "sort",
+            Op::Sort { k: Some(_), .. } => "topk",
             Op::Broadcast { .. } => "broadcast",
             Op::Expand { .. } => "expand",
             Op::Reshape { .. } => "reshape",

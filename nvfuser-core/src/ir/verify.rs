@@ -129,7 +129,7 @@ pub fn verify(fusion: &Fusion) -> Result<()> {
         }
         let (ins, outs) = (e.inputs.len(), e.outputs.len());
         let want_outs = match e.op {
-            Op::VarMean { .. } => 2,
+            Op::VarMean { .. } | Op::Sort { .. } => 2,
             Op::Welford { .. } => 3,
             _ => 1,
         };

@@ -251,6 +251,22 @@ fn rhs(fusion: &Fusion, e: &Expr) -> String {
             format!("{name}({}, axes={axes:?})", operands(fusion, e, all))
         }
         Op::Scan { axis, .. } => format!("{name}({}, axis={axis})", operands(fusion, e, all)),
+        Op::Sort {
+            axis,
+            descending,
+            k: None,
+        } => format!(
+            "{name}({}, axis={axis}, descending={descending})",
+            operands(fusion, e, all)
+        ),
+        Op::Sort {
+            axis,
+            descending,
+            k: Some(k),
+        } => format!(
+            "{name}({}, k={k}, axis={axis}, largest={descending})",
+            operands(fusion, e, all)
+        ),
         Op::Var { axes, correction } | Op::VarMean { axes, correction } => {
             format!(
                 "{name}({}, axes={axes:?}, correction={correction})",

@@ -326,6 +326,20 @@ impl<'a> Printer<'a> {
                 self.call(name, ins[0], &[format!("{axes:?}")])
             }
             Op::Scan { axis, .. } => self.call(name, ins[0], &[axis.to_string()]),
+            Op::Sort {
+                axis,
+                descending,
+                k: None,
+            } => self.call(name, ins[0], &[axis.to_string(), descending.to_string()]),
+            Op::Sort {
+                axis,
+                descending,
+                k: Some(k),
+            } => self.call(
+                name,
+                ins[0],
+                &[k.to_string(), axis.to_string(), descending.to_string()],
+            ),
             Op::Var { axes, correction } | Op::VarMean { axes, correction } => {
                 self.call(name, ins[0], &[format!("{axes:?}"), correction.to_string()])
             }

@@ -322,6 +322,28 @@ pub enum Primitive {
     /// Move the definition of `tensor` (a load of fusion inputs computed inside a loop
     /// nest) ahead of the other computations of its loop nest.
     HoistInNest { tensor: ValId },
+    /// Lower the fusion's one sort as a block sort of this layout (see
+    /// [`SortLayout`]) instead of loop nests.
+    SortLayout { layout: SortLayout },
+}
+
+/// How a sort kernel holds its rows (the sort scheduler's choice; the lowering,
+/// `codegen::lower::sort`, emits one `nvf_sort_rows` call of it): each block sorts
+/// `rows_per_block` rows of up to `pad` elements (a power of two) with `threads`
+/// threads, in dynamic shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SortLayout {
+    /// Elements a row may hold: a power of two, at least the sorted dim's size.
+    pub pad: i64,
+    /// Rows sorted by one block.
+    pub rows_per_block: i64,
+    /// Threads of a block (`threadIdx.x`).
+    pub threads: i64,
+    /// A `topk` by radix select (`nvf_topk_rows`, one row per block, any row length)
+    /// when nonzero: the power of two at least `k` its selected pairs are sorted in;
+    /// 0 sorts whole rows (`nvf_sort_rows`).
+    #[serde(default)]
+    pub select: i64,
 }
 
 /// The kernel graph and every tensor's scheduling state.
@@ -342,6 +364,9 @@ pub struct Schedule {
     /// no entry in `tensors`: they have no loops, no buffer and no memory type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recomputed: Vec<SExpr>,
+    /// The block-sort layout of a sort kernel ([`Primitive::SortLayout`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort: Option<SortLayout>,
     /// The next id for a tensor the schedule adds.
     next_id: u32,
 }
@@ -414,6 +439,7 @@ impl ScheduledFusion {
             outputs,
             history: Vec::new(),
             recomputed: Vec::new(),
+            sort: None,
             next_id: fusion.num_vals() as u32,
         };
         Ok(ScheduledFusion { fusion, schedule })

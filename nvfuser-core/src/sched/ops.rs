@@ -55,7 +55,42 @@ impl ScheduledFusion {
             Primitive::RecomputeAtUse { tensor } => self.recompute_at_use(tensor),
             Primitive::Hoist { tensor } => self.hoist(tensor),
             Primitive::HoistInNest { tensor } => self.hoist_in_nest(tensor),
+            Primitive::SortLayout { layout } => self.sort_layout(layout),
         }
+    }
+
+    /// Makes the fusion's one sort a block sort of `layout` (the sort scheduler's
+    /// schedule): `pad` a power of two, at least one row and 32 to 1024 threads.
+    pub fn sort_layout(&mut self, layout: super::SortLayout) -> SchedResult<()> {
+        let sorts = self
+            .schedule
+            .exprs
+            .iter()
+            .filter(|e| matches!(e.op, Op::Sort { .. }))
+            .count();
+        if sorts != 1 || self.schedule.exprs.len() != 1 {
+            return Err(ScheduleError::Unsupported(format!(
+                "a sort layout needs a fusion of exactly one sort, found {} expressions ({sorts} sorts)",
+                self.schedule.exprs.len()
+            )));
+        }
+        let ok = layout.pad >= 1
+            && (layout.pad as u64).is_power_of_two()
+            && layout.rows_per_block >= 1
+            && (32..=1024).contains(&layout.threads)
+            && layout.select >= 0
+            && (layout.select == 0
+                || ((layout.select as u64).is_power_of_two()
+                    && layout.select <= 4096
+                    && layout.rows_per_block == 1));
+        if !ok {
+            return Err(ScheduleError::Unsupported(format!(
+                "sort layout {layout:?}: expected a power-of-two pad, at least one row per block, 32 to 1024 threads, and a select of 0 or a power of two up to 4096 with one row per block"
+            )));
+        }
+        self.schedule.sort = Some(layout);
+        self.schedule.history.push(Primitive::SortLayout { layout });
+        Ok(())
     }
 
     /// Splits loop `axis` so that the inner dim has extent `factor`.

@@ -61,6 +61,21 @@ impl ScheduledFusion {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        if let Some(l) = &s.sort {
+            if l.select > 0 {
+                let _ = writeln!(
+                    out,
+                    "block topk: one row per block by radix select, {} selected pairs sorted, {} threads",
+                    l.select, l.threads
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "block sort: {} rows of {} elements per block, {} threads",
+                    l.rows_per_block, l.pad, l.threads
+                );
+            }
+        }
         for e in &s.recomputed {
             let args: Vec<String> = e.inputs.iter().map(|&v| name(v)).collect();
             let _ = writeln!(

@@ -21,19 +21,22 @@ pub enum SchedulerKind {
     InnerPersistent,
     /// Scans of one axis with pointwise math around them.
     Scan,
+    /// One sort (`sort`, `argsort`, `topk`) of a fusion input.
+    Sort,
     /// The simple default schedule (slow but general); last resort.
     Default,
 }
 
 impl SchedulerKind {
     /// The order in which the registry tries the schedulers.
-    pub const ORDER: [SchedulerKind; 7] = [
+    pub const ORDER: [SchedulerKind; 8] = [
         SchedulerKind::NoOp,
         SchedulerKind::Reduction,
         SchedulerKind::Transpose,
         SchedulerKind::Pointwise,
         SchedulerKind::InnerPersistent,
         SchedulerKind::Scan,
+        SchedulerKind::Sort,
         SchedulerKind::Default,
     ];
 
@@ -46,6 +49,7 @@ impl SchedulerKind {
             SchedulerKind::Pointwise => "pointwise",
             SchedulerKind::InnerPersistent => "inner persistent",
             SchedulerKind::Scan => "scan",
+            SchedulerKind::Sort => "sort",
             SchedulerKind::Default => "default",
         }
     }

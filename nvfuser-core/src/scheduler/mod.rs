@@ -69,6 +69,7 @@ pub mod reduction;
 pub mod registry;
 pub(crate) mod resize;
 mod schedulers;
+mod sort;
 pub mod squeeze;
 mod unfit;
 
@@ -79,7 +80,7 @@ pub use info::{
 };
 pub use params::{
     CompileParams, HeuristicParams, InvalidParams, LaunchParams, OuterReductionParams,
-    PersistentParams, PointwiseParams, ReductionParams, ScanParams, TransposeParams,
+    PersistentParams, PointwiseParams, ReductionParams, ScanParams, SortParams, TransposeParams,
 };
 pub use permute::push_permutes;
 pub use presets::{GpuModel, GpuSpec, UnknownGpu};

@@ -188,6 +188,26 @@ pub struct ScanParams {
     pub compile: CompileParams,
 }
 
+/// Sort: each block sorts `rows_per_block` rows of up to `pad` elements (a power of
+/// two) with `threads` threads in dynamic shared memory (see `scheduler::sort`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SortParams {
+    /// Elements a row may hold: a power of two, at least the sorted dim's size.
+    pub pad: i64,
+    /// Rows sorted by one block.
+    pub rows_per_block: i64,
+    /// Threads of a block, 32 to 1024.
+    pub threads: i64,
+    /// Nonzero: a `topk` by radix select, one row per block, its `k` pairs sorted in a
+    /// power of two `select` (see `sched::SortLayout::select`); 0: whole rows sorted.
+    #[serde(default)]
+    pub select: i64,
+    /// Launch the parameters were computed for.
+    pub launch: LaunchParams,
+    /// Kernel options.
+    pub compile: CompileParams,
+}
+
 /// The parameters of whichever scheduler took the fusion.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum HeuristicParams {
@@ -205,6 +225,8 @@ pub enum HeuristicParams {
     Transpose(TransposeParams),
     /// See [`ScanParams`].
     Scan(ScanParams),
+    /// See [`SortParams`].
+    Sort(SortParams),
     /// The default (untuned) schedule.
     Default,
 }
@@ -285,6 +307,7 @@ impl HeuristicParams {
             HeuristicParams::InnerPersistent(_) => SchedulerKind::InnerPersistent,
             HeuristicParams::Transpose(_) => SchedulerKind::Transpose,
             HeuristicParams::Scan(_) => SchedulerKind::Scan,
+            HeuristicParams::Sort(_) => SchedulerKind::Sort,
             HeuristicParams::Default => SchedulerKind::Default,
         }
     }
@@ -327,6 +350,7 @@ impl HeuristicParams {
                 HeuristicParams::InnerPersistent(x) => x.launch = none,
                 HeuristicParams::Transpose(x) => x.launch = none,
                 HeuristicParams::Scan(x) => x.launch = none,
+                HeuristicParams::Sort(x) => x.launch = none,
                 HeuristicParams::NoOp | HeuristicParams::Default => {}
             }
             p
@@ -343,6 +367,7 @@ impl HeuristicParams {
             HeuristicParams::InnerPersistent(p) => Some(&p.compile),
             HeuristicParams::Transpose(p) => Some(&p.compile),
             HeuristicParams::Scan(p) => Some(&p.compile),
+            HeuristicParams::Sort(p) => Some(&p.compile),
             HeuristicParams::NoOp | HeuristicParams::Default => None,
         }
     }
@@ -468,6 +493,40 @@ impl HeuristicParams {
                     i64::from(p.vectorize),
                     !p.vectorize || [2, 4, 8, 16].contains(&p.chunk),
                     "a chunk of 2, 4, 8 or 16 elements when set",
+                )
+            }
+            HeuristicParams::Sort(p) => {
+                check(
+                    k,
+                    "pad",
+                    p.pad,
+                    p.pad >= 1 && (p.pad as u64).is_power_of_two(),
+                    "a power of two",
+                )?;
+                check(
+                    k,
+                    "rows_per_block",
+                    p.rows_per_block,
+                    p.rows_per_block >= 1,
+                    "at least 1",
+                )?;
+                check(
+                    k,
+                    "threads",
+                    p.threads,
+                    (32..=1024).contains(&p.threads),
+                    "32 to 1024",
+                )?;
+                check(
+                    k,
+                    "select",
+                    p.select,
+                    p.select == 0
+                        || (p.select > 0
+                            && (p.select as u64).is_power_of_two()
+                            && p.select <= 4096
+                            && p.rows_per_block == 1),
+                    "0, or a power of two up to 4096 with one row per block",
                 )
             }
             HeuristicParams::NoOp | HeuristicParams::Default => Ok(()),

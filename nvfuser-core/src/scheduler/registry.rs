@@ -29,13 +29,14 @@ pub struct Registry {
 }
 
 /// The standard list, in [`SchedulerKind::ORDER`]. A new scheduler is one line here.
-static STANDARD: [&dyn Scheduler; 7] = [
+static STANDARD: [&dyn Scheduler; 8] = [
     &schedulers::NoOp,
     &schedulers::Reduction,
     &schedulers::Transpose,
     &schedulers::Pointwise,
     &schedulers::InnerPersistent,
     &schedulers::Scan,
+    &super::sort::Sort,
     &schedulers::Default,
 ];
 

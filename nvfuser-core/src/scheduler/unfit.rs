@@ -117,6 +117,23 @@ pub enum Unfit {
     /// No scan at all.
     #[error("no scan")]
     NoScan,
+    /// Not one sort of a fusion input with its values and indices as the outputs (the
+    /// sort scheduler's shape; the segmenter puts other math in other segments).
+    #[error("the sort scheduler takes one sort, argsort or topk of a fusion input with its values and indices as the outputs: {why}")]
+    NotASort {
+        /// What differs.
+        why: String,
+    },
+    /// A sorted row whose (key, index) pairs do not fit a block's shared memory.
+    #[error("a sorted row of {elements} elements needs {bytes} bytes of shared memory per block, more than the device's {limit} (a sort in global memory is not implemented)")]
+    SortRowTooLong {
+        /// Elements per row.
+        elements: i64,
+        /// Bytes its block needs.
+        bytes: i64,
+        /// The device's shared memory per block (opt-in).
+        limit: i64,
+    },
     /// Scans of different axes or ranks in one fusion.
     #[error("{tensor} scans axis {axis} of rank {rank}, but the first scan scans axis {} of rank {}", first.1, first.0)]
     ScanAxes {

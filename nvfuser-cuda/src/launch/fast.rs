@@ -335,7 +335,12 @@ impl FastLaunch {
                 device,
                 gpu,
                 function,
-                (self.grid, self.block, kernel.grid_sync),
+                (
+                    self.grid,
+                    self.block,
+                    kernel.grid_sync,
+                    kernel.dynamic_shared,
+                ),
                 params.as_mut_slice(),
                 args,
                 None,

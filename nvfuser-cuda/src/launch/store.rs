@@ -197,7 +197,7 @@ pub(crate) fn store_on_gpu(target: &Tensor, value: &Tensor) -> Result<(), Error>
             device,
             gpu,
             &function,
-            ([grid, 1, 1], [BLOCK, 1, 1], false),
+            ([grid, 1, 1], [BLOCK, 1, 1], false, 0),
             &mut params,
             &args,
             None,

@@ -73,6 +73,30 @@ impl Replayer<'_> {
             | Op::Var { .. }
             | Op::VarMean { .. }
             | Op::Welford { .. } => self.reduction_call(e, o),
+            Op::Sort {
+                axis,
+                descending,
+                k,
+            } => {
+                o.arity(1)?;
+                let fd = local_fd();
+                let (x, a) = (&o.names[0], paths::int(*axis as i64));
+                let kt = match k {
+                    Some(k) => {
+                        let k = paths::int(*k);
+                        quote!(::core::option::Option::Some(#k))
+                    }
+                    None => quote!(::core::option::Option::None),
+                };
+                let (values, indices) = self
+                    .fd
+                    .sort_op(o.ins[0], *axis as i64, *descending, *k)
+                    .map_err(err)?;
+                Ok((
+                    vec![values, indices],
+                    quote!(#fd.sort_op(#x, #a, #descending, #kt)),
+                ))
+            }
             Op::Broadcast { .. }
             | Op::Expand { .. }
             | Op::Reshape { .. }

@@ -7,7 +7,7 @@ use nvfuser_core::prelude::*;
 use quote::quote;
 
 use nvfuser_core::testing::{
-    binary_cases, reduction_cases, scan_cases, ternary_cases, try_build, unary_cases,
+    binary_cases, reduction_cases, scan_cases, sort_cases, ternary_cases, try_build, unary_cases,
 };
 
 use super::replay;
@@ -48,6 +48,16 @@ fn every_reduction_and_the_var_family() {
             .count(),
         2
     );
+    for (what, f) in &cases {
+        check(what, f);
+    }
+}
+
+#[test]
+fn every_sort_on_every_dtype_and_axis() {
+    let cases = sort_cases();
+    // Five sorts on the seven dtypes that are not fp8 along three axes.
+    assert_eq!(cases.len(), 5 * 7 * 3, "{} cases", cases.len());
     for (what, f) in &cases {
         check(what, f);
     }

@@ -203,6 +203,8 @@ impl Display for Func {
             Func::GridWelford => "nvf_grid_welford",
             Func::GridAllreduceGroup => "nvf_grid_allreduce_group",
             Func::GridReduceGroup => "nvf_grid_reduce_group",
+            Func::SortRows => "nvf_sort_rows",
+            Func::TopkRows => "nvf_topk_rows",
         };
         f.write_str(name)
     }

@@ -201,6 +201,13 @@ pub enum Func {
     /// segment, blocks, rank, slot, slots, reduced thread dim, smem)`; true in the block
     /// that holds the final values (the last to arrive). No grid barrier.
     GridReduceGroup,
+    /// The block sort of a sort kernel: `(in, in_shape, values, values_shape, indices,
+    /// indices_shape, axis, pad, rows_per_block, descending)` (see
+    /// [`crate::codegen::sort_support`]); a null output is not written.
+    SortRows,
+    /// The radix-select topk of a sort kernel: `(in, in_shape, values, values_shape,
+    /// indices, indices_shape, axis, kpad, descending)`.
+    TopkRows,
 }
 
 impl Expr {

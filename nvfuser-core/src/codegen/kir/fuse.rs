@@ -222,6 +222,8 @@ fn is_collective(f: Func) -> bool {
         Func::BlockWelfordX
             | Func::BlockWelfordY
             | Func::BlockScanX
+            | Func::SortRows
+            | Func::TopkRows
             | Func::GridReduce
             | Func::GridWelford
             | Func::GridAllreduceGroup

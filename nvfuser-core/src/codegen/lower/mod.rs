@@ -35,6 +35,7 @@ mod reductions;
 mod resize;
 mod scan;
 mod sites;
+pub(super) mod sort;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -239,6 +240,7 @@ fn lower_in(sf: &ScheduledFusion, s: &Schedule, opts: &KernelOptions) -> SchedRe
         reads: crate::ir::reads::ReadChecks::of(sf.fusion()),
         grid_sync: l.grid_sync,
         min_blocks_per_sm: opts.min_blocks_per_sm,
+        dynamic_shared: 0,
     })
 }
 

@@ -342,6 +342,15 @@ impl<'a> Evaluator<'a> {
             Op::Scan { op, axis } => {
                 one(tensor(reduce::scan(*op, self.arg(e, 0)?.t, *axis, out0)?))
             }
+            Op::Sort {
+                axis,
+                descending,
+                k,
+            } => {
+                let (values, indices) =
+                    super::sort::sort(name, self.arg(e, 0)?.t, *axis, *descending, *k)?;
+                vec![tensor(values), HostTensor::raw(DataType::I64, indices)]
+            }
             Op::Var { axes, correction } => {
                 let (var, _) = reduce::var_mean(name, self.arg(e, 0)?.t, axes, *correction, out0)?;
                 one(tensor(var))
