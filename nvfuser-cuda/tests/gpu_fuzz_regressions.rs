@@ -738,3 +738,33 @@ fn reductions_beside_size_one_dims() {
         &[&[&[100, 1, 1024, 1]], &[&[5, 1, 3, 1]]],
     );
 }
+
+/// GPU fuzz seeds 12608041, 12610762, 12632162, 12634746: a sort kernel whose fusion
+/// has inputs of another rank than the sorted one (an unused 0-d or rank-2 input, an
+/// input returned as an output). The sort lowering declared every input's shape with
+/// the sorted tensor's rank, so the launch refused the arguments ("T2_shape: expected
+/// rank 4, found 0 sizes").
+#[test]
+fn a_sort_beside_inputs_of_other_ranks() {
+    check_calls(
+        r#"
+fn k(t0: Tensor<bf16, [_, 1, _, _]>, t1: Tensor<f64, [_, _, _, _]>, t2: Tensor<f64, []>) -> (Tensor<i64, [_, _, _, _]>, Tensor<bf16, [_, 1, _, _]>) {
+    let (v, i) = t1.sort(3, false);
+    (i, t0)
+}
+"#,
+        &[
+            &[&[1, 1, 5, 3], &[1, 256, 5, 3], &[]],
+            &[&[5, 1, 64, 128], &[5, 2, 64, 128], &[]],
+        ],
+    );
+    check_calls(
+        r#"
+fn k(t0: Tensor<f32, [_, _]>, t1: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _, _]> {
+    let (v, i) = t1.sort(1, true);
+    v
+}
+"#,
+        &[&[&[3, 7], &[4, 300, 5]], &[&[1, 1], &[2, 3000, 1]]],
+    );
+}

@@ -209,3 +209,51 @@ fn sort_kernels_on_an_h100() {
     .join("\n");
     insta::assert_snapshot!(text);
 }
+
+/// GPU fuzz seeds 12608041 and 12634746: the sort kernel declares each input's shape
+/// with that input's own rank (an unused 0-d input, an input of rank 2 returned as an
+/// output); the launch refused the arguments when every shape took the sorted rank.
+#[test]
+fn the_sort_kernel_declares_each_input_with_its_own_rank() {
+    use nvfuser_core::codegen::ParamKind;
+    let fusion = nvfuser_core::dsl::build_str(
+        r#"
+fn k(t0: Tensor<bf16, [_, _]>, t1: Tensor<f64, [_, _, _, _]>, t2: Tensor<f64, []>) -> (Tensor<i64, [_, _, _, _]>, Tensor<bf16, [_, _]>) {
+    let (v, i) = t1.sort(3, false);
+    (i, t0)
+}
+"#,
+    )
+    .unwrap()
+    .remove(0)
+    .0;
+    let info = RuntimeInfo {
+        device: DeviceInfo::h100_for_tests(),
+        inputs: vec![
+            InputInfo::Tensor(dense(DataType::BF16, &[5, 3])),
+            InputInfo::Tensor(dense(DataType::F64, &[2, 256, 5, 3])),
+            InputInfo::Tensor(dense(DataType::F64, &[])),
+        ],
+    };
+    let exec = FusionExecutorCache::new(fusion.clone());
+    let plan = exec.plan_for(&info, None).unwrap_or_else(|e| panic!("{e}"));
+    let kernels: Vec<_> = plan.kernels().collect();
+    assert_eq!(kernels.len(), 1, "{plan}");
+    let mut shapes = 0;
+    for p in &kernels[0].abi.params {
+        if let ParamKind::TensorShape { tensor, rank } = p.kind {
+            let t = fusion.tensor_type(tensor);
+            assert_eq!(Some(rank), t.map(|t| t.rank()), "{}", p.name);
+            shapes += 1;
+        }
+    }
+    assert!(shapes >= 2, "{:?}", kernels[0].abi.params);
+    if require_nvrtc().is_some() {
+        compile(
+            &kernels[0].cuda_source(),
+            &kernels[0].abi.name,
+            GpuArch::SM90,
+        )
+        .unwrap();
+    }
+}

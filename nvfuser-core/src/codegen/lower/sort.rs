@@ -67,6 +67,8 @@ pub(in crate::codegen) fn lower(
                 input,
             },
         });
+        // Each tensor's own rank: an unused input may have another rank than x.
+        let rank = f.tensor_type(v).map_or(rank, |t| t.rank());
         params.push(Param {
             name: format!("T{}_shape", v.id()),
             kind: ParamKind::TensorShape { tensor: v, rank },
