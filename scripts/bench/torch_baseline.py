@@ -98,7 +98,7 @@ def make_cases(shrink):
         "topk_f32": lambda x: torch.topk(x, 64, 1),
         "topk8_f32": lambda x: torch.topk(x, 8, 1),
         "topk_vocab_f32": lambda x: torch.topk(x, 50, 1),
-        "sort_f32": lambda x: torch.sort(x, 1, stable=True),
+        "sort_f32": lambda x: torch.sort(x, dim=1, stable=True),
         "batchnorm": lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=EPS),
     }
     # Backward cases: inputs (dy, forward input, parameters...); the timed call is
@@ -166,7 +166,7 @@ def make_cases(shrink):
         add(name, name, [n, h], f32, [([n, h], f32)], n * k,
             f"torch.topk(x, {k}, 1): values f32 + indices i64", nbytes=n * h * 4 + n * k * 12)
     add("sort_f32", "sort_f32", [n, h], f32, [([n, h], f32)], n * h,
-        "torch.sort(x, 1, stable=True): values f32 + indices i64", nbytes=n * h * 16)
+        "torch.sort(x, dim=1, stable=True): values f32 + indices i64", nbytes=n * h * 16)
     n, v = s(64), s(128256)
     add("topk_vocab_f32", "topk_vocab_f32", [n, v], f32, [([n, v], f32)], n * 50,
         "torch.topk(logits, 50, 1) over a vocabulary of 128256: values f32 + indices i64",
