@@ -138,6 +138,21 @@ fusion! {
         (lse - x.take_along_axis(labels, 1)).squeeze([1])
     }
 
+    /// Cross-entropy backward per row, as autograd computes it from the logits: the
+    /// softmax of the f32 logits minus the one-hot of the label (an `iota` compared with
+    /// the labels), times the loss gradient `g` of the row; bf16 out.
+    pub fn cross_entropy_bwd(g: Tensor<f32, [N]>, logits: Tensor<bf16, [N, V]>, labels: Tensor<i64, [N, 1]>)
+        -> Tensor<bf16, [N, V]>
+    {
+        let x = logits as f32;
+        let e = (x - x.max([1], keepdim = true)).exp();
+        let p = e / e.sum([1], keepdim = true);
+        let col = iota(x.size(1), 0, 1, i64).unsqueeze(0);
+        let onehot = (col == labels) as f32;
+        let dx = (p - onehot) * g.unsqueeze(1);
+        dx as bf16
+    }
+
     /// Embedding lookup scaled by sqrt(d) = 64: rows of a `[V, D]` table by `[T]` ids.
     pub fn embedding(table: Tensor<bf16, [V, D]>, ids: Tensor<i64, [T]>) -> Tensor<bf16, [T, D]> {
         let y = table.index_select(0, ids) as f32 * 64.0f32;
@@ -746,6 +761,25 @@ pub fn movement_cases(shrink: usize) -> Result<Vec<Case>, Error> {
         (n * 4) as u64,
         rows(0, 0, 4, Tolerance::new(1e-4, 1e-4)),
         "logsumexp(f32 logits) - take_along_axis(logits, labels), per row",
+    ));
+    cases.push(case(
+        "cross_entropy_bwd",
+        cross_entropy_bwd_fusion()?,
+        vec![n, v],
+        vec![
+            tensor(DataType::F32, &[n]),
+            tensor(DataType::BF16, &[n, v]),
+            Input::Index {
+                shape: vec![n, 1],
+                bound: v,
+            },
+        ],
+        (n * v * 2) as u64,
+        CheckPlan {
+            sliced: Some(&[0, 1, 2]),
+            ..rows(0, 0, 4, BF16_TOL)
+        },
+        "g [N] f32, logits [N, V] bf16, labels [N, 1]: (softmax(logits) - onehot(labels)) * g, bf16 out",
     ));
     let (vocab, d, tokens) = (s(32000, shrink), s(4096, shrink), s(8192, shrink));
     let mut lookup = case(

@@ -87,6 +87,8 @@ def make_cases(shrink):
         + torch.cat((-x[..., 64:], x[..., :64]), -1) * sin[:, None, :],
         "cross_entropy_fwd": lambda logits, labels: F.cross_entropy(
             logits.float(), labels.view(-1), reduction="none"),
+        "cross_entropy_bwd": lambda logits, labels: F.cross_entropy(
+            logits.float(), labels.view(-1), reduction="none"),
         "embedding": lambda table, ids: F.embedding(ids, table) * 64.0,
         "kv_append": lambda cache, new: torch.cat((cache, new), 1),
         "head_split": lambda x: (x.float() * 0.088388346).to(torch.bfloat16).permute(0, 2, 1, 3).contiguous(),
@@ -104,7 +106,7 @@ def make_cases(shrink):
     # Backward cases: inputs (dy, forward input, parameters...); the timed call is
     # autograd's backward of the forward's output for dy, giving the gradients of the
     # input and of every parameter, as nvFuser's Python benchmarks time backwards.
-    backward = {"softmax_bwd", "layernorm_bwd", "rmsnorm_bwd", "gelu_bwd_bias"}
+    backward = {"softmax_bwd", "layernorm_bwd", "rmsnorm_bwd", "gelu_bwd_bias", "cross_entropy_bwd"}
 
     cases = []
 
@@ -174,6 +176,11 @@ def make_cases(shrink):
     n, v = s(4096), s(32000)
     add("cross_entropy_fwd", "cross_entropy_fwd", [n, v], bf16, [([n, v], bf16), ([n, 1], ("index", v))], n,
         "F.cross_entropy(logits.float(), labels, reduction='none')", out_dtype=f32)
+    # Its backward: the loss gradient g [N] as dy; the gradient of the logits out.
+    add("cross_entropy_bwd", "cross_entropy_bwd", [n, v], bf16,
+        [([n], f32), ([n, v], bf16), ([n, 1], ("index", v))], n * v,
+        "autograd backward of F.cross_entropy(logits.float(), labels, reduction='none'): g, logits, labels in, dlogits out",
+        nbytes=n * 4 + n * v * 2 + n * 8 + n * v * 2)
     vocab, d, tokens = s(32000), s(4096), s(8192)
     # Bytes as for ours: the ids, the rows read and the output (not the whole table).
     add("embedding", "embedding", [tokens, d], bf16, [([vocab, d], bf16), ([tokens], ("index", vocab))],
@@ -312,11 +319,13 @@ def run(args):
         if case["backward"]:
             # (dy, x, parameters...): the forward runs once, untimed; each call is its
             # backward, giving the gradients of x and of every parameter.
+            # Integer inputs (labels) are not leaves.
             dy, rest = inputs[0], inputs[1:]
-            inputs = [dy] + [t.detach().requires_grad_(True) for t in rest]
+            inputs = [dy] + [t.detach().requires_grad_(True) if t.is_floating_point() else t
+                             for t in rest]
             # Bytes as the fused kernel moves them: dy and the saved tensor in, dx out
-            # (parameters and their gradients are one row each).
-            nbytes = 3 * dy.numel() * dy.element_size()
+            # (parameters and their gradients are one row each), unless the case says.
+            nbytes = case["nbytes"] or 3 * dy.numel() * dy.element_size()
         eager_out = None
         for impl in impls:
             r = dict(name=case["name"], group=case["group"], kernel=case["kernel"], shape=case["shape"],
@@ -335,7 +344,8 @@ def run(args):
                     fwd = f
                     y = fwd(*inputs[1:])
 
-                    def f(dy, *leaves, y=y):
+                    def f(dy, *args, y=y):
+                        leaves = [a for a in args if a.requires_grad]
                         grads = torch.autograd.grad(y, leaves, dy, retain_graph=True)
                         return grads[0] if len(grads) == 1 else grads
                 t0 = time.perf_counter()
