@@ -4,7 +4,8 @@
 //! statistics over the rows), `column_dw_db` (LayerNorm backward's weight and bias
 //! gradients), `gelu_bwd_bias` (bf16 only) and `column_sum` are workloads of their own
 //! here, and so are `layer_norm_bwd` and `rms_norm_bwd` (bf16, their inner-outer
-//! variants when the heuristic picks the inner-outer kernel).
+//! variants when the heuristic picks the inner-outer kernel), and `logsumexp`
+//! (cross-entropy's per-row statistic, no full-size output).
 use nvfuser_core::eval::HostTensor;
 use nvfuser_core::scheduler::HeuristicParams;
 use nvfuser_core::workloads::{self, WorkloadInput};
@@ -46,13 +47,20 @@ fn variants(auto: &HeuristicParams, shape: &(i64, i64)) -> Vec<HeuristicParams> 
             }
         }
         HeuristicParams::InnerPersistent(p) => {
+            // Threads per row (and the batch that covers the row), with and without
+            // a bound of resident blocks per SM (`__launch_bounds__(tx, b)`).
             for tx in [64, 128, 256, 512, 1024] {
                 let chunks = (p.hidden + p.vectorize - 1) / p.vectorize;
-                let mut q = p.clone();
-                q.threads_x = tx;
-                q.batch = (chunks + tx - 1) / tx;
-                q.rows_per_block = (128 / tx).max(1);
-                out.push(HeuristicParams::InnerPersistent(q));
+                for b in [None, Some(2048 / tx)] {
+                    let mut q = p.clone();
+                    q.threads_x = tx;
+                    q.batch = (chunks + tx - 1) / tx;
+                    q.rows_per_block = (128 / tx).max(1);
+                    q.launch.block = [tx, q.rows_per_block, 1];
+                    q.launch.grid[0] = (shape.0 + q.rows_per_block - 1) / q.rows_per_block;
+                    q.compile.min_blocks_per_sm = b;
+                    out.push(HeuristicParams::InnerPersistent(q));
+                }
             }
         }
         HeuristicParams::Reduction(p) => {
@@ -191,6 +199,21 @@ fn main() {
         // A column sum of `[rows, hidden]` in f32 (a bias gradient).
         let src = format!(
             "fn k(x: Tensor<{dtype}, [_, _]>) -> Tensor<f32, [_]> {{ (x as f32).sum([0]) }}"
+        );
+        let fusion = nvfuser_core::dsl::build_str(&src).unwrap().remove(0).0;
+        (
+            fusion,
+            vec![WorkloadInput::Tensor(dtype, vec![rows, hidden])],
+        )
+    } else if name == "logsumexp" {
+        // Cross-entropy's row statistic: log-sum-exp of the f32 rows, one value per row
+        // out (no full-size output: the row is read and reduced twice, never stored).
+        let src = format!(
+            "fn k(x: Tensor<{dtype}, [_, _]>) -> Tensor<f32, [_, 1]> {{
+                let x = x as f32;
+                let m = x.max([1], keepdim = true);
+                (x - m).exp().sum([1], keepdim = true).log() + m
+            }}"
         );
         let fusion = nvfuser_core::dsl::build_str(&src).unwrap().remove(0).0;
         (
