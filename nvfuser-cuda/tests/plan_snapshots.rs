@@ -140,6 +140,38 @@ fn snapshot_cases<const N: usize>(cases: [Case; N]) {
     }
 }
 
+/// Rows of a vocabulary (32000, not a multiple of the block's threads times the
+/// vector): a log-sum-exp (rows only reduced: 512 threads) and a softmax (rows stored),
+/// whose bounds checks are per vector, not per element.
+#[test]
+fn vocabulary_rows_on_an_h100() {
+    let cases = [
+        (
+            "logsumexp_vocab",
+            r#"
+fn k(x: Tensor<bf16, [_, _]>) -> Tensor<f32, [_, 1]> {
+    let x = x as f32;
+    let m = x.max([1], keepdim = true);
+    (x - m).exp().sum([1], keepdim = true).log() + m
+}
+"#,
+            vec![(DataType::BF16, vec![4096, 32000])],
+        ),
+        (
+            "softmax_vocab",
+            r#"
+fn k(x: Tensor<bf16, [_, _]>) -> Tensor<bf16, [_, _]> {
+    let x = x as f32;
+    let e = (x - x.max([1], keepdim = true)).exp();
+    (e / e.sum([1], keepdim = true)) as bf16
+}
+"#,
+            vec![(DataType::BF16, vec![4096, 32000])],
+        ),
+    ];
+    snapshot_cases(cases);
+}
+
 #[test]
 fn squeezed_inputs_on_an_h100() {
     let cases = [
