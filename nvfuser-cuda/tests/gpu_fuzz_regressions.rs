@@ -768,3 +768,51 @@ fn k(t0: Tensor<f32, [_, _]>, t1: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _, 
         &[&[&[3, 7], &[4, 300, 5]], &[&[1, 1], &[2, 3000, 1]]],
     );
 }
+
+/// Broadcasts of `iota`/`full` folded into the creation op (`fold_creation_broadcasts`):
+/// cross-entropy's backward with an iota one-hot, a causal mask over a batch, an iota
+/// with a start and a step broadcast along a middle dim, a `full` broadcast along the
+/// rows; one persistent kernel each, compared with the CPU reference.
+#[test]
+fn creation_ops_broadcast_along_the_rows() {
+    check_calls(
+        r#"
+fn k(g: Tensor<f32, [_]>, logits: Tensor<bf16, [_, _]>, labels: Tensor<i64, [_, 1]>) -> Tensor<bf16, [_, _]> {
+    let x = logits as f32;
+    let e = (x - x.max([1], keepdim = true)).exp();
+    let p = e / e.sum([1], keepdim = true);
+    let col = iota(x.size(1), 0, 1, i64).unsqueeze(0);
+    let onehot = (col == labels) as f32;
+    ((p - onehot) * g.unsqueeze(1)) as bf16
+}
+"#,
+        &[
+            &[&[64], &[64, 32000], &[64, 1]],
+            &[&[3], &[3, 1000], &[3, 1]],
+            &[&[129], &[129, 7], &[129, 1]],
+        ],
+    );
+    check_calls(
+        r#"
+fn k(s: Tensor<bf16, [_, _, _]>) -> Tensor<bf16, [_, _, _]> {
+    let row = iota(s.size(1), 0, 1, i64).unsqueeze(1);
+    let col = iota(s.size(2), 0, 1, i64).unsqueeze(0);
+    let x = where_(col <= row, (s as f32) * 0.088388346f32, f32::NEG_INFINITY);
+    let e = (x - x.max([2], keepdim = true)).exp();
+    (e / e.sum([2], keepdim = true)) as bf16
+}
+"#,
+        &[&[&[4, 256, 256]], &[&[2, 37, 45]], &[&[1, 5, 2048]]],
+    );
+    check_calls(
+        r#"
+fn k(x: Tensor<f32, [_, _, _]>) -> (Tensor<f32, [_, _, _]>, Tensor<f32, [_, _, 1]>) {
+    let r = iota(x.size(1), 3, 2, f32).unsqueeze(1);
+    let h = full([x.size(2)], 0.5, f32).unsqueeze(0);
+    let y = x * r + h;
+    (y / y.sum([2], keepdim = true), y.max([2], keepdim = true))
+}
+"#,
+        &[&[&[3, 5, 1000]], &[&[2, 64, 33]]],
+    );
+}

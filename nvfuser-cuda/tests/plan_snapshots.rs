@@ -142,7 +142,8 @@ fn snapshot_cases<const N: usize>(cases: [Case; N]) {
 
 /// Rows of a vocabulary (32000, not a multiple of the block's threads times the
 /// vector): a log-sum-exp (rows only reduced: 512 threads) and a softmax (rows stored),
-/// whose bounds checks are per vector, not per element.
+/// whose bounds checks are per vector, not per element; cross-entropy's backward and a
+/// causal softmax, whose `iota`s broadcast along the rows are computed in the kernel.
 #[test]
 fn vocabulary_rows_on_an_h100() {
     let cases = [
@@ -167,6 +168,41 @@ fn k(x: Tensor<bf16, [_, _]>) -> Tensor<bf16, [_, _]> {
 }
 "#,
             vec![(DataType::BF16, vec![4096, 32000])],
+        ),
+        (
+            // The one-hot's `iota` broadcast along the rows is folded into an iota in
+            // the rows' shape: one persistent kernel, vectors of 8 bf16.
+            "cross_entropy_bwd_vocab",
+            r#"
+fn k(g: Tensor<f32, [_]>, logits: Tensor<bf16, [_, _]>, labels: Tensor<i64, [_, 1]>) -> Tensor<bf16, [_, _]> {
+    let x = logits as f32;
+    let e = (x - x.max([1], keepdim = true)).exp();
+    let p = e / e.sum([1], keepdim = true);
+    let col = iota(x.size(1), 0, 1, i64).unsqueeze(0);
+    let onehot = (col == labels) as f32;
+    ((p - onehot) * g.unsqueeze(1)) as bf16
+}
+"#,
+            vec![
+                (DataType::F32, vec![4096]),
+                (DataType::BF16, vec![4096, 32000]),
+                (DataType::I64, vec![4096, 1]),
+            ],
+        ),
+        (
+            // The causal mask of two iotas, broadcast over the batch: computed in the
+            // persistent kernel.
+            "causal_softmax",
+            r#"
+fn k(s: Tensor<bf16, [_, _, _]>) -> Tensor<bf16, [_, _, _]> {
+    let row = iota(s.size(1), 0, 1, i64).unsqueeze(1);
+    let col = iota(s.size(2), 0, 1, i64).unsqueeze(0);
+    let x = where_(col <= row, (s as f32) * 0.088388346f32, f32::NEG_INFINITY);
+    let e = (x - x.max([2], keepdim = true)).exp();
+    (e / e.sum([2], keepdim = true)) as bf16
+}
+"#,
+            vec![(DataType::BF16, vec![32, 2048, 2048])],
         ),
     ];
     snapshot_cases(cases);

@@ -55,6 +55,7 @@ mod analysis;
 pub(crate) mod auto;
 pub mod cat;
 mod contract;
+pub mod creation_fold;
 pub mod host_scalars;
 pub mod info;
 mod kind;
@@ -74,6 +75,7 @@ pub mod squeeze;
 mod unfit;
 
 pub use cat::split_inner_cats;
+pub use creation_fold::fold_creation_broadcasts;
 pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
 pub use info::{
     vector_access_ok, vector_alignment, DeviceInfo, InputInfo, RuntimeInfo, TensorInfo,

@@ -135,12 +135,17 @@ impl fmt::Debug for Decision {
     }
 }
 
-/// `fusion` with squeezes and permutes moved to the values they read
-/// ([`super::push_squeezes`], [`super::push_permutes`]).
+/// `fusion` with broadcasts of creation ops folded into them
+/// ([`super::fold_creation_broadcasts`]), and squeezes and permutes moved to the values
+/// they read ([`super::push_squeezes`], [`super::push_permutes`]).
 fn prepared(fusion: &Fusion) -> Cow<'_, Fusion> {
-    let squeezed = match super::push_squeezes(fusion) {
+    let folded = match super::fold_creation_broadcasts(fusion) {
         Some(f) => Cow::Owned(f),
         None => Cow::Borrowed(fusion),
+    };
+    let squeezed = match super::push_squeezes(&folded) {
+        Some(f) => Cow::Owned(f),
+        None => folded,
     };
     match super::push_permutes(&squeezed) {
         Some(f) => Cow::Owned(f),

@@ -15,7 +15,7 @@ use super::{logical_ext, scalar_name, unsupported, At, Lower};
 use crate::codegen::index::Idx;
 use crate::codegen::kir::{BinOp, CType, Expr, Func, Requirement, Stmt};
 use crate::dtype::{promote, DataType, Operand};
-use crate::ir::{BinaryRule, Distribution, Op, TernaryOp, UnaryRule, ValId};
+use crate::ir::{BinaryRule, Distribution, IterKind, Op, TernaryOp, UnaryRule, ValId};
 use crate::sched::{is_resize, MemoryType, ParallelType, SExpr, SchedResult};
 
 impl Lower<'_> {
@@ -192,13 +192,29 @@ impl Lower<'_> {
             op if is_resize(op) => self.resize_value(e, at)?,
             Op::Full { .. } => self.operand(e, ins[0], out_dt.compute_type(), at)?,
             Op::Iota { .. } => {
+                // The iota runs along its one dim that is not a broadcast (a broadcast
+                // of an iota folded into it has others: `fold_creation_broadcasts`).
                 let c = out_dt.compute_type();
                 let i = match at {
                     At::Loop(cidx) => {
                         let d = &self.t(e.output).domain;
-                        cidx.get(&d.root[0]).cloned().unwrap_or(Idx::Const(0))
+                        let r = d
+                            .root
+                            .iter()
+                            .find(|&&r| d.dom(r).kind != IterKind::Broadcast)
+                            .or(d.root.first());
+                        r.and_then(|r| cidx.get(r).cloned())
+                            .unwrap_or(Idx::Const(0))
                     }
-                    At::Index(idx) => idx.first().cloned().unwrap_or(Idx::Const(0)),
+                    At::Index(idx) => {
+                        let along = self
+                            .sf
+                            .fusion()
+                            .tensor_type(e.output)
+                            .and_then(|t| t.shape().position(|d| d.kind != IterKind::Broadcast))
+                            .unwrap_or(0);
+                        idx.get(along).cloned().unwrap_or(Idx::Const(0))
+                    }
                 };
                 let step = Expr::from(i)
                     .cast(c)

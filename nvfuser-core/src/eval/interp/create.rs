@@ -6,7 +6,7 @@ use crate::dtype::{Category, DataType};
 use crate::error::{Error, Result};
 use crate::eval::shape as sh;
 use crate::eval::tensor::{HostData, HostTensor};
-use crate::ir::{Distribution, Expr, SizeArg};
+use crate::ir::{Distribution, Expr, IterKind, SizeArg};
 use ndarray::{ArrayD, IxDyn};
 
 impl Evaluator<'_> {
@@ -26,15 +26,32 @@ impl Evaluator<'_> {
         checked_numel(name, &[n as usize])?;
         let start = HostTensor::from_scalar_value(self.scalar(e, 0)?, out);
         let step = HostTensor::from_scalar_value(self.scalar(e, 1)?, out);
-        let shape = IxDyn(&[n as usize]);
+        // Along the one dim of the output that is not a broadcast; size 1 in the
+        // others (a broadcast folded into the iota: `fold_creation_broadcasts`).
+        let dims: Vec<usize> = match self.fusion.tensor_type(e.outputs[0]) {
+            Some(t) if t.rank() > 1 => t
+                .shape()
+                .map(|d| {
+                    if d.kind == IterKind::Broadcast {
+                        1
+                    } else {
+                        n as usize
+                    }
+                })
+                .collect(),
+            _ => vec![n as usize],
+        };
+        let along = dims.iter().position(|&d| d != 1).unwrap_or(0);
+        let shape = IxDyn(&dims);
         match (start.data(), step.data()) {
             (HostData::Int(a), HostData::Int(b)) => {
                 let (a, b) = (
                     a.first().copied().unwrap_or(0),
                     b.first().copied().unwrap_or(0),
                 );
-                let mut r =
-                    ArrayD::from_shape_fn(shape, |i| a.wrapping_add((i[0] as i64).wrapping_mul(b)));
+                let mut r = ArrayD::from_shape_fn(shape, |i| {
+                    a.wrapping_add((i[along] as i64).wrapping_mul(b))
+                });
                 crate::eval::convert::wrap_array(&mut r, out);
                 Ok(HostData::Int(r))
             }
@@ -44,7 +61,7 @@ impl Evaluator<'_> {
                     b.first().copied().unwrap_or(0.0),
                 );
                 Ok(HostData::Float(ArrayD::from_shape_fn(shape, |i| {
-                    a + i[0] as f64 * b
+                    a + i[along] as f64 * b
                 })))
             }
             _ => Err(Error::dtype(name, "an integer or floating point type", out)),

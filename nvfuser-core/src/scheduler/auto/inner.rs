@@ -24,7 +24,9 @@
 //! pointwise math: they read no memory, and the random streams are keyed on the
 //! element's linear index, so each value is computed where it is used (dropout's mask
 //! beside a LayerNorm). A rank-1 `iota` broadcast along the rows is a broadcast of a
-//! computed value, which these schedules refuse.
+//! computed value, which these schedules refuse; the registry folds such broadcasts of
+//! `iota`/`full` into the creation op first (`scheduler::fold_creation_broadcasts`), and
+//! so does the plan after pushing broadcasts above math.
 
 mod heuristics;
 
@@ -147,7 +149,11 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<InnerPlan> {
         return Err(Unfit::NoReduction);
     };
     let outer = rank - k;
+    // Broadcasts pushed above math may reach creation ops (a causal mask's `col <=
+    // row` of two iotas broadcast over the batch): folded into them, they are computed
+    // in the rows' loops like any creation op.
     let pushed = push_broadcasts(fusion);
+    let pushed = super::super::fold_creation_broadcasts(&pushed).unwrap_or(pushed);
     let cols = if cols.is_empty() {
         cols
     } else {
