@@ -72,6 +72,7 @@ mod schedulers;
 mod sort;
 pub mod squeeze;
 mod unfit;
+mod unit_reduce;
 
 pub use cat::split_inner_cats;
 pub use host_scalars::{split_host_scalars, HostScalarProgram, HostScalarSplit};
@@ -94,6 +95,7 @@ pub use registry::{
 pub use resize::isolate_resize_reads;
 pub use squeeze::push_squeezes;
 pub use unfit::{ReducedSide, SizeQuantity, SizeRefusal, SizeSubject, Takes, Unfit};
+pub use unit_reduce::pointwise_unit_reductions;
 
 use crate::codegen::{self, KernelOptions};
 use crate::ir::Fusion;
@@ -156,6 +158,8 @@ pub fn default_schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultSched
 pub fn default_schedule_kind(
     fusion: &Fusion,
 ) -> Result<(ScheduledFusion, DefaultKind), DefaultScheduleError> {
+    let unit = unit_reduce::pointwise_unit_reductions(fusion);
+    let fusion = unit.as_ref().unwrap_or(fusion);
     let pushed = squeeze::push_squeezes(fusion);
     let fusion = pushed.as_ref().unwrap_or(fusion);
     analysis::check_common(fusion)?;

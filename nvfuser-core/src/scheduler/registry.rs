@@ -135,12 +135,23 @@ impl fmt::Debug for Decision {
     }
 }
 
-/// `fusion` with squeezes and permutes moved to the values they read
-/// ([`super::push_squeezes`], [`super::push_permutes`]).
-fn prepared(fusion: &Fusion) -> Cow<'_, Fusion> {
-    let squeezed = match super::push_squeezes(fusion) {
+/// `fusion` with its reductions over size-1 dims only computed as pointwise math
+/// ([`super::pointwise_unit_reductions`]).
+fn unit_reduced(fusion: &Fusion) -> Cow<'_, Fusion> {
+    match super::pointwise_unit_reductions(fusion) {
         Some(f) => Cow::Owned(f),
         None => Cow::Borrowed(fusion),
+    }
+}
+
+/// `fusion` with reductions over size-1 dims only made pointwise, and squeezes and
+/// permutes moved to the values they read
+/// ([`super::push_squeezes`], [`super::push_permutes`]).
+fn prepared(fusion: &Fusion) -> Cow<'_, Fusion> {
+    let fusion = unit_reduced(fusion);
+    let squeezed = match super::push_squeezes(&fusion) {
+        Some(f) => Cow::Owned(f),
+        None => fusion,
     };
     match super::push_permutes(&squeezed) {
         Some(f) => Cow::Owned(f),
@@ -156,7 +167,7 @@ fn prepared(fusion: &Fusion) -> Cow<'_, Fusion> {
 /// rewritten form alone was refused by every scheduler).
 fn forms(fusion: &Fusion) -> Vec<Cow<'_, Fusion>> {
     let plain = prepared(fusion);
-    match super::squeeze_reduction_broadcasts(fusion) {
+    match super::squeeze_reduction_broadcasts(&unit_reduced(fusion)) {
         Some(r) => {
             let r = super::push_squeezes(&r).unwrap_or(r);
             vec![Cow::Owned(r), plain]
