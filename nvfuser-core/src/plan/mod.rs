@@ -190,9 +190,6 @@ impl FusionPlanner {
         // Values a resize or indexing op reads beside other readers get a private copy
         // that kernels recompute where the op reads (no segment materializes them).
         let kernel = crate::scheduler::isolate_resize_reads(&kernel).unwrap_or(kernel);
-        // Reductions over size-1 dims only are the pointwise math they compute, for
-        // the segmenter as for the schedulers.
-        let kernel = crate::scheduler::pointwise_unit_reductions(&kernel).unwrap_or(kernel);
         // A tensor expression written twice is computed once.
         let kernel = kernel.dedup_exprs().map_or(kernel, |(k, _)| k);
         // Input dims every call must make equal are spelled one way (the fusion as

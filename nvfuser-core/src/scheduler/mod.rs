@@ -158,8 +158,6 @@ pub fn default_schedule(fusion: &Fusion) -> Result<ScheduledFusion, DefaultSched
 pub fn default_schedule_kind(
     fusion: &Fusion,
 ) -> Result<(ScheduledFusion, DefaultKind), DefaultScheduleError> {
-    let unit = unit_reduce::pointwise_unit_reductions(fusion);
-    let fusion = unit.as_ref().unwrap_or(fusion);
     let pushed = squeeze::push_squeezes(fusion);
     let fusion = pushed.as_ref().unwrap_or(fusion);
     analysis::check_common(fusion)?;

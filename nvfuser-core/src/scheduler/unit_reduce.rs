@@ -22,10 +22,12 @@
 //! An expanded dim (stride 0, any size) is not size 1 and keeps its reduction. The
 //! rewritten fusion has the same inputs and outputs (same ids, the outputs' types
 //! without their reduction dims, as pointwise results have none); the squeeze is
-//! moved to the value read from memory afterwards (`push_squeezes`). The planner
-//! applies it once per definition (`FusionPlanner::new`) and the registry to every
-//! fusion it is offered (`registry::prepared`), so segments and direct callers see it
-//! too.
+//! moved to the value read from memory afterwards (`push_squeezes`). The registry
+//! offers the rewritten fusion to the tuned schedulers first and the fusion as it is
+//! after (`registry::forms`), as for `squeeze_reduction_broadcasts`: a `keepdim`
+//! result (`x[1, B, N].mean([0], keepdim)`) becomes a computed value broadcast to a
+//! higher rank, which the pointwise scheduler refuses, and the reduction scheduler
+//! still takes the fusion as written.
 
 use smallvec::{smallvec, SmallVec};
 
