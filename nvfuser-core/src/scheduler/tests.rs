@@ -734,7 +734,8 @@ fn accepts_movement_with_runtime_bounds() -> R {
 /// of symbolic extent"; such reductions fell to the default schedule).
 #[test]
 fn broadcast_in_the_last_reduced_dim_is_a_tuned_reduction() {
-    let cases: [(&str, &[(DataType, &[i64])]); 3] = [
+    type Shapes<'a> = &'a [(DataType, &'a [i64])];
+    let cases: [(&str, Shapes); 3] = [
         (
             "fn k(x: Tensor<f32, [_, _]>, w: Tensor<f32, [_, 1]>) -> Tensor<f32, []> { (x * w).sum([0, 1]) }",
             &[(DataType::F32, &[17, 31]), (DataType::F32, &[17, 1])],

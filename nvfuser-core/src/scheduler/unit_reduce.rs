@@ -52,12 +52,9 @@ pub fn pointwise_unit_reductions(f: &Fusion) -> Option<Fusion> {
             nf.push_expr(e.clone());
             continue;
         };
-        let mut rw = Rewriter { f, nf: &mut nf };
-        if rw.rewrite(e, &axes).is_none() {
-            // Every check was made by `unit_axes`; a value without a tensor type would
-            // be a malformed fusion, left to the schedulers' own checks.
-            return None;
-        }
+        // Every check was made by `unit_axes`; a value without a tensor type would be a
+        // malformed fusion, left to the schedulers' own checks.
+        Rewriter { f, nf: &mut nf }.rewrite(e, &axes)?;
     }
     Some(nf)
 }
