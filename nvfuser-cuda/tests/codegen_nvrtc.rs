@@ -179,11 +179,9 @@ fn fuzz_case(a: Tensor<f16, [_, _, _]>, b: Tensor<f16, [_, _, _]>) -> Tensor<f16
     );
 }
 
-/// `triu`/`tril` expand into iota, comparisons and `where_`. Every segment is planned by
-/// a tuned scheduler (never the default schedule) and every kernel compiles. Known gap:
-/// the pointwise scheduler refuses a computed value of lower rank before a broadcast
-/// (the 1-D iotas), so the iotas run as small segments of their own; this test pins
-/// today's plan so that fusing them into one kernel shows up here.
+/// `triu`/`tril` expand into iota, comparisons and `where_`: one pointwise kernel (the
+/// iotas' broadcasts are folded into them, `fold_creation_broadcasts`; they ran as four
+/// small segments of their own before), never the default schedule, and it compiles.
 #[test]
 fn triangles_plan_to_tuned_kernels() {
     use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
@@ -204,7 +202,7 @@ fn triangles_plan_to_tuned_kernels() {
     );
     let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
     let plan = exec.plan_for(&info, None).unwrap();
-    assert_eq!(plan.segments.len(), 5, "{plan}");
+    assert_eq!(plan.segments.len(), 1, "{plan}");
     for segment in &plan.segments {
         assert_eq!(segment.scheduler, "pointwise", "{plan}");
         assert!(segment.fallback.is_none(), "{plan}");
@@ -410,5 +408,141 @@ fn iota_masks_beside_a_rank_3_column_reduction_plan() {
         src,
         nvfuser_core::DataType::F32,
         &[&[7, 31, 17], &[31, 31, 100]],
+    );
+}
+
+/// Plans `src` for an H100 on contiguous inputs of each call's `(dtype, shape)`s and
+/// checks that every segment runs a tuned schedule (no refusal, no default schedule,
+/// no fallback), compiling each kernel for sm_90 when NVRTC is present.
+fn plans_tuned(src: &str, calls: &[&[(nvfuser_core::DataType, &[i64])]]) {
+    use nvfuser_core::scheduler::InputInfo;
+    use nvfuser_core::scheduler::{DeviceInfo, RuntimeInfo};
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let generator = fusion.generator_inputs().is_some();
+    let exec = nvfuser_cuda::FusionExecutorCache::new(fusion);
+    for shapes in calls {
+        let mut info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), shapes);
+        if generator {
+            // The random generator's seed and offset.
+            for _ in 0..2 {
+                info.inputs
+                    .push(InputInfo::Scalar(nvfuser_core::ScalarValue::Int(0)));
+            }
+        }
+        let plan = exec
+            .plan_for(&info, None)
+            .unwrap_or_else(|e| panic!("{shapes:?}: {e}"));
+        for seg in &plan.segments {
+            assert!(
+                !seg.scheduler.starts_with("default") && seg.fallback.is_none(),
+                "{shapes:?}: {} ({:?})\n{}",
+                seg.scheduler,
+                seg.fallback,
+                seg.fusion
+            );
+        }
+        if require_nvrtc().is_some() {
+            for k in plan.kernels() {
+                compile(&k.cuda_source(), &k.abi.name, GpuArch::SM90)
+                    .unwrap_or_else(|e| panic!("{shapes:?}: {e}"));
+            }
+        }
+    }
+}
+
+/// CPU fuzz seed 12124262: a `var` over the size-1 dim of `[1, A, B, 1024]` beside
+/// pointwise math of its result. No scheduler took the reduction over a size-1 dim
+/// ("blockIdx.x is bound to two extents"); reductions over size-1 dims only are now the
+/// pointwise math they compute (`pointwise_unit_reductions`): one pointwise kernel.
+#[test]
+fn variance_over_a_size_one_dim_is_pointwise() {
+    use nvfuser_core::DataType::{F16, F32};
+    let src = r#"
+fn fuzz_case(t0: Tensor<f32, [1, _, _, 1024]>, t1: Tensor<f16, [_, 1024]>) -> (Tensor<f32, [_, _, 1024]>, Tensor<f8e5m2, [_, _, 1024]>, Tensor<f32, [_, _, 1024]>) {
+    let t2 = t0.var([0], 0);
+    let t4 = t1.broadcast([true, false, false]);
+    let t5 = t2.minimum(t4);
+    let t6 = t5 as f8e5m2;
+    (t5.relu(), t6, t2)
+}
+"#;
+    plans_tuned(
+        src,
+        &[
+            &[(F32, &[1, 1, 250, 1024]), (F16, &[250, 1024])],
+            &[(F32, &[1, 16, 8, 1024]), (F16, &[8, 1024])],
+        ],
+    );
+    let fusion = nvfuser_core::dsl::build_str(src).unwrap().remove(0).0;
+    let info = nvfuser_core::scheduler::RuntimeInfo::contiguous(
+        nvfuser_core::scheduler::DeviceInfo::h100_for_tests(),
+        &[(F32, &[1, 16, 8, 1024]), (F16, &[8, 1024])],
+    );
+    let plan = nvfuser_cuda::FusionExecutorCache::new(fusion)
+        .plan_for(&info, None)
+        .unwrap();
+    assert_eq!(plan.segments.len(), 1);
+    assert_eq!(plan.segments[0].scheduler, "pointwise");
+}
+
+/// CPU fuzz seed 12332149: a full `min` of a `[A, B]` random tensor masked by two
+/// `iota`s (`[A, 1]` and `[1, B]`), broadcast to `[1, 1]`. The reduced dims were split
+/// by the vector width before the merge, and the `[A, 1]` mask's broadcast dim lost
+/// the reference's extent in that split ("T26 in Local memory spans loop axis 0 of
+/// symbolic extent"): refused by the inner persistent schedule and by the default one.
+#[test]
+fn iota_masks_in_a_full_reduction_plan() {
+    use nvfuser_core::DataType::I32;
+    let src = r#"
+fn fuzz_case(t0: Tensor<i32, [_, _, _]>) -> (Tensor<bool, [1, 1]>, Tensor<i32, [_, _, 1]>) {
+    let t2 = t0 >= t0;
+    let t5 = t2.select(2, 0).set();
+    let t12 = rand_uniform([t5.size(0), t5.size(1)], -1.0, 1.0, f32);
+    let t17 = iota(t12.size(0), 0, 1, i64);
+    let t18 = iota(t12.size(1), 0, 1, i64);
+    let t21 = t18.broadcast([true, false]) - t17.broadcast([false, true]);
+    let t25 = where_(t21 <= 1, t12, 0.0f32);
+    let t28 = t0.min([2]).broadcast([false, false, true]);
+    let t30 = (t25 as f64).min([0, 1]);
+    let t31 = t30.broadcast([true, true]);
+    (t31 < t31, t28.minimum(t28))
+}
+"#;
+    plans_tuned(
+        src,
+        &[
+            &[(I32, &[17, 31, 2048])],
+            &[(I32, &[31, 1, 255])],
+            &[(I32, &[300, 700, 64])],
+        ],
+    );
+}
+
+/// CPU fuzz seed 12801467: a `var` over all four symbolic dims of `[A, B, C, D]`,
+/// broadcast back and expanded beside a `uniform` of that shape. The inner persistent
+/// heuristics compiled it as a persistent kernel, which binds one reduced input dim to
+/// the compiled size: with four, the row's register buffer kept a symbolic extent ("T20
+/// in Local memory spans loop axis 0 of symbolic extent"). Such rows are now streamed
+/// (`Unfit::ReducedSymbolicDims`).
+#[test]
+fn full_variance_of_four_symbolic_dims_beside_uniform_plans() {
+    use nvfuser_core::DataType::F32;
+    let src = r#"
+fn fuzz_case(t0: Tensor<f32, [_, _, _, _]>) -> (Tensor<f32, [_]>, Tensor<f32, [_, _, _, _]>) {
+    let t2 = t0.var([0, 1, 2, 3], 1).broadcast([true, true, true, true]);
+    let t7 = t2.expand([t0.size(0), t0.size(1), t0.size(2), t0.size(3)]);
+    let t16 = uniform([t0.size(0), t0.size(1), t0.size(2), t0.size(3)], -1.0, 1.0, 259, 12, f32);
+    let t17 = t16.minimum(t7);
+    let (t35, t36, t37) = t17.welford([1, 2, 3]);
+    (t36, t16)
+}
+"#;
+    plans_tuned(
+        src,
+        &[
+            &[(F32, &[128, 127, 64, 2])],
+            &[(F32, &[8, 1, 3, 3])],
+            &[(F32, &[32, 1, 16, 4096])],
+        ],
     );
 }

@@ -816,3 +816,75 @@ fn k(x: Tensor<f32, [_, _, _]>) -> (Tensor<f32, [_, _, _]>, Tensor<f32, [_, _, 1
         &[&[&[3, 5, 1000]], &[&[2, 64, 33]]],
     );
 }
+
+/// CPU fuzz seed 12124262 (refused, not wrong): reductions over size-1 dims only are
+/// planned as pointwise math (`scheduler::pointwise_unit_reductions`); the values must
+/// be the reference's, including `var` at a correction of the count or more (NaN).
+#[test]
+fn reductions_over_size_one_dims_are_pointwise() {
+    check_calls(
+        "fn k(x: Tensor<f32, [1, _, _, 1024]>, y: Tensor<f16, [_, 1024]>) -> (Tensor<f32, [_, _, 1024]>, Tensor<f32, [_, _, 1024]>) {
+            let v = x.var([0], 0);
+            (v.minimum(y.broadcast([true, false, false])).relu(), v)
+        }",
+        &[&[&[1, 1, 250, 1024], &[250, 1024]], &[&[1, 16, 8, 1024], &[8, 1024]]],
+    );
+    check_calls(
+        "fn k(x: Tensor<f32, [_, 1, _]>) -> (Tensor<f32, [_, _]>, Tensor<f32, [_, _]>, Tensor<f32, [_, _]>) {
+            let (v, m) = x.var_mean([1], 1);
+            (v, m, x.sum([1]) * 2.0)
+        }",
+        &[&[&[64, 1, 4096]], &[&[3, 1, 5]]],
+    );
+    check_calls(
+        "fn k(x: Tensor<bf16, [1, _]>) -> (Tensor<bf16, [_]>, Tensor<bf16, [_]>) { (x.mean([0]), x.max([0])) }",
+        &[&[&[1, 100000]], &[&[1, 3]]],
+    );
+}
+
+/// CPU fuzz seed 12332149 (refused, not wrong): a full `min` of `[A, B]` masked by
+/// `[A, 1]` and `[1, B]` iotas, broadcast to `[1, 1]`; and a full sum of `x * w` with
+/// `w: [A, 1]` (a broadcast in the innermost reduced dim, which lost the reference's
+/// extent when the reduced dims were split).
+#[test]
+fn broadcast_in_the_last_reduced_dim() {
+    check_calls(
+        "fn k(x: Tensor<f32, [_, _]>) -> Tensor<bool, [1, 1]> {
+            let a = iota(x.size(0), 0, 1, i64).broadcast([false, true]);
+            let b = iota(x.size(1), 0, 1, i64).broadcast([true, false]);
+            let t = (where_(b - a <= 1, x, 0.0f32) as f64).min([0, 1]).broadcast([true, true]);
+            t < t + 1.0
+        }",
+        &[&[&[17, 31]], &[&[300, 700]], &[&[1, 5]]],
+    );
+    check_calls(
+        "fn k(x: Tensor<f32, [_, _]>, w: Tensor<f32, [_, 1]>) -> Tensor<f32, []> { (x * w).sum([0, 1]) }",
+        &[&[&[17, 31], &[17, 1]], &[&[1000, 4096], &[1000, 1]]],
+    );
+    check_calls(
+        "fn k(x: Tensor<f32, [_, _, _]>, w: Tensor<f32, [_, 1]>) -> Tensor<f32, [_]> { (x * w).sum([1, 2]) }",
+        &[&[&[64, 17, 31], &[17, 1]], &[&[8, 300, 1000], &[300, 1]]],
+    );
+}
+
+/// CPU fuzz seed 12801467 (refused, not wrong): a `var` over all four symbolic dims
+/// broadcast back beside a `uniform`; the persistent heuristics now decline several
+/// symbolic reduced dims and the rows are streamed.
+#[test]
+fn full_variance_of_four_symbolic_dims_beside_uniform() {
+    check_calls(
+        "fn k(x: Tensor<f32, [_, _, _, _]>) -> (Tensor<f32, [_]>, Tensor<f32, [_, _, _, _]>) {
+            let v = x.var([0, 1, 2, 3], 1).broadcast([true, true, true, true]);
+            let e = v.expand([x.size(0), x.size(1), x.size(2), x.size(3)]);
+            let u = uniform([x.size(0), x.size(1), x.size(2), x.size(3)], -1.0, 1.0, 259, 12, f32);
+            let t = u.minimum(e);
+            let (m, m2, n) = t.welford([1, 2, 3]);
+            (m2, u)
+        }",
+        &[
+            &[&[128, 127, 64, 2]],
+            &[&[8, 1, 3, 3]],
+            &[&[32, 1, 16, 4096]],
+        ],
+    );
+}

@@ -135,7 +135,14 @@ impl TensorDomain {
     ) -> (DomId, DomId) {
         let input = self.loop_dims[axis];
         let d = self.dom(input).clone();
-        let (outer_ext, inner_ext) = if d.kind == IterKind::Broadcast {
+        // A broadcast dim that took a resolving reference's extent (`transform_like`)
+        // splits like that extent, as it merges like it: `split(b{N}, 4)` is
+        // `b{ceildiv(N, 4)} × b{4}`, so the loops it spans stay the reference's (a
+        // `[A, 1]` input beside `[A, B]` rows in a reduction over both, vector-split
+        // innermost then merged, spanned `A` where the reference ran `A × B`: CPU fuzz
+        // seed 12332149).
+        let resolved = d.extent.as_const() != Some(1);
+        let (outer_ext, inner_ext) = if d.kind == IterKind::Broadcast && !resolved {
             if inner_split {
                 (Extent::Const(1), factor.clone())
             } else {

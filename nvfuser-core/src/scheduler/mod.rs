@@ -73,6 +73,7 @@ mod schedulers;
 mod sort;
 pub mod squeeze;
 mod unfit;
+mod unit_reduce;
 
 pub use cat::split_inner_cats;
 pub use creation_fold::fold_creation_broadcasts;
@@ -96,6 +97,7 @@ pub use registry::{
 pub use resize::isolate_resize_reads;
 pub use squeeze::push_squeezes;
 pub use unfit::{ReducedSide, SizeQuantity, SizeRefusal, SizeSubject, Takes, Unfit};
+pub use unit_reduce::pointwise_unit_reductions;
 
 use crate::codegen::{self, KernelOptions};
 use crate::ir::Fusion;

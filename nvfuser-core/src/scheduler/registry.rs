@@ -153,21 +153,31 @@ fn prepared(fusion: &Fusion) -> Cow<'_, Fusion> {
     }
 }
 
-/// The forms of `fusion` the schedulers are offered, in order: with reductions beside
-/// size-1 dims reduced without them (`squeeze_reduction_broadcasts`), when there are
-/// any, then the fusion as it is (squeezes moved, [`prepared`]). The tuned schedulers
-/// try the first form first; the default schedule only sees the last, so a rewrite no
-/// tuned scheduler takes changes nothing (CPU fuzz seeds 11401038 and 11401392: the
-/// rewritten form alone was refused by every scheduler).
+/// The forms of `fusion` the schedulers are offered, in order: with reductions over
+/// size-1 dims only computed as the pointwise math they are
+/// ([`super::pointwise_unit_reductions`]), when there are any; each form with
+/// reductions beside size-1 dims reduced without them (`squeeze_reduction_broadcasts`)
+/// first; last the fusion as it is (squeezes moved, [`prepared`]). The tuned
+/// schedulers try the forms in order; the default schedule only sees the last, so a
+/// rewrite no tuned scheduler takes changes nothing (CPU fuzz seeds 11401038 and
+/// 11401392: the rewritten form alone was refused by every scheduler; a `keepdim`
+/// mean over a size-1 dim made pointwise is a computed value broadcast to a higher
+/// rank, which the pointwise scheduler refuses and the reduction scheduler takes).
 fn forms(fusion: &Fusion) -> Vec<Cow<'_, Fusion>> {
-    let plain = prepared(fusion);
-    match super::squeeze_reduction_broadcasts(fusion) {
-        Some(r) => {
+    fn with_squeezed(f: &Fusion, out: &mut Vec<Cow<'_, Fusion>>) {
+        if let Some(r) = super::squeeze_reduction_broadcasts(f) {
             let r = super::push_squeezes(&r).unwrap_or(r);
-            vec![Cow::Owned(r), plain]
+            out.push(Cow::Owned(r));
         }
-        None => vec![plain],
     }
+    let mut out = Vec::new();
+    if let Some(u) = super::pointwise_unit_reductions(fusion) {
+        with_squeezed(&u, &mut out);
+        out.push(Cow::Owned(prepared(&u).into_owned()));
+    }
+    with_squeezed(fusion, &mut out);
+    out.push(prepared(fusion));
+    out
 }
 
 /// The schedulers offered form `k` of `n` ([`forms`]): all of them for the last form,

@@ -725,3 +725,54 @@ fn accepts_movement_with_runtime_bounds() -> R {
     accepts(&fd.finish()?, DefaultKind::Pointwise);
     Ok(())
 }
+
+/// A tensor broadcast in some of the reduced dims but not the innermost ones (`[A, 1]`
+/// or `[1, B, 1]` beside the rows) is scheduled by the reduction scheduler and
+/// generates: the broadcast dim split by the vector width kept the reference's extent
+/// (`sched::domain`'s split of a resolved broadcast), so the tensor is inlined in the
+/// reference's loops (CPU fuzz seed 12332149: "T26 in Local memory spans loop axis 0
+/// of symbolic extent"; such reductions fell to the default schedule).
+#[test]
+fn broadcast_in_the_last_reduced_dim_is_a_tuned_reduction() {
+    type Shapes<'a> = &'a [(DataType, &'a [i64])];
+    let cases: [(&str, Shapes); 3] = [
+        (
+            "fn k(x: Tensor<f32, [_, _]>, w: Tensor<f32, [_, 1]>) -> Tensor<f32, []> { (x * w).sum([0, 1]) }",
+            &[(DataType::F32, &[17, 31]), (DataType::F32, &[17, 1])],
+        ),
+        (
+            "fn k(x: Tensor<f32, [_, _, _]>, w: Tensor<f32, [_, 1]>) -> Tensor<f32, [_]> { (x * w).sum([1, 2]) }",
+            &[(DataType::F32, &[64, 17, 31]), (DataType::F32, &[17, 1])],
+        ),
+        (
+            "fn k(a: Tensor<i64, [_]>, b: Tensor<i64, [_]>, x: Tensor<f32, [_, _]>) -> Tensor<f64, []> {
+                let m = b.broadcast([true, false]) - a.broadcast([false, true]) <= 1;
+                (where_(m, x, 0.0f32) as f64).min([0, 1])
+            }",
+            &[(DataType::I64, &[17]), (DataType::I64, &[31]), (DataType::F32, &[17, 31])],
+        ),
+    ];
+    for (src, shapes) in cases {
+        let f = crate::dsl::build_str(src).unwrap().remove(0).0;
+        for big in [1, 1000] {
+            let shapes: Vec<(DataType, Vec<i64>)> = shapes
+                .iter()
+                .map(|(d, s)| {
+                    (
+                        *d,
+                        s.iter().map(|&x| if x > 1 { x * big } else { x }).collect(),
+                    )
+                })
+                .collect();
+            let refs: Vec<(DataType, &[i64])> =
+                shapes.iter().map(|(d, s)| (*d, s.as_slice())).collect();
+            let info = RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &refs);
+            let params = compute_heuristics(&f, &info).unwrap();
+            assert!(
+                matches!(params, HeuristicParams::Reduction(_)),
+                "{src} {shapes:?}: {params:?}"
+            );
+            schedule_with(&f, &params).unwrap_or_else(|e| panic!("{src} {shapes:?}: {e}"));
+        }
+    }
+}

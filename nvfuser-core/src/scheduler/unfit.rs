@@ -310,6 +310,18 @@ pub enum Unfit {
         /// The extent.
         extent: Extent,
     },
+    /// The reduced dims hold more than one symbolic size: a persistent kernel is
+    /// compiled for one reduced extent, binding one input dim to it (several dims of
+    /// one product cannot be told apart), so the row is streamed instead.
+    #[error(
+        "the reduced extent {extent} has {dims} symbolic dims (a persistent kernel binds one)"
+    )]
+    ReducedSymbolicDims {
+        /// The reduced extent (the product of the reduced dims).
+        extent: Extent,
+        /// How many of its factors are input dims.
+        dims: usize,
+    },
     /// An extent the call's arguments do not determine.
     #[error("the extent {extent} cannot be evaluated")]
     Unevaluated {

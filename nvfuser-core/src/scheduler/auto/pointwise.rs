@@ -80,7 +80,11 @@ pub(crate) fn plan(fusion: &Fusion) -> Plan<PointwisePlan> {
     // An innermost cat of math on slices becomes a cat of the slices (loaded with
     // vectors) and a select (`scheduler::cat`).
     let split = crate::scheduler::cat::split_inner_cats(fusion);
-    let pushed = broadcast_per_reader(&push_broadcasts(split.as_ref().unwrap_or(fusion)));
+    // Broadcasts pushed above math that reach an iota or a full are folded into it
+    // (`triu`'s mask of two iotas broadcast over a batch runs in this kernel).
+    let pushed = push_broadcasts(split.as_ref().unwrap_or(fusion));
+    let pushed = crate::scheduler::fold_creation_broadcasts(&pushed).unwrap_or(pushed);
+    let pushed = broadcast_per_reader(&pushed);
     // Resize and indexing ops read fusion inputs, or values recomputed where they read.
     let recomputed = recomputed_tensors(&pushed)?;
     let live = pushed.live_exprs();

@@ -155,6 +155,23 @@ pub(crate) fn persistent_heuristics(p: &InnerPlan, info: &RuntimeInfo) -> Plan<P
             return Err(Unfit::ReducedNotProduct { extent: e.clone() });
         }
     }
+    // `schedule_persistent` compiles the reduced extent in by binding its one input
+    // dim; with several, the serial part of the row keeps a symbolic extent that no
+    // register buffer can span (CPU fuzz seed 12801467: a `var` over all four dims of
+    // `[A, B, C, D]` broadcast back beside a `uniform`, "T20 in Local memory spans
+    // loop axis 0 of symbolic extent"). Such rows are streamed.
+    if dims.len() > 1 {
+        let extent = p
+            .reduced
+            .iter()
+            .cloned()
+            .reduce(|a, b| a * b)
+            .unwrap_or(Extent::Const(1));
+        return Err(Unfit::ReducedSymbolicDims {
+            extent,
+            dims: dims.len(),
+        });
+    }
     let v = vector_width(p, info)?;
     let chunks = ceil_div(h.max(1), v);
     // At most 512 threads per row, unless that leaves more than four vector chunks per
