@@ -37,14 +37,14 @@ use super::pointwise::index_type;
 use super::{
     ceil_div, pow2_dividing, round_up, tensor_inputs, vector_limit, vector_readable, Plan,
 };
-use crate::ir::{Extent, Fusion, Op, ValId};
+use crate::ir::{Expr, ExprId, Extent, Fusion, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
 use crate::scheduler::analysis::{
     check_exactly_mapped, is_creation, is_input_squeeze, is_pointwise, reduction_axes,
 };
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, OuterReductionParams};
-use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
+use crate::scheduler::recompute::{push_broadcasts, recompute_per_nest};
 
 pub(crate) struct OuterPlan {
     pub fusion: Fusion,
@@ -299,13 +299,18 @@ fn vector_split(p: &OuterPlan, chunks: i64, rows: i64, sm: i64) -> (i64, i64, i6
     (threads_x, threads_y, blocks, grid_split)
 }
 
+/// Whether full outputs beside the column sums are stored with vectors of columns
+/// (else one column per thread). Chosen without a GPU measurement of the shared
+/// form: `param_sweep gelu_bwd_bias bf16 8192 16384` sweeps both widths (the
+/// heuristic's and 1) over the thread shapes, and decides it.
+const VECTORIZE_FULL_OUTPUTS: bool = true;
+
 /// Columns per thread: the widest vector (at most 16 bytes of the widest input read
 /// with vectors) that divides the innermost kept extent `inner` and that every such
 /// input's layout allows (`vector_limit`). Inputs read with vectors: full rows whose
 /// innermost dim is a column dim ([`column_input`]); per-row statistics (`[N, 1]`) are
-/// read one value per row. 1 with a Welford reduction (its accumulators stay scalar),
-/// with full outputs, or with an input whose declared layout is not
-/// innermost-contiguous.
+/// read one value per row. 1 with a Welford reduction (its accumulators stay scalar)
+/// or with an input whose declared layout is not innermost-contiguous.
 fn vector_width(p: &OuterPlan, info: &RuntimeInfo, inner: i64) -> i64 {
     let f = &p.fusion;
     let welford = f.exprs().any(|(_, e)| {
@@ -315,13 +320,17 @@ fn vector_width(p: &OuterPlan, info: &RuntimeInfo, inner: i64) -> i64 {
         )
     });
     // Full outputs beside the column sums (GELU backward's `dx` with its bias
-    // gradient) run faster with one column per thread: H200 `gelu_bwd_bias` [8192,
-    // 16384] 394 us at 256 x 2 threads, 473 at best with vectors of 8 (`param_sweep`).
+    // gradient) are vectorized too: they are computed in the sum's loops and share
+    // its values (`recompute_per_nest`, `compute_with`). The measurement that kept
+    // them at one column per thread (H200 `gelu_bwd_bias` [8192, 16384]: 394 us at
+    // 256 x 2 threads, 473 at best with vectors of 8) was of kernels that computed
+    // `dx` twice, once per loop nest; the shared form is not measured yet (see
+    // `VECTORIZE_FULL_OUTPUTS`).
     let full_outputs = f
         .outputs()
         .iter()
         .any(|o| has_reduced_elements(f, o.val, p.rank, p.k));
-    if welford || full_outputs || inner <= 1 {
+    if welford || (full_outputs && !VECTORIZE_FULL_OUTPUTS) || inner <= 1 {
         return 1;
     }
     // Several kept dims merged around a broadcast one (a `[2, 1]` operand of `[2, N]`
@@ -395,9 +404,10 @@ pub(crate) fn schedule(
     p: &OuterPlan,
     params: &OuterReductionParams,
 ) -> Result<ScheduledFusion, ScheduleError> {
-    let f = recompute_per_use(&p.fusion).map_err(|e| ScheduleError::Unsupported(e.to_string()))?;
     let rank = p.rank;
     let k = p.k;
+    let f = recompute_per_nest(&p.fusion, &|id, e| nest_of(p, id, e))
+        .map_err(|e| ScheduleError::Unsupported(e.to_string()))?;
     let kept = rank - k;
     let live = f.live_exprs();
     let mut s = ScheduledFusion::new(f.clone())?;
@@ -549,10 +559,24 @@ pub(crate) fn schedule(
     for &(_, o) in &stores {
         s.parallelize(o, -1, ParallelType::Vectorize)?;
     }
-    s.inline_most()?;
     let unroll_axis = if ty > 1 { 5 } else { 4 };
+    // Full outputs run in the reference's loops, row and vector loops included
+    // (`compute_with`; a vector store's own dim excepted): what they share with the
+    // reference (GELU backward's `dx`, one copy in the main nest of
+    // `recompute_per_nest`) is computed once per element, stored and accumulated from
+    // the same registers.
+    let nest_loops = s.schedule().tensors[&reference].domain.loop_dims.len();
+    let leaves: Vec<ValId> = super::distinct_outputs(&f)
+        .into_iter()
+        .filter(|o| full.contains(o) && *o != reference && s.schedule().uses(*o).is_empty())
+        .collect();
+    for o in leaves {
+        let stored = stores.iter().any(|&(_, so)| so == o);
+        s.compute_with(o, reference, nest_loops - usize::from(stored))?;
+    }
+    s.inline_most()?;
     for &(c, o) in &stores {
-        s.compute_at(c, o, unroll_axis)?;
+        s.compute_at(c, o, unroll_axis + 1)?;
     }
     if u > 1 || v > 1 {
         load_unrolled_rows_first(&mut s, unroll_axis, usize::from(v > 1))?;
@@ -561,6 +585,27 @@ pub(crate) fn schedule(
         vectorize_row_loads(&mut s, p)?;
     }
     Ok(s)
+}
+
+/// The loop nest of an anchor of [`recompute_per_nest`]: the first reduction and every
+/// full tensor (stored inside the reduction's loops, `compute_with`) share nest 0; every
+/// other anchor (another reduction, per-column math) is a nest of its own.
+fn nest_of(p: &OuterPlan, id: ExprId, e: &Expr) -> usize {
+    let f = &p.fusion;
+    let live = f.live_exprs();
+    let first = f
+        .exprs()
+        .find(|(i, x)| live[i.index()] && reduction_axes(&x.op).is_some())
+        .map(|(i, _)| i);
+    let full = reduction_axes(&e.op).is_none()
+        && e.outputs
+            .iter()
+            .all(|&o| has_reduced_elements(f, o, p.rank, p.k));
+    if full || first == Some(id) {
+        0
+    } else {
+        1 + id.index()
+    }
 }
 
 /// Marks the vector dim of every load of a full-row input ([`column_input`]) as a vector
