@@ -568,7 +568,13 @@ pub(crate) fn schedule(
     let nest_loops = s.schedule().tensors[&reference].domain.loop_dims.len();
     let leaves: Vec<ValId> = super::distinct_outputs(&f)
         .into_iter()
-        .filter(|o| full.contains(o) && *o != reference && s.schedule().uses(*o).is_empty())
+        .filter(|&o| {
+            // Not a keepdim broadcast of a sum (computed from the reference).
+            has_reduced_elements(&f, o, rank, k)
+                && full.contains(&o)
+                && o != reference
+                && s.schedule().uses(o).is_empty()
+        })
         .collect();
     for o in leaves {
         let stored = stores.iter().any(|&(_, so)| so == o);
