@@ -1,4 +1,5 @@
-//! Recompute-per-use rewriting for the inner-reduction schedule.
+//! Recompute-per-use rewriting for the inner-reduction schedule (and per loop nest,
+//! for the outer reduction's: [`recompute_per_nest`]).
 //!
 //! A one-row-per-block kernel with a serial loop over the row cannot keep a row's
 //! intermediate values in registers when the row length is symbolic. So every pointwise

@@ -5,9 +5,13 @@
 //! every computed tensor is *full* (rank `r`) or *per-column* (rank `r - k`), and no
 //! full tensor is computed from a reduction result (a normalization over the outer
 //! dims: the statistics are a segment of their own, with a grid reduction).
-//! Pointwise intermediates are recomputed per use (as in the streaming inner
-//! reduction), so per-column values may be broadcast back. Creation ops are taken as
-//! pointwise math, as in the inner schedules (dropout's mask in a bias gradient).
+//! Pointwise intermediates are computed once per loop nest (`recompute_per_nest`):
+//! the first reduction and every full output share one nest, so a value both stored
+//! and summed (GELU backward's `dx` beside its bias gradient) is computed once per
+//! element; every other reduction and per-column output recomputes what it reads in
+//! its own nest (as in the streaming inner reduction), so per-column values may be
+//! broadcast back. Creation ops are taken as pointwise math, as in the inner schedules
+//! (dropout's mask in a bias gradient).
 //!
 //! Schedule: the innermost kept dim is split by `vectorize` (a thread's vector of
 //! adjacent columns), the kept dims are merged and split into `[blocks, threads_x]` on
@@ -30,6 +34,11 @@
 //! output is computed in registers and stored per column; full outputs (GELU backward's
 //! `dx`) are stored with vectors from a register copy. Welford statistics keep one
 //! column per thread (their accumulators stay scalar).
+//!
+//! Full outputs run in the first reduction's loops (`compute_with` at every loop, or
+//! every loop but a vector store's own dim), so what they share with it is computed
+//! in the same row and vector loops: `dx[8]` per unrolled row, converted and stored
+//! with one 16-byte store, and accumulated from the same registers.
 
 use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 
@@ -255,7 +264,10 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     // (best 398), [65536, 4096] 824, 893 and 2187 (best 776). One input keeps 8: Welford
     // statistics with few rows per thread need it (`column_var_mean` [100352, 256] bf16
     // 55.2 us at 8, 63.2 at 4), though a bf16 column sum would gain 8% at 4
-    // ([65536, 4096]: 222 against 241 us).
+    // ([65536, 4096]: 222 against 241 us). The GELU backward figures are of the
+    // kernel that computed `dx` once per loop nest, one column per thread; with the
+    // shared form and vectors (`recompute_per_nest`) unroll 4 is kept unmeasured
+    // (`param_sweep gelu_bwd_bias bf16 8192 16384` tries 4 and 16 beside it).
     if row_inputs(p) > 1 || vectorize > 1 {
         unroll = unroll.min(4);
     }
