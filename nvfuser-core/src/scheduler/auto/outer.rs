@@ -418,7 +418,8 @@ pub(crate) fn schedule(
 ) -> Result<ScheduledFusion, ScheduleError> {
     let rank = p.rank;
     let k = p.k;
-    let f = recompute_per_nest(&p.fusion, &|id, e| nest_of(p, id, e))
+    let first = first_reduction(&p.fusion);
+    let f = recompute_per_nest(&p.fusion, &|id, e| nest_of(p, first, id, e))
         .map_err(|e| ScheduleError::Unsupported(e.to_string()))?;
     let kept = rank - k;
     let live = f.live_exprs();
@@ -608,22 +609,24 @@ pub(crate) fn schedule(
 /// The loop nest of an anchor of [`recompute_per_nest`]: the first reduction and every
 /// full tensor (stored inside the reduction's loops, `compute_with`) share nest 0; every
 /// other anchor (another reduction, per-column math) is a nest of its own.
-fn nest_of(p: &OuterPlan, id: ExprId, e: &Expr) -> usize {
-    let f = &p.fusion;
-    let live = f.live_exprs();
-    let first = f
-        .exprs()
-        .find(|(i, x)| live[i.index()] && reduction_axes(&x.op).is_some())
-        .map(|(i, _)| i);
+fn nest_of(p: &OuterPlan, first: Option<ExprId>, id: ExprId, e: &Expr) -> usize {
     let full = reduction_axes(&e.op).is_none()
         && e.outputs
             .iter()
-            .all(|&o| has_reduced_elements(f, o, p.rank, p.k));
+            .all(|&o| has_reduced_elements(&p.fusion, o, p.rank, p.k));
     if full || first == Some(id) {
         0
     } else {
         1 + id.index()
     }
+}
+
+/// The first live reduction of `f` (the schedule's reference).
+fn first_reduction(f: &Fusion) -> Option<ExprId> {
+    let live = f.live_exprs();
+    f.exprs()
+        .find(|(i, x)| live[i.index()] && reduction_axes(&x.op).is_some())
+        .map(|(i, _)| i)
 }
 
 /// Marks the vector dim of every load of a full-row input ([`column_input`]) as a vector
@@ -692,11 +695,11 @@ fn load_unrolled_rows_first(
     }
     // Ahead of the math too: a load's loop opened between two statements of the math
     // would split the math's unrolled loop in two. With one loop nest (one root tensor,
-    // not computed at another) the loads go to the kernel's start (`hoist`); with
-    // several (an output stored beside the reduction, as GELU backward with its bias
-    // gradient, or two reductions, as LayerNorm backward's dw and db), each to the
-    // start of its own nest (`hoist_in_nest`): hoisted all first, one nest's loads
-    // would reopen its loop after another's had closed it.
+    // not computed at or with another: GELU backward's `dx` store runs in its bias
+    // gradient's loops) the loads go to the kernel's start (`hoist`); with several
+    // (two reductions, as LayerNorm backward's dw and db), each to the start of its
+    // own nest (`hoist_in_nest`): hoisted all first, one nest's loads would reopen its
+    // loop after another's had closed it.
     let mut roots: Vec<ValId> = loads.iter().map(|&(_, c)| sched.nest_root(c)).collect();
     roots.sort();
     roots.dedup();
