@@ -202,6 +202,9 @@ pub(super) fn nested_order(s: &Schedule, base: &[usize]) -> Option<Vec<usize>> {
     Some(out)
 }
 
+/// A loop of the kernel: the tensor that owns it and its position (`loops::loop_key`).
+type LoopKey = (ValId, usize);
+
 /// Orders `members` (which share their first `depth` loops) into `out`; see
 /// [`nested_order`].
 fn order_level(
@@ -213,7 +216,7 @@ fn order_level(
     out: &mut Vec<usize>,
 ) -> Option<()> {
     // Units: one per expression computed at this depth, one per loop at this depth.
-    let mut units: Vec<(Option<(ValId, usize)>, Vec<usize>)> = Vec::new();
+    let mut units: Vec<(Option<LoopKey>, Vec<usize>)> = Vec::new();
     let mut unit_of = std::collections::HashMap::new();
     for &e in members {
         let key = nests[e].get(depth).copied();
