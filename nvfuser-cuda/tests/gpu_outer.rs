@@ -3,8 +3,9 @@
 //! and rank-3 tensors in bf16, f16 and f32, at shapes whose innermost dim divides the
 //! vector and at shapes where it does not (one column per thread), with and without a
 //! grid split, against the CPU reference on random inputs. Also a column sum beside a
-//! full output stored with vectors. Skipped without a GPU, required with
-//! `NVFUSER_REQUIRE_GPU=1`.
+//! full output stored with vectors, and activation backwards with their bias gradients
+//! (`bias_grad_cases`: full outputs computed in the sum's loops). Skipped without a
+//! GPU, required with `NVFUSER_REQUIRE_GPU=1`.
 //!
 //! ```text
 //! NVFUSER_REQUIRE_GPU=1 cargo test -p nvfuser-cuda --test gpu_outer -- --nocapture
@@ -102,4 +103,48 @@ fn vectorized_column_reductions_match_the_cpu_reference() {
     );
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     assert!(vectorized >= 20, "only {vectorized} cases ran with vectors");
+}
+
+mod bias_grad_cases;
+
+/// Activation backwards with their bias gradients (`bias_grad_cases`: GELU, SiLU,
+/// dropout; several full outputs and sums; bf16, f16, f32; widths with 16-byte
+/// vectors, narrower ones and odd ones; rank 3; a broadcast bias; a Welford statistic
+/// beside a full output): the full outputs computed in the column sum's loops from the
+/// values it accumulates, against the CPU reference on random inputs.
+#[test]
+fn full_outputs_beside_column_sums_match_the_cpu_reference() {
+    let Some(device) = gpu_device() else { return };
+    let (mut compared, mut vectorized) = (0, 0);
+    let mut mismatches = Vec::new();
+    for (i, case) in bias_grad_cases::cases().into_iter().enumerate() {
+        let fusion = nvfuser_core::dsl::build_str(&case.src)
+            .unwrap_or_else(|e| panic!("{}: {e:?}", case.name))
+            .remove(0)
+            .0;
+        let exec = FusionExecutorCache::new(fusion);
+        let inputs: Vec<EvalInput> = case
+            .shapes
+            .iter()
+            .enumerate()
+            .map(|(k, (d, s))| {
+                EvalInput::Tensor(HostTensor::random(*d, s, (1000 + i * 7 + k) as u64))
+            })
+            .collect();
+        let tensors = upload_inputs(&device, &inputs).unwrap();
+        let args: Vec<Arg<'_>> = input_args(&inputs, &tensors);
+        if let Ok(HeuristicParams::OuterReduction(p)) = exec.heuristics(&device, &args) {
+            vectorized += usize::from(p.vectorize > 1);
+        }
+        match run_and_compare(&device, &exec, &inputs, None, &reduction_tolerance) {
+            Ok(n) => compared += n,
+            Err(m) => mismatches.push(format!("{} at {:?}: {m}", case.name, case.shapes)),
+        }
+    }
+    println!(
+        "full outputs beside column sums: {compared} outputs compared, {vectorized} cases with vectors of columns, {} mismatches",
+        mismatches.len()
+    );
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    assert!(vectorized >= 6, "only {vectorized} cases ran with vectors");
 }

@@ -88,9 +88,6 @@ impl ScheduledFusion {
                 for &(_, c) in &pairs[1..] {
                     let ci = &self.schedule.tensors[&c].domain;
                     let (a, b) = (c0.loop_dom(pos), ci.loop_dom(pos));
-                    if a.extent != b.extent || a.kind != b.kind || a.parallel != b.parallel {
-                        break 'grow;
-                    }
                     // A serial loop must be the same loop. A consumer's size-1 dim is
                     // a loop of its own only if no consumer it is computed at owns a
                     // real one there (fuzz seed 1117748: a broadcast computed inside
@@ -99,6 +96,15 @@ impl ScheduledFusion {
                         self.loop_owner(first_consumer, pos),
                         self.loop_owner(c, pos),
                     );
+                    // The dims may differ in kind only when they are one loop (a value
+                    // summed over the rows and stored by an output computed with the
+                    // sum, `compute_with`: the row loop is the sum's reduction loop).
+                    if a.extent != b.extent
+                        || a.parallel != b.parallel
+                        || (a.kind != b.kind && o0 != oc)
+                    {
+                        break 'grow;
+                    }
                     let serial = |d: &super::domain::Dom| {
                         !d.parallel.is_thread() && d.extent != crate::ir::Extent::Const(1)
                     };

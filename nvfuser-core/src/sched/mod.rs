@@ -543,10 +543,17 @@ impl Schedule {
     }
 
     /// The tensor whose loop nest `tv` is computed in: the end of its chain of
-    /// compute-at consumers (`tv` itself when it is computed at none).
+    /// compute-at consumers and compute-with tensors (`tv` itself when it is computed
+    /// at none and with none: an output stored inside a column sum's loops,
+    /// `compute_with`, is in the sum's nest).
     pub fn nest_root(&self, mut tv: ValId) -> ValId {
-        while let Some(ca) = self.tensors.get(&tv).and_then(|t| t.compute_at) {
-            tv = ca.consumer;
+        // Bounded: validation refuses a cycle, but this may run before it.
+        for _ in 0..=self.tensors.len() {
+            let t = self.tensors.get(&tv);
+            match t.and_then(|t| t.compute_at.or(t.compute_with)) {
+                Some(ca) => tv = ca.consumer,
+                None => break,
+            }
         }
         tv
     }

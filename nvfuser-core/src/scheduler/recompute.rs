@@ -1,4 +1,5 @@
-//! Recompute-per-use rewriting for the inner-reduction schedule.
+//! Recompute-per-use rewriting for the inner-reduction schedule (and per loop nest,
+//! for the outer reduction's: [`recompute_per_nest`]).
 //!
 //! A one-row-per-block kernel with a serial loop over the row cannot keep a row's
 //! intermediate values in registers when the row length is symbolic. So every pointwise
@@ -17,7 +18,7 @@ use std::collections::HashMap;
 use smallvec::SmallVec;
 
 use super::{not_supported, DefaultScheduleError};
-use crate::ir::{Expr, Fusion, Op, ValId};
+use crate::ir::{Expr, ExprId, Fusion, Op, ValId};
 
 /// Upper bound on the expressions of a rewritten fusion.
 const MAX_EXPRS: usize = 4096;
@@ -31,21 +32,45 @@ struct Rewrite<'a> {
     is_output: Vec<bool>,
     /// Original reduction outputs, already emitted.
     shared: HashMap<ValId, ValId>,
+    /// The loop nest of the anchor being resolved ([`recompute_per_nest`]): pointwise
+    /// intermediates are computed once per nest (`memo`); `None` recomputes per use.
+    nest: Option<usize>,
+    /// (nest, original value) -> its copy in that nest.
+    memo: HashMap<(usize, ValId), ValId>,
 }
 
 /// The fusion with pointwise intermediates recomputed per use.
 pub(crate) fn recompute_per_use(f: &Fusion) -> Result<Fusion, DefaultScheduleError> {
-    rewrite(f, true)
+    rewrite(f, true, &|_, _| None)
+}
+
+/// The fusion with pointwise intermediates computed once per loop nest: `nest_of`
+/// gives each *anchor* (a reduction, or an expression defining a fusion output) its
+/// nest; anchors of one nest share the intermediates they read (GELU backward's `dx`,
+/// stored as an output and summed over the rows, is computed once), anchors of
+/// different nests each get their own copies, as [`recompute_per_use`] makes them.
+/// Reads of fusion inputs still go through a register copy per use (each load keeps
+/// one reader, so it can be given its own loop of batched loads); so do reads of
+/// another anchor's output (recomputed from the shared values, one op).
+pub(crate) fn recompute_per_nest(
+    f: &Fusion,
+    nest_of: &dyn Fn(ExprId, &Expr) -> usize,
+) -> Result<Fusion, DefaultScheduleError> {
+    rewrite(f, true, &|id, e| Some(nest_of(id, e)))
 }
 
 /// The fusion with pointwise intermediates recomputed per use from the fusion inputs,
 /// which are read as they are: a persistent kernel that caches each input row once
 /// keeps only those rows (the projection of persistent buffers to inputs).
 pub(crate) fn project_to_inputs(f: &Fusion) -> Result<Fusion, DefaultScheduleError> {
-    rewrite(f, false)
+    rewrite(f, false, &|_, _| None)
 }
 
-fn rewrite(f: &Fusion, copy_inputs: bool) -> Result<Fusion, DefaultScheduleError> {
+fn rewrite(
+    f: &Fusion,
+    copy_inputs: bool,
+    nest_of: &dyn Fn(ExprId, &Expr) -> Option<usize>,
+) -> Result<Fusion, DefaultScheduleError> {
     let nf = f.without_exprs();
     let mut is_output = vec![false; f.num_vals()];
     for o in f.outputs() {
@@ -57,6 +82,8 @@ fn rewrite(f: &Fusion, copy_inputs: bool) -> Result<Fusion, DefaultScheduleError
         copy_inputs,
         is_output,
         shared: HashMap::new(),
+        nest: None,
+        memo: HashMap::new(),
     };
     let live = f.live_exprs();
     for (id, e) in f.exprs() {
@@ -68,6 +95,7 @@ fn rewrite(f: &Fusion, copy_inputs: bool) -> Result<Fusion, DefaultScheduleError
         if !anchor {
             continue;
         }
+        rw.nest = nest_of(id, e);
         let inputs = rw.resolve_inputs(e)?;
         rw.push(Expr {
             op: e.op.clone(),
@@ -113,24 +141,43 @@ impl Rewrite<'_> {
         if let Some(&s) = self.shared.get(&v) {
             return Ok(s);
         }
-        let (op, inputs) = match val.definition {
-            None => {
-                // A fusion input: broadcasts and data movement read it directly, others
-                // through a copy.
-                if direct || !self.copy_inputs {
-                    return Ok(v);
-                }
-                (Op::Set, SmallVec::from_elem(v, 1))
+        let Some(d) = val.definition else {
+            // A fusion input: broadcasts and data movement read it directly, others
+            // through a copy.
+            if direct || !self.copy_inputs {
+                return Ok(v);
             }
-            Some(d) => {
-                let e = self.f.expr(d);
-                if e.outputs.len() != 1 {
-                    return not_supported(format!("the multi-output expression {}", e.op.name()));
-                }
-                (e.op.clone(), self.resolve_inputs(e)?)
-            }
+            return self.copy(v, Op::Set, SmallVec::from_elem(v, 1));
         };
-        let mut copy = val.clone();
+        let e = self.f.expr(d);
+        if e.outputs.len() != 1 {
+            return not_supported(format!("the multi-output expression {}", e.op.name()));
+        }
+        // Within a nest, an intermediate is computed once; an anchor's output read by
+        // another anchor is recomputed there (one op, from the shared values).
+        let key = self
+            .nest
+            .filter(|_| !self.is_output[v.index()])
+            .map(|n| (n, v));
+        if let Some(&c) = key.and_then(|k| self.memo.get(&k)) {
+            return Ok(c);
+        }
+        let inputs = self.resolve_inputs(e)?;
+        let id = self.copy(v, e.op.clone(), inputs)?;
+        if let Some(k) = key {
+            self.memo.insert(k, id);
+        }
+        Ok(id)
+    }
+
+    /// A new value like `v` (its dtype and shape), defined by `op` of `inputs`.
+    fn copy(
+        &mut self,
+        v: ValId,
+        op: Op,
+        inputs: SmallVec<[ValId; 3]>,
+    ) -> Result<ValId, DefaultScheduleError> {
+        let mut copy = self.f.val(v).clone();
         copy.definition = None;
         let id = self.nf.push_val(copy);
         self.push(Expr {

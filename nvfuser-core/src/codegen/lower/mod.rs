@@ -161,9 +161,14 @@ pub(super) fn lower(sf: &ScheduledFusion, opts: &KernelOptions) -> SchedResult<K
     // pulled to its first reader (see `order`). The first error stands if that fails
     // too or changes nothing.
     // Then with the expressions of each outermost loop kept together (`grouped_order`).
+    // Last, with every loop's expressions together at every depth (`nested_order`).
     let pulled_order = order::emission_order(s);
     let grouped = order::grouped_order(s, &pulled_order);
-    for order in [pulled_order, grouped] {
+    let nested = order::nested_order(s, &pulled_order);
+    for order in [Some(pulled_order), Some(grouped), nested]
+        .into_iter()
+        .flatten()
+    {
         if order.iter().enumerate().all(|(i, &e)| i == e) {
             continue;
         }

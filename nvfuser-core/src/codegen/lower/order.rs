@@ -173,3 +173,103 @@ pub(super) fn grouped_order(s: &Schedule, base: &[usize]) -> Vec<usize> {
     }
     order
 }
+
+/// A topological order that keeps every loop's expressions together at every depth,
+/// when one exists (tried last): the expressions that share loops `0..d` are split
+/// into those computed at that depth and groups by their loop `d`; the groups and
+/// single expressions are ordered by their dependencies (the earliest in `base` first
+/// among the ready ones), and each group is ordered the same way one loop deeper.
+/// Values with several readers in different inner loops of one row (an output's
+/// vector loop and a column sum's, GELU's `x` and sigmoid read by both) get loops of
+/// their own that the two orders above can interleave with an inlined chain (a cast
+/// placed inside the sum's vector loop before the loop of a value it reads opened and
+/// closed it). `None` when the groups depend on each other both ways.
+pub(super) fn nested_order(s: &Schedule, base: &[usize]) -> Option<Vec<usize>> {
+    let n = base.len();
+    let mut rank = vec![0usize; n];
+    for (r, &e) in base.iter().enumerate() {
+        rank[e] = r;
+    }
+    let producers: Vec<Vec<usize>> = s
+        .exprs
+        .iter()
+        .map(|e| e.inputs.iter().filter_map(|&v| s.definition(v)).collect())
+        .collect();
+    let nests: Vec<Vec<(ValId, usize)>> = s.exprs.iter().map(|e| nest(s, e.output)).collect();
+    let mut out = Vec::with_capacity(n);
+    let all: Vec<usize> = (0..n).collect();
+    order_level(&all, 0, &nests, &producers, &rank, &mut out)?;
+    Some(out)
+}
+
+/// A loop of the kernel: the tensor that owns it and its position (`loops::loop_key`).
+type LoopKey = (ValId, usize);
+
+/// Orders `members` (which share their first `depth` loops) into `out`; see
+/// [`nested_order`].
+fn order_level(
+    members: &[usize],
+    depth: usize,
+    nests: &[Vec<(ValId, usize)>],
+    producers: &[Vec<usize>],
+    rank: &[usize],
+    out: &mut Vec<usize>,
+) -> Option<()> {
+    // Units: one per expression computed at this depth, one per loop at this depth.
+    let mut units: Vec<(Option<LoopKey>, Vec<usize>)> = Vec::new();
+    let mut unit_of = std::collections::HashMap::new();
+    for &e in members {
+        let key = nests[e].get(depth).copied();
+        let u = match key {
+            Some(k) => match units.iter().position(|(uk, _)| *uk == Some(k)) {
+                Some(u) => u,
+                None => {
+                    units.push((Some(k), Vec::new()));
+                    units.len() - 1
+                }
+            },
+            None => {
+                units.push((None, Vec::new()));
+                units.len() - 1
+            }
+        };
+        units[u].1.push(e);
+        unit_of.insert(e, u);
+    }
+    // Dependencies between units (producers outside `members` are ordered elsewhere).
+    let m = units.len();
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); m];
+    for (u, (_, es)) in units.iter().enumerate() {
+        for &e in es {
+            for p in &producers[e] {
+                if let Some(&pu) = unit_of.get(p) {
+                    if pu != u && !deps[u].contains(&pu) {
+                        deps[u].push(pu);
+                    }
+                }
+            }
+        }
+    }
+    let first = |u: usize| {
+        units[u]
+            .1
+            .iter()
+            .map(|&e| rank[e])
+            .min()
+            .unwrap_or(usize::MAX)
+    };
+    let mut done = vec![false; m];
+    for _ in 0..m {
+        let next = (0..m)
+            .filter(|&u| !done[u] && deps[u].iter().all(|&d| done[d]))
+            .min_by_key(|&u| first(u))?;
+        done[next] = true;
+        let (key, es) = &units[next];
+        if key.is_some() {
+            order_level(es, depth + 1, nests, producers, rank, out)?;
+        } else {
+            out.extend(es.iter().copied());
+        }
+    }
+    Some(())
+}

@@ -5,9 +5,13 @@
 //! every computed tensor is *full* (rank `r`) or *per-column* (rank `r - k`), and no
 //! full tensor is computed from a reduction result (a normalization over the outer
 //! dims: the statistics are a segment of their own, with a grid reduction).
-//! Pointwise intermediates are recomputed per use (as in the streaming inner
-//! reduction), so per-column values may be broadcast back. Creation ops are taken as
-//! pointwise math, as in the inner schedules (dropout's mask in a bias gradient).
+//! Pointwise intermediates are computed once per loop nest (`recompute_per_nest`):
+//! the first reduction and every full output share one nest, so a value both stored
+//! and summed (GELU backward's `dx` beside its bias gradient) is computed once per
+//! element; every other reduction and per-column output recomputes what it reads in
+//! its own nest (as in the streaming inner reduction), so per-column values may be
+//! broadcast back. Creation ops are taken as pointwise math, as in the inner schedules
+//! (dropout's mask in a bias gradient).
 //!
 //! Schedule: the innermost kept dim is split by `vectorize` (a thread's vector of
 //! adjacent columns), the kept dims are merged and split into `[blocks, threads_x]` on
@@ -30,6 +34,11 @@
 //! output is computed in registers and stored per column; full outputs (GELU backward's
 //! `dx`) are stored with vectors from a register copy. Welford statistics keep one
 //! column per thread (their accumulators stay scalar).
+//!
+//! Full outputs run in the first reduction's loops (`compute_with` at every loop, or
+//! every loop but a vector store's own dim), so what they share with it is computed
+//! in the same row and vector loops: `dx[8]` per unrolled row, converted and stored
+//! with one 16-byte store, and accumulated from the same registers.
 
 use crate::scheduler::unfit::{ReducedSide, Takes, Unfit};
 
@@ -37,14 +46,14 @@ use super::pointwise::index_type;
 use super::{
     ceil_div, pow2_dividing, round_up, tensor_inputs, vector_limit, vector_readable, Plan,
 };
-use crate::ir::{Extent, Fusion, Op, ValId};
+use crate::ir::{Expr, ExprId, Extent, Fusion, Op, ValId};
 use crate::sched::{ParallelType, ScheduleError, ScheduledFusion};
 use crate::scheduler::analysis::{
     check_exactly_mapped, is_creation, is_input_squeeze, is_pointwise, reduction_axes,
 };
 use crate::scheduler::info::RuntimeInfo;
 use crate::scheduler::params::{CompileParams, LaunchParams, OuterReductionParams};
-use crate::scheduler::recompute::{push_broadcasts, recompute_per_use};
+use crate::scheduler::recompute::{push_broadcasts, recompute_per_nest};
 
 pub(crate) struct OuterPlan {
     pub fusion: Fusion,
@@ -255,7 +264,10 @@ pub(crate) fn heuristics(p: &OuterPlan, info: &RuntimeInfo) -> Plan<OuterReducti
     // (best 398), [65536, 4096] 824, 893 and 2187 (best 776). One input keeps 8: Welford
     // statistics with few rows per thread need it (`column_var_mean` [100352, 256] bf16
     // 55.2 us at 8, 63.2 at 4), though a bf16 column sum would gain 8% at 4
-    // ([65536, 4096]: 222 against 241 us).
+    // ([65536, 4096]: 222 against 241 us). The GELU backward figures are of the
+    // kernel that computed `dx` once per loop nest, one column per thread; with the
+    // shared form and vectors (`recompute_per_nest`) unroll 4 is kept unmeasured
+    // (`param_sweep gelu_bwd_bias bf16 8192 16384` tries 4 and 16 beside it).
     if row_inputs(p) > 1 || vectorize > 1 {
         unroll = unroll.min(4);
     }
@@ -299,13 +311,18 @@ fn vector_split(p: &OuterPlan, chunks: i64, rows: i64, sm: i64) -> (i64, i64, i6
     (threads_x, threads_y, blocks, grid_split)
 }
 
+/// Whether full outputs beside the column sums are stored with vectors of columns
+/// (else one column per thread). Chosen without a GPU measurement of the shared
+/// form: `param_sweep gelu_bwd_bias bf16 8192 16384` sweeps both widths (the
+/// heuristic's and 1) over the thread shapes, and decides it.
+const VECTORIZE_FULL_OUTPUTS: bool = true;
+
 /// Columns per thread: the widest vector (at most 16 bytes of the widest input read
 /// with vectors) that divides the innermost kept extent `inner` and that every such
 /// input's layout allows (`vector_limit`). Inputs read with vectors: full rows whose
 /// innermost dim is a column dim ([`column_input`]); per-row statistics (`[N, 1]`) are
-/// read one value per row. 1 with a Welford reduction (its accumulators stay scalar),
-/// with full outputs, or with an input whose declared layout is not
-/// innermost-contiguous.
+/// read one value per row. 1 with a Welford reduction (its accumulators stay scalar)
+/// or with an input whose declared layout is not innermost-contiguous.
 fn vector_width(p: &OuterPlan, info: &RuntimeInfo, inner: i64) -> i64 {
     let f = &p.fusion;
     let welford = f.exprs().any(|(_, e)| {
@@ -315,13 +332,17 @@ fn vector_width(p: &OuterPlan, info: &RuntimeInfo, inner: i64) -> i64 {
         )
     });
     // Full outputs beside the column sums (GELU backward's `dx` with its bias
-    // gradient) run faster with one column per thread: H200 `gelu_bwd_bias` [8192,
-    // 16384] 394 us at 256 x 2 threads, 473 at best with vectors of 8 (`param_sweep`).
+    // gradient) are vectorized too: they are computed in the sum's loops and share
+    // its values (`recompute_per_nest`, `compute_with`). The measurement that kept
+    // them at one column per thread (H200 `gelu_bwd_bias` [8192, 16384]: 394 us at
+    // 256 x 2 threads, 473 at best with vectors of 8) was of kernels that computed
+    // `dx` twice, once per loop nest; the shared form is not measured yet (see
+    // `VECTORIZE_FULL_OUTPUTS`).
     let full_outputs = f
         .outputs()
         .iter()
         .any(|o| has_reduced_elements(f, o.val, p.rank, p.k));
-    if welford || full_outputs || inner <= 1 {
+    if welford || (full_outputs && !VECTORIZE_FULL_OUTPUTS) || inner <= 1 {
         return 1;
     }
     // Several kept dims merged around a broadcast one (a `[2, 1]` operand of `[2, N]`
@@ -395,9 +416,11 @@ pub(crate) fn schedule(
     p: &OuterPlan,
     params: &OuterReductionParams,
 ) -> Result<ScheduledFusion, ScheduleError> {
-    let f = recompute_per_use(&p.fusion).map_err(|e| ScheduleError::Unsupported(e.to_string()))?;
     let rank = p.rank;
     let k = p.k;
+    let first = first_reduction(&p.fusion);
+    let f = recompute_per_nest(&p.fusion, &|id, e| nest_of(p, first, id, e))
+        .map_err(|e| ScheduleError::Unsupported(e.to_string()))?;
     let kept = rank - k;
     let live = f.live_exprs();
     let mut s = ScheduledFusion::new(f.clone())?;
@@ -549,10 +572,30 @@ pub(crate) fn schedule(
     for &(_, o) in &stores {
         s.parallelize(o, -1, ParallelType::Vectorize)?;
     }
-    s.inline_most()?;
     let unroll_axis = if ty > 1 { 5 } else { 4 };
+    // Full outputs run in the reference's loops, row and vector loops included
+    // (`compute_with`; a vector store's own dim excepted): what they share with the
+    // reference (GELU backward's `dx`, one copy in the main nest of
+    // `recompute_per_nest`) is computed once per element, stored and accumulated from
+    // the same registers.
+    let nest_loops = s.schedule().tensors[&reference].domain.loop_dims.len();
+    let leaves: Vec<ValId> = super::distinct_outputs(&f)
+        .into_iter()
+        .filter(|&o| {
+            // Not a keepdim broadcast of a sum (computed from the reference).
+            has_reduced_elements(&f, o, rank, k)
+                && full.contains(&o)
+                && o != reference
+                && s.schedule().uses(o).is_empty()
+        })
+        .collect();
+    for o in leaves {
+        let stored = stores.iter().any(|&(_, so)| so == o);
+        s.compute_with(o, reference, nest_loops - usize::from(stored))?;
+    }
+    s.inline_most()?;
     for &(c, o) in &stores {
-        s.compute_at(c, o, unroll_axis)?;
+        s.compute_at(c, o, unroll_axis + 1)?;
     }
     if u > 1 || v > 1 {
         load_unrolled_rows_first(&mut s, unroll_axis, usize::from(v > 1))?;
@@ -561,6 +604,29 @@ pub(crate) fn schedule(
         vectorize_row_loads(&mut s, p)?;
     }
     Ok(s)
+}
+
+/// The loop nest of an anchor of [`recompute_per_nest`]: the first reduction and every
+/// full tensor (stored inside the reduction's loops, `compute_with`) share nest 0; every
+/// other anchor (another reduction, per-column math) is a nest of its own.
+fn nest_of(p: &OuterPlan, first: Option<ExprId>, id: ExprId, e: &Expr) -> usize {
+    let full = reduction_axes(&e.op).is_none()
+        && e.outputs
+            .iter()
+            .all(|&o| has_reduced_elements(&p.fusion, o, p.rank, p.k));
+    if full || first == Some(id) {
+        0
+    } else {
+        1 + id.index()
+    }
+}
+
+/// The first live reduction of `f` (the schedule's reference).
+fn first_reduction(f: &Fusion) -> Option<ExprId> {
+    let live = f.live_exprs();
+    f.exprs()
+        .find(|(i, x)| live[i.index()] && reduction_axes(&x.op).is_some())
+        .map(|(i, _)| i)
 }
 
 /// Marks the vector dim of every load of a full-row input ([`column_input`]) as a vector
@@ -629,11 +695,11 @@ fn load_unrolled_rows_first(
     }
     // Ahead of the math too: a load's loop opened between two statements of the math
     // would split the math's unrolled loop in two. With one loop nest (one root tensor,
-    // not computed at another) the loads go to the kernel's start (`hoist`); with
-    // several (an output stored beside the reduction, as GELU backward with its bias
-    // gradient, or two reductions, as LayerNorm backward's dw and db), each to the
-    // start of its own nest (`hoist_in_nest`): hoisted all first, one nest's loads
-    // would reopen its loop after another's had closed it.
+    // not computed at or with another: GELU backward's `dx` store runs in its bias
+    // gradient's loops) the loads go to the kernel's start (`hoist`); with several
+    // (two reductions, as LayerNorm backward's dw and db), each to the start of its
+    // own nest (`hoist_in_nest`): hoisted all first, one nest's loads would reopen its
+    // loop after another's had closed it.
     let mut roots: Vec<ValId> = loads.iter().map(|&(_, c)| sched.nest_root(c)).collect();
     roots.sort();
     roots.dedup();
