@@ -772,7 +772,8 @@ fn k(t0: Tensor<f32, [_, _]>, t1: Tensor<f32, [_, _, _]>) -> Tensor<f32, [_, _, 
 /// Broadcasts of `iota`/`full` folded into the creation op (`fold_creation_broadcasts`):
 /// cross-entropy's backward with an iota one-hot, a causal mask over a batch, an iota
 /// with a start and a step broadcast along a middle dim, a `full` broadcast along the
-/// rows; one persistent kernel each, compared with the CPU reference.
+/// rows (positive rows: their sums are well-conditioned); one persistent kernel each,
+/// compared with the CPU reference.
 #[test]
 fn creation_ops_broadcast_along_the_rows() {
     check_calls(
@@ -809,7 +810,7 @@ fn k(s: Tensor<bf16, [_, _, _]>) -> Tensor<bf16, [_, _, _]> {
 fn k(x: Tensor<f32, [_, _, _]>) -> (Tensor<f32, [_, _, _]>, Tensor<f32, [_, _, 1]>) {
     let r = iota(x.size(1), 3, 2, f32).unsqueeze(1);
     let h = full([x.size(2)], 0.5, f32).unsqueeze(0);
-    let y = x * r + h;
+    let y = x.abs() * r + h;
     (y / y.sum([2], keepdim = true), y.max([2], keepdim = true))
 }
 "#,
