@@ -302,9 +302,21 @@ fn vector_split(p: &OuterPlan, chunks: i64, rows: i64, sm: i64) -> (i64, i64, i6
     let threads_x = 32;
     let blocks = ceil_div(chunks, threads_x);
     let many = row_inputs(p) > 1;
-    let most_y = (if many { 8 } else { 16 }).min(rows / 64).max(1);
+    // Full outputs beside the sums (GELU backward's `dx`) take 4 rows of threads and
+    // twice the blocks: H200 `param_sweep gelu_bwd_bias bf16 8192 16384`, 300.4 us at
+    // 32 x 4 and 32 blocks per column against 337.0 at 32 x 8 and 11.
+    let full = full_outputs(p);
+    let most_y = (if full {
+        4
+    } else if many {
+        8
+    } else {
+        16
+    })
+    .min(rows / 64)
+    .max(1);
     let threads_y = 1i64 << (63 - most_y.leading_zeros());
-    let per_sm = if many { 40 } else { 80 };
+    let per_sm = if many && !full { 40 } else { 80 };
     let grid_split = ceil_div(per_sm * sm, blocks * threads_y)
         .min(rows / (64 * threads_y))
         .clamp(1, 65535);
@@ -312,9 +324,9 @@ fn vector_split(p: &OuterPlan, chunks: i64, rows: i64, sm: i64) -> (i64, i64, i6
 }
 
 /// Whether full outputs beside the column sums are stored with vectors of columns
-/// (else one column per thread). Chosen without a GPU measurement of the shared
-/// form: `param_sweep gelu_bwd_bias bf16 8192 16384` sweeps both widths (the
-/// heuristic's and 1) over the thread shapes, and decides it.
+/// (else one column per thread). H200 `param_sweep gelu_bwd_bias bf16 8192 16384`
+/// with the shared form (dx computed once): 300.4 us at best with vectors of 8, 363.7
+/// with one column per thread.
 const VECTORIZE_FULL_OUTPUTS: bool = true;
 
 /// Columns per thread: the widest vector (at most 16 bytes of the widest input read
@@ -400,6 +412,15 @@ fn has_reduced_elements(f: &Fusion, v: ValId, rank: usize, k: usize) -> bool {
                 .iter()
                 .any(|d| d.kind != crate::ir::IterKind::Broadcast && !d.is_reduction())
     })
+}
+
+/// True when some output has elements along the reduced dims (a full output beside the
+/// column sums).
+fn full_outputs(p: &OuterPlan) -> bool {
+    let f = &p.fusion;
+    f.outputs()
+        .iter()
+        .any(|o| has_reduced_elements(f, o.val, p.rank, p.k))
 }
 
 /// The fusion inputs read along the reduced dims (full tensors and per-row statistics
