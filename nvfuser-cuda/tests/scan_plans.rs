@@ -7,29 +7,14 @@ mod scan_fusions;
 
 use nvfuser_core::ir::ScanOp;
 use nvfuser_core::prelude::*;
-use nvfuser_core::scheduler::{DeviceInfo, HeuristicParams, InputInfo, RuntimeInfo, TensorInfo};
+use nvfuser_core::scheduler::{DeviceInfo, HeuristicParams, RuntimeInfo};
 use nvfuser_cuda::testing::require_nvrtc;
 use nvfuser_cuda::{compile, FusionExecutorCache, GpuArch};
 use scan_fusions::*;
 
-fn dense(dtype: DataType, sizes: &[i64]) -> TensorInfo {
-    let mut strides = vec![1i64; sizes.len()];
-    for d in (0..sizes.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * sizes[d + 1].max(1);
-    }
-    TensorInfo {
-        dtype,
-        sizes: sizes.to_vec(),
-        strides,
-        alignment: 16,
-    }
-}
-
+/// A call of one dense input of `sizes` on an H100.
 fn h100(dtype: DataType, sizes: &[i64]) -> RuntimeInfo {
-    RuntimeInfo {
-        device: DeviceInfo::h100_for_tests(),
-        inputs: vec![InputInfo::Tensor(dense(dtype, sizes))],
-    }
+    RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &[(dtype, sizes)])
 }
 
 /// The params of the one kernel `fusion` plans for `sizes` on an H100, or why not; the
@@ -199,13 +184,10 @@ fn a_scan_broadcast_in_kept_dims_plans_with_the_full_output_as_reference() {
     let y = fd.binary(nvfuser_core::ir::BinaryOp::Mul, x, c).unwrap();
     fd.add_output(y).unwrap();
     let exec = FusionExecutorCache::new(fd.finish().unwrap());
-    let info = RuntimeInfo {
-        device: DeviceInfo::h100_for_tests(),
-        inputs: vec![
-            InputInfo::Tensor(dense(DataType::F32, &[128, 64, 3])),
-            InputInfo::Tensor(dense(DataType::F32, &[128])),
-        ],
-    };
+    let info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &[(DataType::F32, &[128, 64, 3]), (DataType::F32, &[128])],
+    );
     let (params, kernel) = exec.generate_for(&info, None).unwrap();
     assert!(kernel.is_some());
     assert!(matches!(params, HeuristicParams::Scan(_)), "{params:?}");

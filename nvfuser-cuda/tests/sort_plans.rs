@@ -8,29 +8,14 @@
 mod sort_fusions;
 
 use nvfuser_core::prelude::*;
-use nvfuser_core::scheduler::{DeviceInfo, HeuristicParams, InputInfo, RuntimeInfo, TensorInfo};
+use nvfuser_core::scheduler::{DeviceInfo, HeuristicParams, RuntimeInfo};
 use nvfuser_cuda::testing::require_nvrtc;
 use nvfuser_cuda::{compile, FusionExecutorCache, GpuArch};
 use sort_fusions::*;
 
-fn dense(dtype: DataType, sizes: &[i64]) -> TensorInfo {
-    let mut strides = vec![1i64; sizes.len()];
-    for d in (0..sizes.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * sizes[d + 1].max(1);
-    }
-    TensorInfo {
-        dtype,
-        sizes: sizes.to_vec(),
-        strides,
-        alignment: 16,
-    }
-}
-
+/// A call of one dense input of `sizes` on an H100.
 fn h100(dtype: DataType, sizes: &[i64]) -> RuntimeInfo {
-    RuntimeInfo {
-        device: DeviceInfo::h100_for_tests(),
-        inputs: vec![InputInfo::Tensor(dense(dtype, sizes))],
-    }
+    RuntimeInfo::contiguous(DeviceInfo::h100_for_tests(), &[(dtype, sizes)])
 }
 
 /// The params of the one kernel `fusion` plans for `sizes` on an H100, or why not; the
@@ -227,14 +212,14 @@ fn k(t0: Tensor<bf16, [_, _]>, t1: Tensor<f64, [_, _, _, _]>, t2: Tensor<f64, []
     .unwrap()
     .remove(0)
     .0;
-    let info = RuntimeInfo {
-        device: DeviceInfo::h100_for_tests(),
-        inputs: vec![
-            InputInfo::Tensor(dense(DataType::BF16, &[5, 3])),
-            InputInfo::Tensor(dense(DataType::F64, &[2, 256, 5, 3])),
-            InputInfo::Tensor(dense(DataType::F64, &[])),
+    let info = RuntimeInfo::contiguous(
+        DeviceInfo::h100_for_tests(),
+        &[
+            (DataType::BF16, &[5, 3]),
+            (DataType::F64, &[2, 256, 5, 3]),
+            (DataType::F64, &[]),
         ],
-    };
+    );
     let exec = FusionExecutorCache::new(fusion.clone());
     let plan = exec.plan_for(&info, None).unwrap_or_else(|e| panic!("{e}"));
     let kernels: Vec<_> = plan.kernels().collect();

@@ -131,6 +131,32 @@ fn emit(
     }
 }
 
+/// What the grouped orders read of each expression: its position in the base order,
+/// the expressions that produce its inputs, and its loop nest.
+struct Ranked {
+    rank: Vec<usize>,
+    producers: Vec<Vec<usize>>,
+    nests: Vec<Vec<(ValId, usize)>>,
+}
+
+fn ranked(s: &Schedule, base: &[usize]) -> Ranked {
+    let mut rank = vec![0usize; base.len()];
+    for (r, &e) in base.iter().enumerate() {
+        rank[e] = r;
+    }
+    let producers = s
+        .exprs
+        .iter()
+        .map(|e| e.inputs.iter().filter_map(|&v| s.definition(v)).collect())
+        .collect();
+    let nests = s.exprs.iter().map(|e| nest(s, e.output)).collect();
+    Ranked {
+        rank,
+        producers,
+        nests,
+    }
+}
+
 /// [`emission_order`], with the expressions of each loop kept together: a topological
 /// order that, among the expressions whose producers are all emitted, takes one that
 /// shares the most open loops with the last emitted expression (the earliest of them in
@@ -139,16 +165,11 @@ fn emit(
 /// load inlined into its cast inside the row loop stays next to the cast.
 pub(super) fn grouped_order(s: &Schedule, base: &[usize]) -> Vec<usize> {
     let n = base.len();
-    let mut rank = vec![0usize; n];
-    for (r, &e) in base.iter().enumerate() {
-        rank[e] = r;
-    }
-    let producers: Vec<Vec<usize>> = s
-        .exprs
-        .iter()
-        .map(|e| e.inputs.iter().filter_map(|&v| s.definition(v)).collect())
-        .collect();
-    let nests: Vec<Vec<(ValId, usize)>> = s.exprs.iter().map(|e| nest(s, e.output)).collect();
+    let Ranked {
+        rank,
+        producers,
+        nests,
+    } = ranked(s, base);
     let mut emitted = vec![false; n];
     let mut order = Vec::with_capacity(n);
     let mut open: &[(ValId, usize)] = &[];
@@ -186,16 +207,11 @@ pub(super) fn grouped_order(s: &Schedule, base: &[usize]) -> Vec<usize> {
 /// closed it). `None` when the groups depend on each other both ways.
 pub(super) fn nested_order(s: &Schedule, base: &[usize]) -> Option<Vec<usize>> {
     let n = base.len();
-    let mut rank = vec![0usize; n];
-    for (r, &e) in base.iter().enumerate() {
-        rank[e] = r;
-    }
-    let producers: Vec<Vec<usize>> = s
-        .exprs
-        .iter()
-        .map(|e| e.inputs.iter().filter_map(|&v| s.definition(v)).collect())
-        .collect();
-    let nests: Vec<Vec<(ValId, usize)>> = s.exprs.iter().map(|e| nest(s, e.output)).collect();
+    let Ranked {
+        rank,
+        producers,
+        nests,
+    } = ranked(s, base);
     let mut out = Vec::with_capacity(n);
     let all: Vec<usize> = (0..n).collect();
     order_level(&all, 0, &nests, &producers, &rank, &mut out)?;
