@@ -13,8 +13,9 @@
 //! the same kernel as the rows (cross-entropy's backward was a kernel for the `iota`
 //! and a streaming reduction narrowed to 16-byte vectors of its `i64` values).
 //!
-//! Only the broadcast is redefined (same value id, same type); the creation op stays
-//! for its other uses and is dead otherwise. Random ops are left alone: their streams
+//! Only the broadcast is redefined (same value id; same type, unless `push_broadcasts`
+//! widened its dims to its consumer's, where the operand's broadcast dims come back);
+//! the creation op stays for its other uses and is dead otherwise. Random ops are left alone: their streams
 //! are keyed on the linear index in their own shape.
 
 use smallvec::SmallVec;
@@ -93,7 +94,20 @@ fn folded_broadcast(f: &Fusion, e: &Expr) -> Option<(Op, SmallVec<[ValId; 3]>, T
         }
         op => op.clone(),
     };
-    Some((op, c.inputs.clone(), TensorType::contiguous(domain)))
+    // The broadcast's own type (its layout, for an output) unless dims were widened.
+    let same = out
+        .domain
+        .iter()
+        .zip(&domain)
+        .all(|(a, b)| a.is_broadcast_like() == b.is_broadcast_like());
+    let t = if same {
+        out.clone()
+    } else if f.outputs().iter().any(|o| o.val == e.outputs[0]) {
+        return None;
+    } else {
+        TensorType::contiguous(domain)
+    };
+    Some((op, c.inputs.clone(), t))
 }
 
 #[cfg(test)]
