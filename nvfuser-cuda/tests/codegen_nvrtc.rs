@@ -518,6 +518,33 @@ fn fuzz_case(t0: Tensor<i32, [_, _, _]>) -> (Tensor<bool, [1, 1]>, Tensor<i32, [
     );
 }
 
+/// CPU fuzz seed 13200097: an uncorrected f32 `var` without its mean, broadcast back
+/// (a normalization). The inner persistent schedule's two-pass rewrite casts an f64
+/// mean to f32, and that cast took the reduced dims of `var`'s type ("lowering of cast
+/// is not implemented yet"); the default schedule refused the seed's `min` over the
+/// broadcast result. One inner persistent kernel each now.
+#[test]
+fn uncorrected_f32_var_without_its_mean_plans() {
+    use nvfuser_core::DataType::{F16, F32};
+    plans_tuned(
+        r#"
+fn fuzz_case(t0: Tensor<f64, [_, _]>, t1: Tensor<f16, [_]>) -> (Tensor<f16, []>, Tensor<f16, [1, 1]>) {
+    let t2 = t0.broadcast([true, false, false]);
+    let t6 = ((t1 as f32).var([0], 0) as f16).broadcast([true]);
+    (t6.min([0]), t6.broadcast([false, true]))
+}
+"#,
+        &[
+            &[(nvfuser_core::DataType::F64, &[7, 64]), (F16, &[64])],
+            &[(nvfuser_core::DataType::F64, &[4096, 100]), (F16, &[100])],
+        ],
+    );
+    plans_tuned(
+        "fn k(x: Tensor<f32, [_, _]>) -> Tensor<f32, [_, _]> { x - x.var([1], 0, keepdim = true) }",
+        &[&[(F32, &[128, 1024])], &[(F32, &[3, 77])]],
+    );
+}
+
 /// CPU fuzz seed 12801467: a `var` over all four symbolic dims of `[A, B, C, D]`,
 /// broadcast back and expanded beside a `uniform` of that shape. The inner persistent
 /// heuristics compiled it as a persistent kernel, which binds one reduced input dim to

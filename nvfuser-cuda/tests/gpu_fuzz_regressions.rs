@@ -889,3 +889,23 @@ fn full_variance_of_four_symbolic_dims_beside_uniform() {
         ],
     );
 }
+
+/// CPU fuzz seed 13200097 (refused, not wrong): an uncorrected f32 `var` without its
+/// mean in a normalization. The inner persistent schedule's two-pass rewrite gave the
+/// cast of its f64 mean the reduced dims, so the lowering took the cast for a
+/// reduction; the seed's `min` over the broadcast result was then refused by the
+/// default schedule too. Both run as one inner persistent kernel now.
+#[test]
+fn uncorrected_f32_var_without_its_mean_in_a_normalization() {
+    check_calls(
+        "fn k(t1: Tensor<f16, [_]>) -> (Tensor<f16, []>, Tensor<f16, [1, 1]>) {
+            let t6 = ((t1 as f32).var([0], 0) as f16).broadcast([true]);
+            (t6.min([0]), t6.broadcast([false, true]))
+        }",
+        &[&[&[64]], &[&[32]], &[&[100]], &[&[1]]],
+    );
+    check_calls(
+        "fn k(x: Tensor<f32, [_, _]>) -> Tensor<f32, [_, _]> { x - x.var([1], 0, keepdim = true) }",
+        &[&[&[128, 1024]], &[&[3, 77]], &[&[1000, 4096]]],
+    );
+}

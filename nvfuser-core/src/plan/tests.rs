@@ -182,3 +182,35 @@ fn a_creation_op_beside_a_two_dim_normalization_is_one_streamed_kernel() {
     );
     assert!(s.fallback.is_none(), "{p}");
 }
+
+/// An uncorrected f32 `var` without its mean (CPU fuzz seed 13200097): the inner
+/// persistent schedule's two-pass rewrite made the mean a cast of an f64 mean, and gave
+/// that cast the reduced dims of `var`'s type (its mean existed only in the rewritten
+/// fusion, whose type it did not read), so the lowering took the cast for a reduction
+/// ("lowering of cast is not implemented yet") and the fusion fell back or was refused.
+#[test]
+fn an_uncorrected_f32_var_alone_is_one_inner_persistent_kernel() {
+    for (src, inputs) in [
+        (
+            "fn f(t1: Tensor<f16, [_]>) -> (Tensor<f16, []>, Tensor<f16, [1]>) {
+                let t5 = (t1 as f32).var([0], 0) as f16;
+                let t6 = t5.broadcast([true]);
+                (t6.min([0]), t6)
+            }",
+            &[(DataType::F16, &[64i64][..])][..],
+        ),
+        (
+            "fn f(x: Tensor<f32, [_, _]>) -> Tensor<f32, [_, _]> {
+                x - x.var([1], 0, keepdim = true)
+            }",
+            &[(DataType::F32, &[128, 1024][..])][..],
+        ),
+    ] {
+        let f = crate::dsl::build_str(src).unwrap().remove(0).0;
+        let p = plan(&f, &h100(inputs)).unwrap_or_else(|e| panic!("{src}: {e}"));
+        assert_eq!(p.segments.len(), 1, "{p}");
+        let s = &p.segments[0];
+        assert_eq!(s.scheduler, "inner persistent", "{p}");
+        assert!(s.fallback.is_none(), "{p}");
+    }
+}

@@ -100,8 +100,12 @@ pub(crate) fn two_pass_moments(f: &Fusion) -> Fusion {
             outputs: smallvec![dst],
         });
         if wide {
-            // The mean is a cast of the f64 reduction: its dims are the kept ones.
-            if let Some(t) = f.tensor_type(mean) {
+            // The mean is a cast of the f64 reduction: its dims are the kept ones. The
+            // type is read from `nf`: a `var` alone has no mean in `f`, its fresh one
+            // (with the reduced dims of `var`'s type) is only in `nf` (CPU fuzz seed
+            // 13200097: the cast kept a reduction dim and the lowering took it for a
+            // reduction, "lowering of cast is not implemented").
+            if let Some(t) = nf.tensor_type(mean) {
                 let kept = TensorType::contiguous(t.shape().cloned().collect());
                 nf.vals[mean.index()].kind = ValKind::Tensor(kept);
             }
