@@ -18,6 +18,27 @@ impl Evaluator<'_> {
         }
     }
 
+    /// The axis of a gather-like op `e` is in range and its index has the input's rank.
+    fn check_full_rank_index(
+        &self,
+        e: &Expr,
+        axis: usize,
+        rank: usize,
+        index_rank: usize,
+    ) -> Result<()> {
+        if axis >= rank {
+            return Err(self.axis_error(e, axis, rank));
+        }
+        if index_rank != rank {
+            return Err(Error::Rank {
+                op: e.op.name().into(),
+                expected: format!("{rank} (the input's rank) for the index"),
+                found: index_rank,
+            });
+        }
+        Ok(())
+    }
+
     /// `gather` (index no larger than the input in non-axis dims) or `take_along_axis`
     /// (index and input broadcast against each other in non-axis dims).
     pub(super) fn gather(&self, e: &Expr, axis: usize, broadcast: bool) -> Result<HostData> {
@@ -25,16 +46,7 @@ impl Evaluator<'_> {
         let x = self.moved(e)?;
         let idx = self.index_tensor(e, self.arg(e, 1)?)?;
         let rank = x.rank();
-        if axis >= rank {
-            return Err(self.axis_error(e, axis, rank));
-        }
-        if idx.ndim() != rank {
-            return Err(Error::Rank {
-                op: name.into(),
-                expected: format!("{rank} (the input's rank) for the index"),
-                found: idx.ndim(),
-            });
-        }
+        self.check_full_rank_index(e, axis, rank, idx.ndim())?;
         let (xk, ik) = (self.kinds(e, 0), self.kinds(e, 1));
         let mut out_shape = idx.shape().to_vec();
         for d in (0..rank).filter(|&d| d != axis) {
@@ -91,16 +103,7 @@ impl Evaluator<'_> {
         let idx = self.index_tensor(e, self.arg(e, 1)?)?;
         let src_arg = self.arg(e, 2)?;
         let rank = x.rank();
-        if axis >= rank {
-            return Err(self.axis_error(e, axis, rank));
-        }
-        if idx.ndim() != rank {
-            return Err(Error::Rank {
-                op: name.into(),
-                expected: format!("{rank} (the input's rank) for the index"),
-                found: idx.ndim(),
-            });
-        }
+        self.check_full_rank_index(e, axis, rank, idx.ndim())?;
         let src = if src_arg.t.dtype() == out_dt {
             std::borrow::Cow::Borrowed(src_arg.t)
         } else {
